@@ -1,0 +1,440 @@
+package configedit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// validatePlugins checks plugin names and drops duplicates, keeping the order.
+// Admission plugin names are CamelCase words (ValidatingAdmissionWebhook, NodeRestriction): an upper-case
+// letter, then letters and digits. Unknown plugins are allowed when they look like that.
+func validatePlugins(plugins []string) ([]string, error) {
+	if len(plugins) == 0 {
+		return nil, fmt.Errorf("%w: no plugin named", ErrInvalidPlugin)
+	}
+
+	out := make([]string, 0, len(plugins))
+
+	for _, p := range plugins {
+		if !validPlugin(p) {
+			return nil, fmt.Errorf("%w: %q (letters and digits, starting with an upper-case letter)", ErrInvalidPlugin, p)
+		}
+
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+
+	return out, nil
+}
+
+func validPlugin(p string) bool {
+	if len(p) < 2 || len(p) > 100 || p[0] < 'A' || p[0] > 'Z' {
+		return false
+	}
+
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+
+	return true
+}
+
+// argValue is the meaning of one extraArgs key.
+type argValue struct {
+	present bool
+	list    bool
+	str     string   // string form, as written (after YAML unquoting)
+	items   []string // list form
+}
+
+// args is the meaning of the part of the config this package cares about.
+type args struct {
+	hasAPIServer, hasExtraArgs bool
+	disable, enable            argValue
+}
+
+func (v argValue) form() Form {
+	switch {
+	case !v.present:
+		return FormAbsent
+	case v.list:
+		return FormList
+	default:
+		return FormString
+	}
+}
+
+// plugins lists the plugin names in the value: comma-separated parts of the string, or of every list item.
+func (v argValue) plugins() []string {
+	var out []string
+
+	parts := v.items
+	if !v.list {
+		parts = []string{v.str}
+	}
+
+	for _, item := range parts {
+		for p := range strings.SplitSeq(item, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+
+	return out
+}
+
+func (v argValue) pluginList() PluginList {
+	return PluginList{Form: v.form(), Plugins: v.plugins()}
+}
+
+func (v argValue) equal(o argValue) bool {
+	if v.present != o.present || v.list != o.list {
+		return false
+	}
+
+	if v.list {
+		return slices.Equal(v.items, o.items)
+	}
+
+	return v.str == o.str
+}
+
+// withPlugins adds the plugins not yet in v after the existing ones, keeping the form. A new key is a
+// comma-joined string, which every Talos version accepts.
+func (v argValue) withPlugins(plugins []string) (argValue, []string) {
+	have := v.plugins()
+
+	var added []string
+
+	for _, p := range plugins {
+		if !slices.Contains(have, p) {
+			added = append(added, p)
+		}
+	}
+
+	if len(added) == 0 {
+		return v, nil
+	}
+
+	switch {
+	case !v.present:
+		return argValue{present: true, str: strings.Join(added, ",")}, added
+	case v.list:
+		return argValue{present: true, list: true, items: append(slices.Clone(v.items), added...)}, added
+	}
+
+	// Follow the way the value is written: "A, B" gets ", C", "A,B" gets ",C".
+	sep := ","
+	if strings.Contains(v.str, ", ") {
+		sep = ", "
+	}
+
+	s := strings.TrimRight(v.str, " ")
+	if strings.TrimSpace(s) == "" {
+		s = strings.Join(added, sep)
+	} else {
+		s = strings.TrimRight(s, ",") + sep + strings.Join(added, sep)
+	}
+
+	return argValue{present: true, str: s}, added
+}
+
+// withoutPlugins removes the plugins from v; the key goes when nothing is left.
+func (v argValue) withoutPlugins(plugins []string) (argValue, []string) {
+	have := v.plugins()
+
+	var removed []string
+
+	for _, p := range plugins {
+		if slices.Contains(have, p) {
+			removed = append(removed, p)
+		}
+	}
+
+	if len(removed) == 0 {
+		return v, nil
+	}
+
+	if !v.list {
+		s := dropParts(v.str, removed)
+		if s == "" {
+			return argValue{}, removed
+		}
+
+		return argValue{present: true, str: s}, removed
+	}
+
+	var items []string
+
+	for _, item := range v.items {
+		if s := dropParts(item, removed); s != "" {
+			items = append(items, s)
+		} else if strings.TrimSpace(item) == "" {
+			items = append(items, item) // an empty item is not ours to remove
+		}
+	}
+
+	if len(items) == 0 {
+		return argValue{}, removed
+	}
+
+	return argValue{present: true, list: true, items: items}, removed
+}
+
+// dropParts removes the named plugins from a comma-joined string, keeping the other parts as written.
+// An item that is exactly a plugin name stays untouched when it is not removed.
+func dropParts(s string, removed []string) string {
+	parts := strings.Split(s, ",")
+	kept := parts[:0:0]
+	changed := false
+
+	for _, p := range parts {
+		if slices.Contains(removed, strings.TrimSpace(p)) {
+			changed = true
+
+			continue
+		}
+
+		kept = append(kept, p)
+	}
+
+	if !changed {
+		return s
+	}
+
+	out := strings.TrimSpace(strings.Join(kept, ","))
+	if strings.Trim(out, ", ") == "" {
+		return ""
+	}
+
+	return out
+}
+
+// decodeDocs parses every YAML document in config.
+func decodeDocs(config []byte) ([]*yaml.Node, error) {
+	dec := yaml.NewDecoder(strings.NewReader(string(config)))
+
+	var docs []*yaml.Node
+
+	for {
+		var n yaml.Node
+
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+
+		if err != nil {
+			return nil, fmt.Errorf("parse machine config: %w", err)
+		}
+
+		docs = append(docs, &n)
+	}
+}
+
+// v1alpha1Doc returns the root mapping of the v1alpha1 document: a document without kind that has a
+// cluster or machine section or says version: v1alpha1.
+func v1alpha1Doc(docs []*yaml.Node) (int, *yaml.Node, error) {
+	idx := -1
+
+	for i, d := range docs {
+		if d.Kind != yaml.DocumentNode || len(d.Content) != 1 || d.Content[0].Kind != yaml.MappingNode {
+			continue
+		}
+
+		m := d.Content[0]
+		if _, k := mapGet(m, "kind"); k != nil {
+			continue
+		}
+
+		_, cluster := mapGet(m, "cluster")
+		_, machine := mapGet(m, "machine")
+		_, version := mapGet(m, "version")
+
+		if cluster == nil && machine == nil && (version == nil || version.Value != "v1alpha1") {
+			continue
+		}
+
+		if idx >= 0 {
+			return 0, nil, fmt.Errorf("config has two v1alpha1 documents")
+		}
+
+		idx = i
+	}
+
+	if idx < 0 {
+		return 0, nil, ErrNoClusterConfig
+	}
+
+	return idx, docs[idx].Content[0], nil
+}
+
+// mapGet finds key in a mapping node (by its value, quoting aside).
+func mapGet(m *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Kind == yaml.ScalarNode && m.Content[i].Value == key {
+			return m.Content[i], m.Content[i+1]
+		}
+	}
+
+	return nil, nil
+}
+
+// readArgs reads the meaning of the two keys, resolving anchors and aliases as a loader would.
+func readArgs(config []byte) (args, error) {
+	docs, err := decodeDocs(config)
+	if err != nil {
+		return args{}, err
+	}
+
+	_, root, err := v1alpha1Doc(docs)
+	if err != nil {
+		return args{}, err
+	}
+
+	var doc map[string]any
+	if err := root.Decode(&doc); err != nil {
+		return args{}, fmt.Errorf("decode v1alpha1 document: %w", err)
+	}
+
+	return argsOf(doc)
+}
+
+func argsOf(doc map[string]any) (args, error) {
+	var a args
+
+	cluster, ok := doc["cluster"].(map[string]any)
+	if !ok {
+		return a, ErrNoClusterConfig
+	}
+
+	apiServerV, ok := cluster["apiServer"]
+	if !ok {
+		return a, nil
+	}
+
+	a.hasAPIServer = true
+
+	if apiServerV == nil {
+		return a, nil
+	}
+
+	apiServer, ok := apiServerV.(map[string]any)
+	if !ok {
+		return a, fmt.Errorf("cluster.apiServer is not a mapping")
+	}
+
+	extraV, ok := apiServer["extraArgs"]
+	if !ok {
+		return a, nil
+	}
+
+	a.hasExtraArgs = true
+
+	if extraV == nil {
+		return a, nil
+	}
+
+	extra, ok := extraV.(map[string]any)
+	if !ok {
+		return a, fmt.Errorf("cluster.apiServer.extraArgs is not a mapping")
+	}
+
+	var err error
+
+	if a.disable, err = argValueOf(extra, KeyDisable); err != nil {
+		return a, err
+	}
+
+	if a.enable, err = argValueOf(extra, KeyEnable); err != nil {
+		return a, err
+	}
+
+	return a, nil
+}
+
+func argValueOf(extra map[string]any, key string) (argValue, error) {
+	raw, ok := extra[key]
+	if !ok {
+		return argValue{}, nil
+	}
+
+	switch v := raw.(type) {
+	case nil:
+		return argValue{present: true}, nil
+	case string:
+		return argValue{present: true, str: v}, nil
+	case []any:
+		items := make([]string, 0, len(v))
+
+		for _, it := range v {
+			s, ok := it.(string)
+			if !ok {
+				return argValue{}, fmt.Errorf("%w: %s has an item of type %T", ErrBadValue, key, it)
+			}
+
+			items = append(items, s)
+		}
+
+		return argValue{present: true, list: true, items: items}, nil
+	default:
+		return argValue{}, fmt.Errorf("%w: %s is a %T", ErrBadValue, key, raw)
+	}
+}
+
+// setArg writes the meaning of one key into a decoded document (for checking an edit).
+func setArg(doc map[string]any, key string, v argValue) {
+	cluster, _ := doc["cluster"].(map[string]any)
+	if cluster == nil {
+		cluster = map[string]any{}
+		doc["cluster"] = cluster
+	}
+
+	apiServer, _ := cluster["apiServer"].(map[string]any)
+	if apiServer == nil {
+		if !v.present {
+			return
+		}
+
+		apiServer = map[string]any{}
+		cluster["apiServer"] = apiServer
+	}
+
+	extra, _ := apiServer["extraArgs"].(map[string]any)
+	if extra == nil {
+		if !v.present {
+			return
+		}
+
+		extra = map[string]any{}
+		apiServer["extraArgs"] = extra
+	}
+
+	switch {
+	case !v.present:
+		delete(extra, key)
+	case v.list:
+		items := make([]any, len(v.items))
+		for i, s := range v.items {
+			items[i] = s
+		}
+
+		extra[key] = items
+	default:
+		extra[key] = v.str
+	}
+}

@@ -1,0 +1,366 @@
+// Package configedit turns kube-apiserver admission plugins off and on again in the text of a Talos
+// machine config, and puts the original back byte for byte.
+//
+// The only keys it touches are "disable-admission-plugins" and "enable-admission-plugins" under
+// cluster.apiServer.extraArgs of the v1alpha1 document. Everything else, comments and other documents
+// included, keeps its bytes.
+//
+// Two methods exist:
+//   - "text": a careful splice of the text of the extraArgs mapping, located through yaml.v3 node
+//     positions and checked by parsing the result again. It handles block and flow style, quoted keys
+//     and values, string and list values, and missing extraArgs or apiServer keys. It refuses what it
+//     does not understand (CRLF line ends, anchors and aliases, tags, multi-line scalars or flow
+//     collections, values on the line after their key, ...).
+//   - "merge": the machinery strategic merge (configpatcher) used when the text edit refuses. It keeps
+//     the meaning of every document but re-encodes them all and drops every comment, and it cannot read
+//     document kinds this machinery does not know. A restore after a merge puts the values back but can
+//     never give the original bytes.
+//
+// Every output is checked with the machinery config loader when the input passes it (an input with a
+// document kind unknown to this machinery cannot be loaded; then only the yaml check applies).
+package configedit
+
+import (
+	"fmt"
+	"slices"
+)
+
+// The two extraArgs keys this package reads and writes.
+const (
+	KeyDisable = "disable-admission-plugins"
+	KeyEnable  = "enable-admission-plugins"
+)
+
+// Methods used to edit a config.
+const (
+	MethodText  = "text"
+	MethodMerge = "merge"
+)
+
+// RecordVersion is the version of the Record layout written by this package.
+const RecordVersion = 1
+
+// Form of an extraArgs value in the config text.
+// Talos 1.13+ accepts a string or a list of strings; Talos 1.11/1.12 accept strings only.
+type Form string
+
+// Forms of a value.
+const (
+	FormAbsent Form = "absent" // the key is not there
+	FormString Form = "string" // "A,B" (comma-joined; spaces after commas allowed)
+	FormList   Form = "list"   // [A, B]
+)
+
+// Options for Disable.
+type Options struct {
+	// Plugins to disable, e.g. ValidatingAdmissionWebhook. Names are letters and digits starting
+	// with an upper-case letter; duplicates are ignored.
+	Plugins []string
+	// StringOnly is set for Talos < 1.13 nodes: a value must be a comma-joined string. A new key is
+	// always written as a string; an existing list value in either key is an error
+	// (ErrListOnStringOnly), because such a node could not hold it: the node is not what the caller
+	// thinks it is.
+	StringOnly bool
+}
+
+// PluginList is one of the two keys as seen by an operator.
+type PluginList struct {
+	Form    Form     `json:"form"`
+	Plugins []string `json:"plugins,omitempty"`
+}
+
+// Args holds the two keys.
+type Args struct {
+	Disable PluginList `json:"disable"`
+	Enable  PluginList `json:"enable"`
+}
+
+// Result of Disable.
+type Result struct {
+	Config  []byte // the new config; the input itself when nothing changed
+	Changed bool   // false when every plugin was already disabled and none is in the enable list
+	// Before and After show the two keys, for a plan.
+	Before, After Args
+	// Added lists the plugins added to the disable list.
+	Added []string
+	// RemovedFromEnable lists the plugins taken out of enable-admission-plugins: kube-apiserver
+	// refuses to start when a plugin is both enabled and disabled.
+	RemovedFromEnable []string
+	// Record undoes the change with Restore. Store it (it is JSON-serialisable).
+	Record Record
+	// Method is MethodText or MethodMerge ("" when nothing changed).
+	Method string
+}
+
+// Record is everything Restore needs to undo Disable exactly. It holds only the original values of
+// the two extraArgs keys (and their exact text for the text method), never other config content.
+type Record struct {
+	Version int    `json:"version"`
+	Method  string `json:"method"` // method Disable used
+	// Added are the plugins Disable added to the disable list.
+	Added []string `json:"added,omitempty"`
+	// RemovedFromEnable are the plugins Disable took out of the enable list.
+	RemovedFromEnable []string `json:"removedFromEnable,omitempty"`
+	// CreatedAPIServer and CreatedExtraArgs tell which structure Disable created; Restore removes it
+	// again when nothing else was put in it since.
+	CreatedAPIServer bool `json:"createdAPIServer,omitempty"`
+	CreatedExtraArgs bool `json:"createdExtraArgs,omitempty"`
+	// Disable and Enable are the original states of the two keys.
+	Disable KeyRecord `json:"disable"`
+	Enable  KeyRecord `json:"enable"`
+}
+
+// KeyRecord is the original state of one extraArgs key.
+type KeyRecord struct {
+	// Changed tells whether Disable changed this key; Restore leaves an unchanged key alone.
+	Changed bool `json:"changed"`
+	// Present tells whether the key existed; Form, Value and List give its value.
+	Present bool     `json:"present"`
+	Form    Form     `json:"form,omitempty"`
+	Value   string   `json:"value,omitempty"` // FormString
+	List    []string `json:"list,omitempty"`  // FormList
+	// Raw is the exact original text of the entry (text method only): whole lines in a block
+	// mapping ("layout" block), "key: value" in a flow mapping ("layout" flow).
+	Raw    string `json:"raw,omitempty"`
+	Layout string `json:"layout,omitempty"`
+	// Position tells where a key removed by Disable stood, to put it back in the same place.
+	Position *Position `json:"position,omitempty"`
+}
+
+// Position of a removed entry in the extraArgs mapping as it was when the entry was removed.
+type Position struct {
+	After string `json:"after,omitempty"` // key of the entry before it ("" when it was the first)
+	Skip  int    `json:"skip,omitempty"`  // block: comment or blank lines between that entry and it
+	Sep   string `json:"sep,omitempty"`   // flow: separator text removed with it
+}
+
+// Disable adds opts.Plugins to cluster.apiServer.extraArgs["disable-admission-plugins"], keeping the
+// form of the value (existing plugins first, then the new ones), and takes them out of
+// "enable-admission-plugins" when they are there (dropping that key when it becomes empty). When every
+// plugin is already disabled and none is enabled, it returns the input unchanged with Changed false.
+func Disable(config []byte, opts Options) (Result, error) {
+	plugins, err := validatePlugins(opts.Plugins)
+	if err != nil {
+		return Result{}, err
+	}
+
+	cur, err := readArgs(config)
+	if err != nil {
+		return Result{}, err
+	}
+
+	if opts.StringOnly && (cur.disable.list || cur.enable.list) {
+		return Result{}, ErrListOnStringOnly
+	}
+
+	newDisable, added := cur.disable.withPlugins(plugins)
+	newEnable, removed := cur.enable.withoutPlugins(plugins)
+
+	res := Result{
+		Before:            Args{Disable: cur.disable.pluginList(), Enable: cur.enable.pluginList()},
+		Added:             added,
+		RemovedFromEnable: removed,
+	}
+
+	if len(added) == 0 && len(removed) == 0 {
+		res.Config = config
+		res.After = res.Before
+
+		return res, nil
+	}
+
+	want := cur
+	want.disable = newDisable
+	want.enable = newEnable
+	res.After = Args{Disable: newDisable.pluginList(), Enable: newEnable.pluginList()}
+	res.Changed = true
+
+	out, rec, textErr := disableText(config, cur, want, len(removed) > 0)
+	if textErr == nil {
+		rec.Method = MethodText
+		res.Method = MethodText
+	} else {
+		var mergeErr error
+
+		out, mergeErr = mergeArgs(config, cur, want)
+		if mergeErr != nil {
+			return Result{}, &EditError{Op: "disable", Text: textErr, Merge: mergeErr}
+		}
+
+		rec = mergeRecord(cur, len(removed) > 0)
+		rec.Method = MethodMerge
+		res.Method = MethodMerge
+	}
+
+	rec.Version = RecordVersion
+	rec.Added = added
+	rec.RemovedFromEnable = removed
+	res.Record = rec
+	res.Config = out
+
+	return res, nil
+}
+
+// Restore puts back the values in rec exactly, leaving every other key as it is now (an operator may
+// have changed other keys since). If nothing else changed and Disable used the text method,
+// Restore(Disable(x).Config, rec) == x byte for byte. After the merge method only the values come
+// back: the comments the merge dropped do not.
+func Restore(config []byte, rec Record) ([]byte, error) {
+	if rec.Version != RecordVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadRecord, rec.Version, RecordVersion)
+	}
+
+	if err := rec.check(); err != nil {
+		return nil, err
+	}
+
+	if !rec.Disable.Changed && !rec.Enable.Changed {
+		return config, nil
+	}
+
+	cur, err := readArgs(config)
+	if err != nil {
+		return nil, err
+	}
+
+	out, textErr := restoreText(config, cur, rec)
+	if textErr == nil {
+		return out, nil
+	}
+
+	want := cur
+	if rec.Disable.Changed {
+		want.disable = rec.Disable.value()
+	}
+
+	if rec.Enable.Changed {
+		want.enable = rec.Enable.value()
+	}
+
+	out, mergeErr := mergeArgs(config, cur, want)
+	if mergeErr != nil {
+		return nil, &EditError{Op: "restore", Text: textErr, Merge: mergeErr}
+	}
+
+	return out, nil
+}
+
+// RemovePlugins is a restore without a record (disable ran elsewhere): it removes just the named
+// plugins from the disable list and drops the key when the list becomes empty (and extraArgs, then
+// apiServer, when they become empty). What cannot be known without a record, and is therefore not
+// done: whether a plugin was already disabled before (it is removed anyway), which plugins were taken
+// out of enable-admission-plugins (they stay out), the original form and spelling of the value, and
+// whether extraArgs or apiServer existed before.
+func RemovePlugins(config []byte, plugins []string) ([]byte, error) {
+	plugins, err := validatePlugins(plugins)
+	if err != nil {
+		return nil, err
+	}
+
+	cur, err := readArgs(config)
+	if err != nil {
+		return nil, err
+	}
+
+	newDisable, removed := cur.disable.withoutPlugins(plugins)
+	if len(removed) == 0 {
+		return config, nil
+	}
+
+	want := cur
+	want.disable = newDisable
+
+	out, textErr := removeText(config, cur, want)
+	if textErr == nil {
+		return out, nil
+	}
+
+	out, mergeErr := mergeArgs(config, cur, want)
+	if mergeErr != nil {
+		return nil, &EditError{Op: "remove plugins", Text: textErr, Merge: mergeErr}
+	}
+
+	return out, nil
+}
+
+// Disabled reports the plugins in cluster.apiServer.extraArgs["disable-admission-plugins"].
+func Disabled(config []byte) ([]string, error) {
+	cur, err := readArgs(config)
+	if err != nil {
+		return nil, err
+	}
+
+	return cur.disable.plugins(), nil
+}
+
+// CurrentArgs reports both keys, for status and plans.
+func CurrentArgs(config []byte) (Args, error) {
+	cur, err := readArgs(config)
+	if err != nil {
+		return Args{}, err
+	}
+
+	return Args{Disable: cur.disable.pluginList(), Enable: cur.enable.pluginList()}, nil
+}
+
+func (r Record) check() error {
+	for _, k := range []KeyRecord{r.Disable, r.Enable} {
+		if !k.Changed || !k.Present {
+			continue
+		}
+
+		switch k.Form {
+		case FormString, FormList:
+		default:
+			return fmt.Errorf("%w: form %q", ErrBadRecord, k.Form)
+		}
+
+		switch k.Layout {
+		case "", layoutBlock, layoutFlow:
+		default:
+			return fmt.Errorf("%w: layout %q", ErrBadRecord, k.Layout)
+		}
+	}
+
+	return nil
+}
+
+func (k KeyRecord) value() argValue {
+	if !k.Present {
+		return argValue{}
+	}
+
+	if k.Form == FormList {
+		return argValue{present: true, list: true, items: slices.Clone(k.List)}
+	}
+
+	return argValue{present: true, str: k.Value}
+}
+
+func keyRecordOf(v argValue, changed bool) KeyRecord {
+	k := KeyRecord{Changed: changed, Present: v.present}
+	if !v.present {
+		return k
+	}
+
+	k.Form = v.form()
+	if v.list {
+		k.List = slices.Clone(v.items)
+		if k.List == nil {
+			k.List = []string{}
+		}
+	} else {
+		k.Value = v.str
+	}
+
+	return k
+}
+
+func mergeRecord(cur args, enableChanged bool) Record {
+	return Record{
+		CreatedAPIServer: !cur.hasAPIServer,
+		CreatedExtraArgs: !cur.hasExtraArgs,
+		Disable:          keyRecordOf(cur.disable, true),
+		Enable:           keyRecordOf(cur.enable, enableChanged),
+	}
+}
