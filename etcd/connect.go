@@ -1,0 +1,257 @@
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Config says how to reach etcd. TLS material comes either from files
+// (etcdctl's --cacert/--cert/--key) or from PEM bytes in memory (a client
+// certificate minted by MintClientCert); never both for the same item.
+type Config struct {
+	// Endpoints are URLs such as https://10.5.0.2:2379 or http://127.0.0.1:2379.
+	// A bare host:port means https.
+	Endpoints []string
+
+	CACertFile, CertFile, KeyFile string
+	CACertPEM, CertPEM, KeyPEM    []byte
+
+	// Prefix is kube-apiserver's --etcd-prefix; empty means /registry.
+	Prefix string
+
+	// DialTimeout bounds the first request that proves etcd answers; default 5s.
+	DialTimeout time.Duration
+}
+
+// Client is a connection to one etcd cluster, scoped to a key prefix.
+type Client struct {
+	kv        *clientv3.Client
+	prefix    string
+	endpoints []string
+}
+
+// ID is an etcd cluster or member ID, written in hex as etcdctl shows it.
+type ID uint64
+
+func (id ID) String() string { return strconv.FormatUint(uint64(id), 16) }
+
+// MarshalText writes the hex form, so JSON never rounds a 64-bit ID.
+func (id ID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText reads the hex form.
+func (id *ID) UnmarshalText(b []byte) error {
+	v, err := strconv.ParseUint(string(b), 16, 64)
+	if err != nil {
+		return fmt.Errorf("invalid etcd id %q", b)
+	}
+	*id = ID(v)
+	return nil
+}
+
+// ClusterInfo identifies where and when something was read.
+type ClusterInfo struct {
+	ClusterID ID    `json:"clusterID"`
+	MemberID  ID    `json:"memberID"`
+	Revision  int64 `json:"revision"`
+}
+
+func clusterInfo(h *etcdserverpb.ResponseHeader) ClusterInfo {
+	if h == nil {
+		return ClusterInfo{}
+	}
+	return ClusterInfo{ClusterID: ID(h.ClusterId), MemberID: ID(h.MemberId), Revision: h.Revision}
+}
+
+// Connect dials etcd and proves it answers (and accepts the certificate)
+// with one cheap read, so that a wrong endpoint fails here with an
+// *UnreachableError rather than later in the middle of a plan.
+func Connect(ctx context.Context, cfg Config) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, &ConfigError{Reason: "no endpoints"}
+	}
+	endpoints, secure, err := normalizeEndpoints(cfg.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	var tlsCfg *tls.Config
+	if secure {
+		if tlsCfg, err = buildTLS(cfg); err != nil {
+			return nil, err
+		}
+	} else if cfg.CertFile != "" || len(cfg.CertPEM) > 0 || cfg.CACertFile != "" || len(cfg.CACertPEM) > 0 {
+		return nil, &ConfigError{Reason: "certificates given for plain http:// endpoints: use https://"}
+	}
+	timeout := cfg.DialTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	kv, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		TLS:         tlsCfg,
+		DialTimeout: timeout,
+		// The client logs to stderr by default; this package never writes output itself.
+		Logger:  zap.NewNop(),
+		Context: ctx,
+		// Enough for a full snapshot listing of a large cluster.
+		MaxCallRecvMsgSize: 1<<31 - 1,
+	})
+	if err != nil {
+		return nil, &UnreachableError{Endpoints: endpoints, Err: err, TLS: looksLikeTLS(err)}
+	}
+	c := &Client{kv: kv, prefix: normalizePrefix(cfg.Prefix), endpoints: endpoints}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.header(pctx); err != nil {
+		kv.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error { return c.kv.Close() }
+
+// Prefix is the normalized key prefix, e.g. /registry.
+func (c *Client) Prefix() string { return c.prefix }
+
+// Endpoints are the normalized endpoint URLs.
+func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+
+// KV gives the underlying etcd client, for tests and tools that need more.
+func (c *Client) KV() *clientv3.Client { return c.kv }
+
+// Cluster reads the cluster ID, member ID and current revision.
+func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
+	h, err := c.header(ctx)
+	if err != nil {
+		return ClusterInfo{}, err
+	}
+	return clusterInfo(h), nil
+}
+
+// header reads one exact key (the prefix itself, normally absent): the
+// cheapest request that returns a response header.
+func (c *Client) header(ctx context.Context) (*etcdserverpb.ResponseHeader, error) {
+	resp, err := c.kv.Get(ctx, c.prefix, clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Header, nil
+}
+
+// wrap turns transport failures into *UnreachableError; other errors pass.
+func (c *Client) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *UnreachableError
+	if errors.As(err, &ue) {
+		return err
+	}
+	if looksLikeTLS(err) || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Unavailable") ||
+		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "DeadlineExceeded") {
+		return &UnreachableError{Endpoints: c.endpoints, Err: err, TLS: looksLikeTLS(err)}
+	}
+	return fmt.Errorf("etcd: %w", err)
+}
+
+func looksLikeTLS(err error) bool {
+	s := err.Error()
+	for _, m := range []string{"x509", "tls:", "certificate", "authentication handshake"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func normalizeEndpoints(in []string) (out []string, secure bool, err error) {
+	var nHTTP, nHTTPS int
+	for _, raw := range in {
+		for _, ep := range strings.Split(raw, ",") {
+			ep = strings.TrimSpace(ep)
+			if ep == "" {
+				continue
+			}
+			if !strings.Contains(ep, "://") {
+				ep = "https://" + ep
+			}
+			u, err := url.Parse(ep)
+			if err != nil || u.Host == "" {
+				return nil, false, &ConfigError{Reason: fmt.Sprintf("invalid endpoint %q", ep)}
+			}
+			switch u.Scheme {
+			case "https":
+				nHTTPS++
+			case "http":
+				nHTTP++
+			default:
+				return nil, false, &ConfigError{Reason: fmt.Sprintf("endpoint %q: scheme must be https or http", ep)}
+			}
+			out = append(out, u.Scheme+"://"+u.Host)
+		}
+	}
+	if len(out) == 0 {
+		return nil, false, &ConfigError{Reason: "no endpoints"}
+	}
+	if nHTTP > 0 && nHTTPS > 0 {
+		return nil, false, &ConfigError{Reason: "endpoints mix http:// and https://"}
+	}
+	return out, nHTTPS > 0, nil
+}
+
+func buildTLS(cfg Config) (*tls.Config, error) {
+	pick := func(what, file string, pem []byte) ([]byte, error) {
+		switch {
+		case file != "" && len(pem) > 0:
+			return nil, &ConfigError{Reason: what + " given both as a file and in memory"}
+		case file != "":
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return nil, &ConfigError{Reason: fmt.Sprintf("read %s: %v", what, err)}
+			}
+			return b, nil
+		}
+		return pem, nil
+	}
+	caPEM, err := pick("CA certificate", cfg.CACertFile, cfg.CACertPEM)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, err := pick("client certificate", cfg.CertFile, cfg.CertPEM)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := pick("client key", cfg.KeyFile, cfg.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	if len(certPEM) == 0 || len(keyPEM) == 0 {
+		return nil, &ConfigError{Reason: "https endpoints need a client certificate and key (etcd on Talos requires client-certificate auth)"}
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, &ConfigError{Reason: fmt.Sprintf("client certificate: %v", err)}
+	}
+	t := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if len(caPEM) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, &ConfigError{Reason: "CA certificate: no PEM certificate found"}
+		}
+		t.RootCAs = pool
+	}
+	return t, nil
+}

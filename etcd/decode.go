@@ -1,0 +1,258 @@
+package etcd
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1alpha1 "k8s.io/api/admissionregistration/v1alpha1"
+	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+)
+
+// Encoding says how a value is stored.
+type Encoding string
+
+// Value encodings found in etcd.
+const (
+	EncodingProtobuf Encoding = "protobuf"  // "k8s\x00" + runtime.Unknown, what kube-apiserver writes
+	EncodingJSON     Encoding = "json"      // old clusters, or --storage-media-type=application/json
+	EncodingEncrypt  Encoding = "encrypted" // "k8s:enc:" encryption at rest; never decoded
+	EncodingUnknown  Encoding = "unknown"   // none of the above
+)
+
+var (
+	protobufMagic  = []byte("k8s\x00")
+	encryptedMagic = []byte("k8s:enc:")
+)
+
+// Object is one admission object as found in etcd. A value that cannot be
+// decoded is still an Object: DecodeError says why, Value holds the bytes.
+type Object struct {
+	Resource       Resource `json:"resource"`
+	Kind           string   `json:"kind"`
+	Name           string   `json:"name"`
+	Key            string   `json:"key"`
+	CreateRevision int64    `json:"createRevision"`
+	ModRevision    int64    `json:"modRevision"`
+	Version        int64    `json:"version"`
+	Encoding       Encoding `json:"encoding"`
+	// EncryptionProvider is e.g. "aescbc:v1:key1" for an encrypted value.
+	EncryptionProvider string `json:"encryptionProvider,omitempty"`
+	// APIVersion is the version the value was stored as.
+	APIVersion  string      `json:"apiVersion,omitempty"`
+	DecodeError string      `json:"decodeError,omitempty"`
+	Webhooks    []Webhook   `json:"webhooks,omitempty"`
+	Policy      *PolicyInfo `json:"policy,omitempty"`
+	// Decoded is the k8s.io/api object (nil when not decoded).
+	Decoded runtime.Object `json:"object,omitempty"`
+	// Value is the raw value, byte for byte.
+	Value []byte `json:"value"`
+}
+
+// Decodable reports whether the value was decoded into a Kubernetes object.
+func (o *Object) Decodable() bool { return o.Decoded != nil }
+
+// Webhook is the part of one webhook that matters during an incident.
+type Webhook struct {
+	Name string `json:"name"`
+	// FailurePolicy is the effective policy (the API default when unset).
+	FailurePolicy      string                                       `json:"failurePolicy"`
+	MatchPolicy        string                                       `json:"matchPolicy,omitempty"`
+	SideEffects        string                                       `json:"sideEffects,omitempty"`
+	ReinvocationPolicy string                                       `json:"reinvocationPolicy,omitempty"`
+	Rules              []admissionregistrationv1.RuleWithOperations `json:"rules,omitempty"`
+	NamespaceSelector  *metav1.LabelSelector                        `json:"namespaceSelector,omitempty"`
+	ObjectSelector     *metav1.LabelSelector                        `json:"objectSelector,omitempty"`
+	MatchConditions    []admissionregistrationv1.MatchCondition     `json:"matchConditions,omitempty"`
+	ClientConfig       admissionregistrationv1.WebhookClientConfig  `json:"clientConfig"`
+	// TimeoutSeconds is the effective timeout (the API default when unset).
+	TimeoutSeconds int32 `json:"timeoutSeconds"`
+}
+
+// Target is the webhook's client config in one line: its URL, or
+// service NAMESPACE/NAME:PORT/PATH.
+func (w Webhook) Target() string {
+	cc := w.ClientConfig
+	switch {
+	case cc.URL != nil:
+		return *cc.URL
+	case cc.Service != nil:
+		port := int32(443)
+		if cc.Service.Port != nil {
+			port = *cc.Service.Port
+		}
+		p := ""
+		if cc.Service.Path != nil {
+			p = *cc.Service.Path
+		}
+		return fmt.Sprintf("service %s/%s:%d%s", cc.Service.Namespace, cc.Service.Name, port, p)
+	}
+	return "none"
+}
+
+// PolicyInfo summarizes an admission policy or policy binding.
+type PolicyInfo struct {
+	FailurePolicy     string                                   `json:"failurePolicy,omitempty"`
+	ParamKind         *admissionregistrationv1.ParamKind       `json:"paramKind,omitempty"`
+	MatchConstraints  *admissionregistrationv1.MatchResources  `json:"matchConstraints,omitempty"`
+	MatchConditions   []admissionregistrationv1.MatchCondition `json:"matchConditions,omitempty"`
+	Validations       int                                      `json:"validations,omitempty"`
+	Mutations         int                                      `json:"mutations,omitempty"`
+	PolicyName        string                                   `json:"policyName,omitempty"`
+	ValidationActions []string                                 `json:"validationActions,omitempty"`
+	ParamRef          *admissionregistrationv1.ParamRef        `json:"paramRef,omitempty"`
+	MatchResources    *admissionregistrationv1.MatchResources  `json:"matchResources,omitempty"`
+}
+
+// codecs decode what kube-apiserver writes: every served version of
+// admissionregistration is registered, since an old object keeps the
+// version it was last written with.
+var codecs = func() (c struct {
+	scheme *runtime.Scheme
+	pb     *protobuf.Serializer
+	js     *kjson.Serializer
+}) {
+	c.scheme = runtime.NewScheme()
+	utilruntime.Must(admissionregistrationv1.AddToScheme(c.scheme))
+	utilruntime.Must(admissionregistrationv1beta1.AddToScheme(c.scheme))
+	utilruntime.Must(admissionregistrationv1alpha1.AddToScheme(c.scheme))
+	c.pb = protobuf.NewSerializer(c.scheme, c.scheme)
+	c.js = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, c.scheme, c.scheme, kjson.SerializerOptions{})
+	return c
+}()
+
+// decodeObject fills an Object from one key/value. It never fails: what
+// cannot be decoded is described in the Object.
+func decodeObject(r Resource, name, key string, value []byte, create, mod, version int64) Object {
+	o := Object{
+		Resource: r, Kind: r.Kind(), Name: name, Key: key,
+		CreateRevision: create, ModRevision: mod, Version: version,
+		Value: value,
+	}
+	info := resourceInfos[r]
+	def := info.storage.WithKind(info.kind)
+	var (
+		obj runtime.Object
+		gvk *schema.GroupVersionKind
+		err error
+	)
+	switch {
+	case bytes.HasPrefix(value, encryptedMagic):
+		o.Encoding = EncodingEncrypt
+		o.EncryptionProvider = encryptionProvider(value)
+		return o
+	case bytes.HasPrefix(value, protobufMagic):
+		o.Encoding = EncodingProtobuf
+		obj, gvk, err = codecs.pb.Decode(value, &def, nil)
+	case bytes.HasPrefix(bytes.TrimLeft(value, " \t\r\n"), []byte("{")):
+		o.Encoding = EncodingJSON
+		obj, gvk, err = codecs.js.Decode(value, &def, nil)
+	default:
+		o.Encoding = EncodingUnknown
+		o.DecodeError = "value is neither protobuf (k8s\\x00), JSON nor encrypted (k8s:enc:)"
+		return o
+	}
+	if gvk != nil && gvk.Version != "" {
+		o.APIVersion = gvk.GroupVersion().String()
+	}
+	if err != nil {
+		o.DecodeError = err.Error()
+		return o
+	}
+	if gvk.Kind != info.kind {
+		o.DecodeError = fmt.Sprintf("stored kind %s does not belong under %s", gvk.Kind, r)
+		return o
+	}
+	// The serializer leaves TypeMeta empty; set it so JSON output says what it is.
+	obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	o.Decoded = obj
+	if err := summarize(&o, gvk.Version); err != nil {
+		o.DecodeError = err.Error()
+	}
+	return o
+}
+
+// encryptionProvider extracts "aescbc:v1:key1" from "k8s:enc:aescbc:v1:key1:<ciphertext>".
+func encryptionProvider(v []byte) string {
+	rest := v[len(encryptedMagic):]
+	parts := bytes.SplitN(rest, []byte(":"), 4)
+	if len(parts) < 4 {
+		return "unknown"
+	}
+	s := string(bytes.Join(parts[:3], []byte(":")))
+	for _, r := range s {
+		if r < 0x20 || r > 0x7e {
+			return "unknown"
+		}
+	}
+	return s
+}
+
+// summarize reads the incident-relevant fields through JSON, which has the
+// same field names in every version, instead of one accessor per Go type.
+func summarize(o *Object, version string) error {
+	raw, err := json.Marshal(o.Decoded)
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Webhooks []struct {
+			Webhook
+			FailurePolicy  *string `json:"failurePolicy"`
+			TimeoutSeconds *int32  `json:"timeoutSeconds"`
+		} `json:"webhooks"`
+		Spec struct {
+			FailurePolicy     string                                   `json:"failurePolicy"`
+			ParamKind         *admissionregistrationv1.ParamKind       `json:"paramKind"`
+			MatchConstraints  *admissionregistrationv1.MatchResources  `json:"matchConstraints"`
+			MatchConditions   []admissionregistrationv1.MatchCondition `json:"matchConditions"`
+			Validations       []json.RawMessage                        `json:"validations"`
+			Mutations         []json.RawMessage                        `json:"mutations"`
+			PolicyName        string                                   `json:"policyName"`
+			ValidationActions []string                                 `json:"validationActions"`
+			ParamRef          *admissionregistrationv1.ParamRef        `json:"paramRef"`
+			MatchResources    *admissionregistrationv1.MatchResources  `json:"matchResources"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return fmt.Errorf("summarize %s: %w", o.Kind, err)
+	}
+	if strings.HasSuffix(o.Kind, "WebhookConfiguration") {
+		// v1beta1 had other defaults than v1.
+		defPolicy, defTimeout := "Fail", int32(10)
+		if version == "v1beta1" {
+			defPolicy, defTimeout = "Ignore", 30
+		}
+		o.Webhooks = make([]Webhook, 0, len(doc.Webhooks))
+		for _, w := range doc.Webhooks {
+			wh := w.Webhook
+			wh.FailurePolicy, wh.TimeoutSeconds = defPolicy, defTimeout
+			if w.FailurePolicy != nil {
+				wh.FailurePolicy = *w.FailurePolicy
+			}
+			if w.TimeoutSeconds != nil {
+				wh.TimeoutSeconds = *w.TimeoutSeconds
+			}
+			o.Webhooks = append(o.Webhooks, wh)
+		}
+		return nil
+	}
+	s := doc.Spec
+	o.Policy = &PolicyInfo{
+		FailurePolicy: s.FailurePolicy, ParamKind: s.ParamKind, MatchConstraints: s.MatchConstraints,
+		MatchConditions: s.MatchConditions, Validations: len(s.Validations), Mutations: len(s.Mutations),
+		PolicyName: s.PolicyName, ValidationActions: s.ValidationActions, ParamRef: s.ParamRef, MatchResources: s.MatchResources,
+	}
+	if o.Policy.FailurePolicy == "" && (o.Resource == ValidatingAdmissionPolicies || o.Resource == MutatingAdmissionPolicies) {
+		o.Policy.FailurePolicy = "Fail"
+	}
+	return nil
+}

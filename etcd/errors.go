@@ -1,0 +1,258 @@
+package etcd
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinels for the kinds of invalid backup files; *BackupFileError wraps one of them.
+var (
+	ErrMalformedBackup          = errors.New("malformed backup file")
+	ErrUnsupportedBackupVersion = errors.New("unsupported backup file version")
+	ErrChecksumMismatch         = errors.New("backup value does not match its sha256")
+)
+
+// ConfigError is an invalid connection configuration (flags), found before dialing.
+type ConfigError struct {
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "etcd configuration: " + e.Reason }
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *ConfigError) Hints() []string {
+	return []string{
+		"give --etcd-endpoints with --etcd-cacert, --etcd-cert and --etcd-key (etcdctl's names), or a plain http:// endpoint for an etcd without TLS",
+	}
+}
+
+// UnreachableError means no endpoint answered a request, or TLS failed.
+type UnreachableError struct {
+	Endpoints []string
+	// TLS is true when the cause looks like a certificate problem rather than the network.
+	TLS bool
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	what := "etcd unreachable"
+	if e.TLS {
+		what = "etcd refused the TLS connection"
+	}
+	return fmt.Sprintf("%s at %s: %v", what, strings.Join(e.Endpoints, ","), e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *UnreachableError) Hints() []string {
+	if e.TLS {
+		return []string{
+			"check that --etcd-cacert is the etcd CA (cluster.etcd.ca in the Talos machine config) and that the client certificate is signed by it and not expired",
+			"without --etcd-cert/--etcd-key breakglass mints a one-hour client certificate from the etcd CA through the Talos API (needs os:admin)",
+		}
+	}
+	return []string{
+		"check the endpoint: on Talos, etcd listens on https://NODE:2379 of each control-plane node",
+		"from a machine that can reach the node: talosctl -n NODE service etcd",
+	}
+}
+
+// MissingName is one name that a delete or backup asked for and that does not exist.
+type MissingName struct {
+	Name    string `json:"name"`
+	Closest string `json:"closest,omitempty"`
+}
+
+// NotFoundError means a name given on the command line matches no object of the selected kinds.
+type NotFoundError struct {
+	Missing   []MissingName
+	Resources []Resource
+	// Present lists the names that do exist under the selected kinds, sorted.
+	Present []string
+}
+
+func (e *NotFoundError) Error() string {
+	names := make([]string, len(e.Missing))
+	for i, m := range e.Missing {
+		names[i] = fmt.Sprintf("%q", m.Name)
+	}
+	present := "none"
+	if len(e.Present) > 0 {
+		present = strings.Join(e.Present, ", ")
+	}
+	return fmt.Sprintf("no %s named %s (present: %s)", resourceList(e.Resources), strings.Join(names, ", "), present)
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *NotFoundError) Hints() []string {
+	var h []string
+	for _, m := range e.Missing {
+		if m.Closest != "" {
+			h = append(h, fmt.Sprintf("did you mean %q instead of %q?", m.Closest, m.Name))
+		}
+	}
+	return append(h, "breakglass etcd webhooks --kind all")
+}
+
+// AmbiguousNameError means a name exists under more than one selected resource.
+type AmbiguousNameError struct {
+	Name      string
+	Resources []Resource
+}
+
+func (e *AmbiguousNameError) Error() string {
+	return fmt.Sprintf("%q exists as %s: say which with --kind", e.Name, resourceList(e.Resources))
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *AmbiguousNameError) Hints() []string {
+	h := make([]string, 0, len(e.Resources))
+	for _, r := range e.Resources {
+		h = append(h, fmt.Sprintf("--kind %s", r.KindFlag()))
+	}
+	return h
+}
+
+// KeyChange is one key whose mod revision is no longer the one that was backed up.
+type KeyChange struct {
+	Key      string `json:"key"`
+	Expected int64  `json:"expectedModRevision"`
+	// Actual is 0 when the key no longer exists.
+	Actual int64 `json:"actualModRevision"`
+}
+
+func (k KeyChange) String() string {
+	if k.Actual == 0 {
+		return fmt.Sprintf("%s was deleted (backed up at mod revision %d)", k.Key, k.Expected)
+	}
+	return fmt.Sprintf("%s changed (mod revision %d, backed up at %d)", k.Key, k.Actual, k.Expected)
+}
+
+// ChangedError means the guarded delete found a key changed since its backup: nothing was deleted.
+type ChangedError struct {
+	Changes []KeyChange
+}
+
+func (e *ChangedError) Error() string {
+	parts := make([]string, len(e.Changes))
+	for i, c := range e.Changes {
+		parts[i] = c.String()
+	}
+	return "nothing deleted: " + strings.Join(parts, "; ")
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *ChangedError) Hints() []string {
+	return []string{"someone wrote to these keys meanwhile: list again with breakglass etcd webhooks, then re-run the delete (it takes a fresh backup)"}
+}
+
+// FileExistsError means an output file already exists: breakglass never overwrites.
+type FileExistsError struct {
+	Path string
+}
+
+func (e *FileExistsError) Error() string {
+	return fmt.Sprintf("%s already exists: refusing to overwrite", e.Path)
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *FileExistsError) Hints() []string {
+	return []string{"choose another file name, or move the existing file away first"}
+}
+
+// BackupFileError is a backup file that cannot be trusted; it wraps
+// ErrMalformedBackup, ErrUnsupportedBackupVersion or ErrChecksumMismatch.
+type BackupFileError struct {
+	Path string
+	// Key is the etcd key concerned, if any.
+	Key string
+	Err error
+}
+
+func (e *BackupFileError) Error() string {
+	if e.Key != "" {
+		return fmt.Sprintf("backup %s: key %s: %v", e.Path, e.Key, e.Err)
+	}
+	return fmt.Sprintf("backup %s: %v", e.Path, e.Err)
+}
+
+func (e *BackupFileError) Unwrap() error { return e.Err }
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *BackupFileError) Hints() []string {
+	return []string{"the file is corrupt or was edited: use another copy of the backup, or an etcd snapshot"}
+}
+
+// ForeignClusterError means a backup was taken from another etcd cluster.
+type ForeignClusterError struct {
+	BackupCluster ID
+	LiveCluster   ID
+}
+
+func (e *ForeignClusterError) Error() string {
+	return fmt.Sprintf("backup is from etcd cluster %s, this is cluster %s", e.BackupCluster, e.LiveCluster)
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *ForeignClusterError) Hints() []string {
+	return []string{"if etcd was restored from a snapshot its cluster ID changed: restore anyway with --force-cluster"}
+}
+
+// PrefixMismatchError means a backup was taken under another key prefix than the one in use.
+type PrefixMismatchError struct {
+	BackupPrefix string
+	Prefix       string
+}
+
+func (e *PrefixMismatchError) Error() string {
+	return fmt.Sprintf("backup was taken under prefix %s, connected with prefix %s", e.BackupPrefix, e.Prefix)
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *PrefixMismatchError) Hints() []string {
+	return []string{"--etcd-prefix " + e.BackupPrefix}
+}
+
+// ConflictError means a restore found keys present with other values; they were left alone.
+type ConflictError struct {
+	Keys []string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%d key(s) present with a different value, left alone: %s", len(e.Keys), strings.Join(e.Keys, ", "))
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *ConflictError) Hints() []string {
+	return []string{"the object was re-created since the backup: compare with breakglass etcd webhooks -o json, delete it first if the backup should win"}
+}
+
+// SnapshotError is a snapshot stream that fails the size or sha256-trailer check.
+type SnapshotError struct {
+	Reason string
+}
+
+func (e *SnapshotError) Error() string { return "invalid etcd snapshot: " + e.Reason }
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *SnapshotError) Hints() []string {
+	return []string{"nothing was kept; take the snapshot again (from another node if this one keeps failing)"}
+}
+
+// EmptyPlanError is a delete or backup asked for no objects.
+type EmptyPlanError struct{}
+
+func (e *EmptyPlanError) Error() string { return "no objects named" }
+
+func resourceList(rs []Resource) string {
+	if len(rs) == 0 || len(rs) == len(AllResources) {
+		return "admission object"
+	}
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, "/")
+}
