@@ -24,7 +24,6 @@ for v in "${versions[@]}"; do
   minor=${v#v1.}; minor=${minor%%.*}
   pkg=k8s.io/component-base/version
   ldflags="-s -w -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  # Also stamp the apimachinery copy that /version reads in some releases.
   (cd "$mod" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin.part" k8s.io/kubernetes/cmd/kube-apiserver)
   mv "$bin.part" "$bin"
   echo "$stamp" > "$out/$v/stamp"

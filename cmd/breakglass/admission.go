@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+func admissionCommand(s streams) *cli.Command {
+	plugins := &cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins (comma-separated or repeated)"}
+	noWait := &cli.BoolFlag{Name: "no-wait", Usage: "do not wait for kube-apiserver to restart with the new flags"}
+	waitTimeout := &cli.DurationFlag{Name: "wait-timeout", Value: 5 * time.Minute, Usage: "how long to wait for kube-apiserver to restart"}
+	return &cli.Command{
+		Name:  "admission",
+		Usage: "turn kube-apiserver admission plugins off and back on through the Talos API",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "disable",
+				Usage: "disable admission plugins on the control-plane nodes (no reboot)",
+				Description: "Adds the plugins to cluster.apiServer.extraArgs[\"disable-admission-plugins\"] of each node's machine\n" +
+					"config, merged with what is there, and applies it without a reboot. A plugin also listed in\n" +
+					"enable-admission-plugins is taken out of that list (kube-apiserver refuses the overlap).\n" +
+					"The original values are recorded in the state directory for an exact restore.\n" +
+					"Idempotent: plugins already disabled are left alone (exit 0).\n" +
+					"While the plugins are off, webhooks are not called: policies are bypassed.\n\n" + exitCodeHelp(),
+				Flags: []cli.Flag{
+					&cli.StringSliceFlag{Name: "plugins", Value: cli.NewStringSlice(recovery.DefaultPlugins...), Usage: "admission plugins to disable (comma-separated or repeated)"},
+					&cli.DurationFlag{Name: "revert-after", Usage: "apply in Talos try mode: the nodes revert by themselves after this long (e.g. 30m)"},
+					noWait, waitTimeout,
+				},
+				Action: func(c *cli.Context) error {
+					return runAdmissionChange(c, s, "disable")
+				},
+			},
+			{
+				Name:  "restore",
+				Usage: "put back exactly the values recorded when breakglass disabled the plugins",
+				Description: "Per node, restores the recorded original values of disable-admission-plugins and\n" +
+					"enable-admission-plugins. If nothing else changed since, the config is byte-identical to\n" +
+					"what it was before disable; other changes made meanwhile are kept. Without a record\n" +
+					"(disable ran elsewhere), --plugins removes just the named plugins.\n" +
+					"Idempotent: nodes with nothing to restore are left alone.\n\n" + exitCodeHelp(),
+				Flags: []cli.Flag{plugins, noWait, waitTimeout},
+				Action: func(c *cli.Context) error {
+					return runAdmissionChange(c, s, "restore")
+				},
+			},
+			{
+				Name:  "status",
+				Usage: "show which admission plugins are disabled, configured and running",
+				Description: "Reads each node's rendered kube-apiserver static pod (any role) and, with os:admin, its\n" +
+					"machine config and breakglass's record. Exits 20 when plugins are disabled on any node.\n\n" + exitCodeHelp(),
+				Action: func(c *cli.Context) error {
+					return runAdmissionStatus(c, s)
+				},
+			},
+		},
+	}
+}
+
+func connectTalos(ctx context.Context, g globalOptions) (*talos.Client, error) {
+	return talos.Connect(ctx, talos.Options{Talosconfig: g.Talosconfig, Context: g.Context, Endpoints: g.Endpoints, Nodes: g.Nodes})
+}
+
+func runAdmissionChange(c *cli.Context, s streams, op string) error {
+	g, err := readGlobals(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	tc, err := connectTalos(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	opts := recovery.AdmissionOptions{
+		Plugins:     splitCSV(c.StringSlice("plugins")),
+		RevertAfter: c.Duration("revert-after"),
+		Wait:        !c.Bool("no-wait"),
+		WaitTimeout: c.Duration("wait-timeout"),
+		DryRun:      g.DryRun,
+		ToolVersion: version,
+		Progress:    progressPrinter(s.Err),
+	}
+	st := recovery.State{Dir: g.StateDir}
+	plan := recovery.PlanDisable
+	if op == "restore" {
+		plan = recovery.PlanRestore
+	}
+	p, err := plan(ctx, tc, st, opts)
+	if p == nil {
+		return err
+	}
+	if !g.json() {
+		renderAdmissionPlan(s.Out, p)
+	}
+	if err != nil { // no node could be planned
+		if g.json() {
+			_ = writeJSON(s.Out, p)
+		}
+		return err
+	}
+	if g.DryRun || !p.Changes() {
+		if g.json() {
+			if err := writeJSON(s.Out, p); err != nil {
+				return err
+			}
+		} else if g.DryRun {
+			fmt.Fprintln(s.Out, "Dry run: nothing was applied.")
+		}
+		return p.PlanErr()
+	}
+	if err := newConfirmer(s, g.Yes).Confirm(ctx, fmt.Sprintf("Apply to %d node(s)?", countChanges(p))); err != nil {
+		return err
+	}
+	execErr := p.Execute(ctx, tc, st)
+	if g.json() {
+		if err := writeJSON(s.Out, p); err != nil {
+			return err
+		}
+	} else {
+		renderAdmissionOutcome(s.Out, p)
+	}
+	return execErr
+}
+
+func countChanges(p *recovery.AdmissionPlan) int {
+	n := 0
+	for _, c := range p.Nodes {
+		if c.Action != "none" {
+			n++
+		}
+	}
+	return n
+}
+
+func renderAdmissionPlan(w io.Writer, p *recovery.AdmissionPlan) {
+	verb := map[string]string{"disable": "disable admission plugins", "restore": "restore admission plugins"}[p.Operation]
+	fmt.Fprintf(w, "Plan: %s on %d node(s)\n", verb, len(p.Nodes)+len(p.Failed))
+	for _, n := range p.Nodes {
+		fmt.Fprintf(w, "  node %s (cluster %s, Talos %s)\n", n.Node, orNone(n.Cluster), n.TalosVersion)
+		if n.Action == "none" {
+			fmt.Fprintf(w, "    nothing to do: %s\n", n.Reason)
+			continue
+		}
+		fmt.Fprintf(w, "    disable-admission-plugins: %s -> %s\n", listOrNone(n.DisabledBefore), listOrNone(n.DisabledAfter))
+		if len(n.RemovedFromEnable) > 0 {
+			fmt.Fprintf(w, "    enable-admission-plugins: %s taken out (kube-apiserver refuses a plugin in both lists)\n", strings.Join(n.RemovedFromEnable, ","))
+		}
+		if n.Reason != "" {
+			fmt.Fprintf(w, "    note: %s\n", n.Reason)
+		}
+		for _, u := range n.Unknowns {
+			fmt.Fprintf(w, "    note: %s\n", u)
+		}
+		if p.Operation == "restore" && n.ByteExact {
+			fmt.Fprintln(w, "    the config will be byte-identical to what it was before disable")
+		}
+		if n.Method == "merge" {
+			fmt.Fprintln(w, "    edit: strategic merge (the config's layout could not be edited in place; comments are lost)")
+		}
+		if d := strings.TrimSpace(n.NodeDiff); d != "" {
+			fmt.Fprintln(w, "    the node's dry run:")
+			for _, line := range strings.Split(d, "\n") {
+				fmt.Fprintf(w, "      | %s\n", line)
+			}
+		}
+	}
+	for _, f := range p.Failed {
+		fmt.Fprintf(w, "  node %s: cannot be planned (see below); it will not be changed\n", f)
+	}
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
+}
+
+func renderAdmissionOutcome(w io.Writer, p *recovery.AdmissionPlan) {
+	for _, n := range p.Nodes {
+		if n.Action == "none" {
+			continue
+		}
+		switch n.Outcome {
+		case "failed":
+			fmt.Fprintf(w, "node %s: %s failed: %s\n", n.Node, n.Action, n.Error)
+		case "running":
+			fmt.Fprintf(w, "node %s: %s done; kube-apiserver runs with disable-admission-plugins=%s (%s)\n", n.Node, n.Action, listOrNone(n.DisabledAfter), time.Duration(n.Elapsed).Round(time.Millisecond))
+		default:
+			fmt.Fprintf(w, "node %s: %s applied (%s)\n", n.Node, n.Action, time.Duration(n.Elapsed).Round(time.Millisecond))
+		}
+	}
+	if p.Operation == "disable" {
+		fmt.Fprintln(w, "Next: once the API server is healthy, put the plugins back: breakglass admission restore")
+	}
+}
+
+func runAdmissionStatus(c *cli.Context, s streams) error {
+	g, err := readGlobals(c)
+	if err != nil {
+		return err
+	}
+	tc, err := connectTalos(c.Context, g)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	nodes, err := recovery.AdmissionStatus(c.Context, tc, recovery.State{Dir: g.StateDir}, time.Now())
+	if nodes == nil {
+		return err
+	}
+	disabled := false
+	for _, n := range nodes {
+		disabled = disabled || n.Disabled()
+	}
+	if g.json() {
+		if werr := writeJSON(s.Out, map[string]any{"nodes": nodes, "disabled": disabled}); werr != nil {
+			return werr
+		}
+	} else {
+		renderAdmissionStatus(s.Out, nodes, tc.CanApply())
+	}
+	if err != nil {
+		return err
+	}
+	if disabled {
+		return statusCode(exitDisabled)
+	}
+	return nil
+}
+
+func renderAdmissionStatus(w io.Writer, nodes []recovery.NodeAdmission, admin bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCONFIGURED\tRUNNING\tSINCE\tAUTO-REVERT")
+	for _, n := range nodes {
+		if n.Error != "" {
+			fmt.Fprintf(tw, "%s\terror: %s\t\t\t\n", n.Node, n.Error)
+			continue
+		}
+		configured := listOrNone(n.ConfigDisabled)
+		if !admin {
+			configured = "? (needs os:admin)"
+		}
+		since, revert := "-", "-"
+		if n.Since != nil {
+			since = n.Since.Local().Format(time.RFC3339) + " by " + n.By
+		}
+		if n.RollbackPending {
+			revert = "at " + n.RollbackAt.Local().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, configured, listOrNone(n.RunningDisabled), since, revert)
+	}
+	tw.Flush()
+	for _, n := range nodes {
+		if n.Disabled() {
+			fmt.Fprintln(w, "WARNING: admission plugins are disabled: webhooks and policies are bypassed while this lasts.")
+			fmt.Fprintln(w, "Put them back with: breakglass admission restore")
+			return
+		}
+	}
+}
+
+// progressPrinter prints one timestamped line per step; nodes run in
+// parallel, so lines are written whole, one at a time.
+func progressPrinter(w io.Writer) func(node, msg string) {
+	var mu sync.Mutex
+	return func(node, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "%s  %s: %s\n", time.Now().Format("15:04:05.000"), node, msg)
+	}
+}
+
+func splitCSV(in []string) []string {
+	var out []string
+	for _, v := range in {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "(none)"
+	}
+	return strings.Join(l, ",")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(unnamed)"
+	}
+	return s
+}

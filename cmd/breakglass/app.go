@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+)
+
+// streams are the command's input and outputs; nothing writes to the
+// process's globals directly, so tests run the whole CLI in-process.
+type streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// globalOptions are the flags every command understands, named as talosctl
+// names them.
+type globalOptions struct {
+	Talosconfig string
+	Context     string
+	Endpoints   []string
+	Nodes       []string
+	Output      string
+	Yes         bool
+	DryRun      bool
+	StateDir    string
+}
+
+func (o globalOptions) json() bool { return o.Output == "json" }
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "talosconfig", Usage: "path to the Talos client configuration", EnvVars: []string{"TALOSCONFIG"}, Value: defaultTalosconfig()},
+		&cli.StringFlag{Name: "context", Usage: "talosconfig context to use (default: the current one)"},
+		&cli.StringSliceFlag{Name: "endpoints", Aliases: []string{"e"}, Usage: "Talos API endpoints (override the talosconfig's)"},
+		&cli.StringSliceFlag{Name: "nodes", Aliases: []string{"n"}, Usage: "target nodes (default: the talosconfig context's nodes)"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json"},
+		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (for automation)"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "show the plan (and let the nodes validate it) without changing anything"},
+		&cli.StringFlag{Name: "state-dir", Usage: "where breakglass keeps its records and backups", EnvVars: []string{"BREAKGLASS_STATE_DIR"}, Value: defaultStateDir()},
+	}
+}
+
+func defaultTalosconfig() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".talos", "config")
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "breakglass")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".breakglass"
+	}
+	return filepath.Join(home, ".local", "state", "breakglass")
+}
+
+func readGlobals(c *cli.Context) (globalOptions, error) {
+	o := globalOptions{
+		Talosconfig: c.String("talosconfig"),
+		Context:     c.String("context"),
+		Endpoints:   c.StringSlice("endpoints"),
+		Nodes:       c.StringSlice("nodes"),
+		Output:      c.String("output"),
+		Yes:         c.Bool("yes"),
+		DryRun:      c.Bool("dry-run"),
+		StateDir:    c.String("state-dir"),
+	}
+	if o.Output != "text" && o.Output != "json" {
+		return o, usageError{fmt.Sprintf("unknown output format %q", o.Output), "use -o text or -o json"}
+	}
+	return o, nil
+}
+
+func newApp(s streams) *cli.App {
+	app := &cli.App{
+		Name:                 "breakglass",
+		Usage:                "revive a Talos cluster's kube-apiserver deadlocked by an admission webhook",
+		Description:          "Works through the Talos API and etcd only: no kube-apiserver needed.\n\n" + exitCodeHelp(),
+		Reader:               s.In,
+		Writer:               s.Out,
+		ErrWriter:            s.Err,
+		Flags:                globalFlags(),
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		// Errors are rendered and mapped to exit codes by run, in one place.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{
+			versionCommand(s),
+			admissionCommand(s),
+		},
+	}
+	app.Commands = append(app.Commands, extraCommands(s)...)
+	return app
+}
+
+// extraCommands is where command groups defined in their own files register
+// themselves (see init functions), keeping app.go free of merge conflicts.
+func extraCommands(s streams) []*cli.Command {
+	var out []*cli.Command
+	for _, f := range commandRegistry {
+		out = append(out, f(s))
+	}
+	return out
+}
+
+var commandRegistry []func(streams) *cli.Command
+
+// run executes the command line and returns the process exit code.
+func run(ctx context.Context, args []string, s streams) int {
+	app := newApp(s)
+	err := app.RunContext(ctx, normalizeArgs(app, args))
+	if err == nil {
+		return exitOK
+	}
+	return reportError(s.Err, err)
+}
+
+func versionCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the breakglass version",
+		Action: func(c *cli.Context) error {
+			g, err := readGlobals(c)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return writeJSON(s.Out, map[string]string{"version": version})
+			}
+			_, err = fmt.Fprintf(s.Out, "breakglass %s\n", version)
+			return err
+		},
+	}
+}

@@ -1,0 +1,423 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/talos/configedit"
+)
+
+// DefaultPlugins is what disable turns off when no plugin is named.
+var DefaultPlugins = []string{"ValidatingAdmissionWebhook"}
+
+// AdmissionOptions tune disable and restore.
+type AdmissionOptions struct {
+	Plugins     []string      // plugins to disable (restore: to remove when there is no record)
+	RevertAfter time.Duration // disable: > 0 applies in try mode; the node reverts by itself
+	Wait        bool          // wait until the static pod runs with the new flags
+	WaitTimeout time.Duration
+	DryRun      bool // the nodes validate the change; nothing is applied
+	ToolVersion string
+	Progress    func(node, msg string) // optional: one line per step, per node
+}
+
+// NodeChange is the plan, then the outcome, for one node.
+type NodeChange struct {
+	Node              string   `json:"node"`
+	Cluster           string   `json:"cluster"`
+	TalosVersion      string   `json:"talosVersion"`
+	Action            string   `json:"action"` // disable, restore, none
+	Reason            string   `json:"reason,omitempty"`
+	DisabledBefore    []string `json:"disabledBefore"`
+	DisabledAfter     []string `json:"disabledAfter"`
+	RemovedFromEnable []string `json:"removedFromEnable,omitempty"`
+	Method            string   `json:"method,omitempty"` // text or merge
+	NodeDiff          string   `json:"nodeDiff,omitempty"`
+	ConfigHashBefore  string   `json:"configHashBefore"`
+	ConfigHashAfter   string   `json:"configHashAfter,omitempty"`
+	ByteExact         bool     `json:"byteExact,omitempty"` // restore: the config is again exactly what it was before disable
+	Unknowns          []string `json:"unknowns,omitempty"`  // what breakglass cannot know (restore without a record)
+	Outcome           string   `json:"outcome"`            // planned, applied, running, failed
+	Error             string   `json:"error,omitempty"`
+	Elapsed           Duration `json:"elapsed,omitempty"`
+
+	newConfig   []byte
+	record      *AdmissionRecord // disable: to save before applying; restore: the one to drop
+	nodeName    string
+	containerID string // of the running kube-apiserver before the change
+}
+
+// AdmissionPlan is a computed change over the target nodes: shown, confirmed,
+// then executed once.
+type AdmissionPlan struct {
+	Operation string        `json:"operation"` // disable or restore
+	Nodes     []*NodeChange `json:"nodes"`
+	Failed    []string      `json:"failed,omitempty"` // nodes that could not be planned
+	Warnings  []string      `json:"warnings,omitempty"`
+	DryRun    bool          `json:"dryRun"`
+
+	planErrs []error
+	opts     AdmissionOptions
+}
+
+// Changes tells whether executing the plan would change any node.
+func (p *AdmissionPlan) Changes() bool {
+	for _, n := range p.Nodes {
+		if n.Action != "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// PlanErr is the planning failure of some nodes, if any.
+func (p *AdmissionPlan) PlanErr() error { return failures(p.planErrs, len(p.Nodes)) }
+
+// PlanDisable reads every target node and computes its change: the plugins
+// join disable-admission-plugins, leave enable-admission-plugins, and the
+// node validates the result (dry run) so that the plan shows its own diff.
+func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts AdmissionOptions) (*AdmissionPlan, error) {
+	if len(opts.Plugins) == 0 {
+		opts.Plugins = DefaultPlugins
+	}
+	if err := tc.RequireAdmin("disabling admission plugins"); err != nil {
+		return nil, err
+	}
+	return planEach(ctx, tc, "disable", opts, func(ctx context.Context, n *NodeChange, cfg talos.MachineConfig) error {
+		existing, err := st.LoadAdmission(n.Cluster, n.Node)
+		if err != nil {
+			return err
+		}
+		res, err := configedit.Disable(cfg.Bytes, configedit.Options{Plugins: opts.Plugins, StringOnly: !talos.SupportsListArgs(n.TalosVersion)})
+		if err != nil {
+			return err
+		}
+		n.DisabledBefore, n.DisabledAfter = res.Before.Disable.Plugins, res.After.Disable.Plugins
+		n.RemovedFromEnable, n.Method = res.RemovedFromEnable, res.Method
+		if !res.Changed {
+			n.Action, n.Reason = "none", "already disabled"
+			return nil
+		}
+		if existing != nil && existing.ConfigHashAfter != cfg.Hash() {
+			// A record whose change is no longer in place (rolled back, or
+			// reverted by hand) is replaced; one still in place cannot be,
+			// or its original values would be lost.
+			n.Reason = "replaces an earlier record whose change is no longer in place"
+		}
+		n.Action, n.newConfig = "disable", res.Config
+		n.ConfigHashAfter = talos.HashConfig(res.Config)
+		rec := AdmissionRecord{
+			SchemaVersion: 1, Cluster: n.Cluster, Node: n.Node, TalosVersion: n.TalosVersion,
+			Plugins: opts.Plugins, Edit: res.Record,
+			ConfigHashBefore: n.ConfigHashBefore, ConfigHashAfter: n.ConfigHashAfter,
+			Mode: "no-reboot", By: whoami(), ToolVersion: opts.ToolVersion,
+		}
+		if opts.RevertAfter > 0 {
+			rec.Mode = "try"
+		}
+		n.record = &rec
+		return nil
+	})
+}
+
+// PlanRestore computes, per node, the config that puts back exactly the
+// values recorded at disable time, keeping every other change made since.
+// Without a record it can only remove the named plugins.
+func PlanRestore(ctx context.Context, tc *talos.Client, st State, opts AdmissionOptions) (*AdmissionPlan, error) {
+	if err := tc.RequireAdmin("restoring admission plugins"); err != nil {
+		return nil, err
+	}
+	return planEach(ctx, tc, "restore", opts, func(ctx context.Context, n *NodeChange, cfg talos.MachineConfig) error {
+		rec, err := st.LoadAdmission(n.Cluster, n.Node)
+		if err != nil {
+			return err
+		}
+		n.DisabledBefore, err = configedit.Disabled(cfg.Bytes)
+		if err != nil {
+			return err
+		}
+		var out []byte
+		switch {
+		case rec != nil && cfg.Hash() == rec.ConfigHashBefore:
+			n.Action, n.Reason = "none", "the config is already what it was before disable (rolled back or restored)"
+			n.record, n.ByteExact = rec, true
+		case rec != nil:
+			out, err = configedit.Restore(cfg.Bytes, rec.Edit)
+			if err != nil {
+				return err
+			}
+			n.record = rec
+			n.ByteExact = talos.HashConfig(out) == rec.ConfigHashBefore
+			if cfg.Hash() != rec.ConfigHashAfter {
+				n.Reason = "the config changed since disable; those changes are kept"
+			}
+		case len(opts.Plugins) > 0:
+			out, err = configedit.RemovePlugins(cfg.Bytes, opts.Plugins)
+			if err != nil {
+				return err
+			}
+			n.Unknowns = []string{
+				"no record of breakglass disabling plugins on this node: the named plugins are removed",
+				"whether they were disabled before the incident, and whether they were in enable-admission-plugins, cannot be known",
+			}
+		default:
+			n.Action, n.Reason = "none", "no record of breakglass disabling plugins on this node"
+			if len(n.DisabledBefore) > 0 {
+				n.Reason += fmt.Sprintf("; disable-admission-plugins holds %v: name the ones to remove with --plugins", n.DisabledBefore)
+			}
+		}
+		if n.Action == "none" {
+			n.DisabledAfter = n.DisabledBefore
+			return nil
+		}
+		if string(out) == string(cfg.Bytes) {
+			n.Action, n.Reason = "none", "nothing to remove"
+			n.DisabledAfter = n.DisabledBefore
+			return nil
+		}
+		n.Action, n.newConfig = "restore", out
+		n.ConfigHashAfter = talos.HashConfig(out)
+		n.DisabledAfter, err = configedit.Disabled(out)
+		return err
+	})
+}
+
+// planEach reads each node in parallel, lets plan fill in the change, and
+// asks the node to validate it. A node that fails is named and left out;
+// the others are still planned.
+func planEach(ctx context.Context, tc *talos.Client, op string, opts AdmissionOptions,
+	plan func(context.Context, *NodeChange, talos.MachineConfig) error) (*AdmissionPlan, error) {
+	nodes := tc.Nodes()
+	if len(nodes) == 0 {
+		return nil, invalidInput("name the control-plane nodes with -n NODE[,NODE...]", "no target nodes: the talosconfig context names none")
+	}
+	p := &AdmissionPlan{Operation: op, DryRun: opts.DryRun, opts: opts}
+	changes := make([]*NodeChange, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, node := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			changes[i], errs[i] = planNode(ctx, tc, node, opts, plan)
+		}()
+	}
+	wg.Wait()
+	for i := range nodes {
+		if errs[i] != nil {
+			p.planErrs = append(p.planErrs, errs[i])
+			p.Failed = append(p.Failed, nodes[i])
+			continue
+		}
+		p.Nodes = append(p.Nodes, changes[i])
+	}
+	if op == "disable" && p.Changes() {
+		p.Warnings = append(p.Warnings, "while the plugins are disabled, admission webhooks are not called: policies are bypassed. Restore as soon as the API server is healthy: breakglass admission restore")
+	}
+	if len(p.Nodes) == 0 {
+		return p, p.PlanErr()
+	}
+	return p, nil
+}
+
+func planNode(ctx context.Context, tc *talos.Client, node string, opts AdmissionOptions,
+	plan func(context.Context, *NodeChange, talos.MachineConfig) error) (*NodeChange, error) {
+	n := &NodeChange{Node: node, Outcome: "planned"}
+	var err error
+	if n.TalosVersion, err = tc.Version(ctx, node); err != nil {
+		return nil, err
+	}
+	cfg, err := tc.ReadMachineConfig(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	facts, err := talos.ReadFacts(cfg.Bytes)
+	if err != nil {
+		return nil, &talos.NodeError{Node: node, Op: "read machine config", Err: err}
+	}
+	if !facts.IsControlPlane() {
+		return nil, &talos.NodeError{Node: node, Op: "check machine type", Err: fmt.Errorf("%w (machine type %s): kube-apiserver does not run there", talos.ErrNotControlPlane, facts.MachineType)}
+	}
+	n.Cluster, n.ConfigHashBefore = facts.ClusterName, cfg.Hash()
+	if err := plan(ctx, n, cfg); err != nil {
+		var ne *talos.NodeError
+		if errors.As(err, &ne) {
+			return nil, err
+		}
+		return nil, &talos.NodeError{Node: node, Op: "plan " + opsName(n), Err: err}
+	}
+	if n.Action == "none" {
+		return n, nil
+	}
+	dry, err := tc.Apply(ctx, node, talos.ApplyRequest{Config: n.newConfig, Mode: applyMode(opts), TryTimeout: opts.RevertAfter, DryRun: true})
+	if err != nil {
+		return nil, err
+	}
+	n.NodeDiff = dry.Details
+	if n.nodeName, err = tc.NodeName(ctx, node); err != nil {
+		return nil, err
+	}
+	if st, err := tc.ReadAPIServerStatus(ctx, node, n.nodeName); err == nil {
+		n.containerID = st.ContainerID
+	}
+	return n, nil
+}
+
+func opsName(n *NodeChange) string {
+	if n.Action == "" {
+		return "change"
+	}
+	return n.Action
+}
+
+func applyMode(opts AdmissionOptions) talos.ApplyMode {
+	if opts.RevertAfter > 0 {
+		return talos.Try
+	}
+	return talos.NoReboot
+}
+
+// Execute applies the plan on every node in parallel (all API servers are
+// down together; one at a time would only add waiting). The record is
+// saved before a node is changed and updated or removed after.
+func (p *AdmissionPlan) Execute(ctx context.Context, tc *talos.Client, st State) error {
+	if p.DryRun {
+		return errors.New("internal: a dry-run plan cannot be executed")
+	}
+	errs := make([]error, len(p.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range p.Nodes {
+		if n.Action == "none" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			errs[i] = p.executeNode(ctx, tc, st, n)
+			n.Elapsed = Duration(time.Since(start))
+			if errs[i] != nil {
+				n.Outcome, n.Error = "failed", errs[i].Error()
+			}
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	failed = append(failed, p.planErrs...)
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return failures(failed, len(p.Nodes)-countErrs(errs))
+}
+
+func countErrs(errs []error) int {
+	c := 0
+	for _, e := range errs {
+		if e != nil {
+			c++
+		}
+	}
+	return c
+}
+
+func (p *AdmissionPlan) executeNode(ctx context.Context, tc *talos.Client, st State, n *NodeChange) error {
+	say := func(format string, args ...any) {
+		if p.opts.Progress != nil {
+			p.opts.Progress(n.Node, fmt.Sprintf(format, args...))
+		}
+	}
+	// The config may have changed since the plan was shown: re-check, so a
+	// change made meanwhile is never overwritten.
+	cur, err := tc.ReadMachineConfig(ctx, n.Node)
+	if err != nil {
+		return err
+	}
+	if cur.Hash() != n.ConfigHashBefore {
+		return &talos.NodeError{Node: n.Node, Op: n.Action, Err: fmt.Errorf("%w: the machine config changed since the plan was made", ErrConflict)}
+	}
+	mode := talos.NoReboot
+	if p.Operation == "disable" {
+		mode = applyMode(p.opts)
+		rec := *n.record
+		rec.DisabledAt = time.Now().UTC()
+		if mode == talos.Try {
+			at := rec.DisabledAt.Add(p.opts.RevertAfter)
+			rec.RollbackAt = &at
+		}
+		if err := st.SaveAdmission(rec); err != nil {
+			return &talos.NodeError{Node: n.Node, Op: "save state record", Err: err}
+		}
+		say("record saved; applying (mode %s)", modeName(mode))
+	} else {
+		say("applying the recorded values (mode no-reboot)")
+	}
+	if _, err := tc.Apply(ctx, n.Node, talos.ApplyRequest{Config: n.newConfig, Mode: mode, TryTimeout: p.opts.RevertAfter}); err != nil {
+		return err
+	}
+	n.Outcome = "applied"
+	if p.Operation == "restore" && n.record != nil {
+		if err := st.DeleteAdmission(n.Cluster, n.Node); err != nil {
+			return &talos.NodeError{Node: n.Node, Op: "remove state record", Err: err}
+		}
+	}
+	if !p.opts.Wait {
+		return nil
+	}
+	return waitForFlags(ctx, tc, n, p.opts, say)
+}
+
+// waitForFlags waits until the node has re-rendered kube-apiserver with the
+// new flags and a new container runs.
+func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts AdmissionOptions, say func(string, ...any)) error {
+	timeout := opts.WaitTimeout
+	if timeout == 0 {
+		timeout = 5 * time.Minute
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	say("waiting for kube-apiserver to run with disable-admission-plugins=%v", n.DisabledAfter)
+	var last talos.PodObservation
+	err := tc.WatchAPIServer(wctx, n.Node, n.nodeName, 100*time.Millisecond, func(o talos.PodObservation) bool {
+		last = o
+		return sameSet(o.Pod.DisabledPlugins(), n.DisabledAfter) && o.Status.Running &&
+			(n.containerID == "" || o.Status.ContainerID != n.containerID)
+	})
+	if err == nil {
+		n.Outcome = "running"
+		say("kube-apiserver restarted with the new flags (container %s)", last.Status.ContainerID)
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return &talos.NodeError{Node: n.Node, Op: "wait for kube-apiserver", Err: fmt.Errorf("%w after %s: pod flags %v, running %v, waiting reason %q",
+			ErrTimeout, timeout, last.Pod.DisabledPlugins(), last.Status.Running, last.Status.WaitingReason)}
+	}
+	return err
+}
+
+func modeName(m talos.ApplyMode) string {
+	if m == talos.Try {
+		return "try"
+	}
+	return "no-reboot"
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
+}
+
+// Duration renders as a Go duration string in JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).Round(time.Millisecond).String() + `"`), nil
+}

@@ -1,0 +1,75 @@
+// Package recovery holds breakglass's steps and their order: plan, confirm,
+// act and verify, on top of the talos and etcd packages. Commands call one
+// function here and render what it returns.
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Kinds of failure the commands map to exit codes.
+var (
+	ErrPartial      = errors.New("partial failure")
+	ErrAborted      = errors.New("aborted")
+	ErrConflict     = errors.New("conflict")
+	ErrTimeout      = errors.New("timed out")
+	ErrInvalidInput = errors.New("invalid input")
+)
+
+// NodeFailures is what went wrong on some of the target nodes. When other
+// nodes succeeded it is a partial failure; a run is never reported as a
+// success while one node failed.
+type NodeFailures struct {
+	Failed    []error
+	Succeeded int
+}
+
+func (e *NodeFailures) Error() string {
+	var b strings.Builder
+	if e.Succeeded > 0 {
+		fmt.Fprintf(&b, "%d of %d nodes failed", len(e.Failed), len(e.Failed)+e.Succeeded)
+	} else {
+		fmt.Fprintf(&b, "%d nodes failed", len(e.Failed))
+	}
+	for _, err := range e.Failed {
+		b.WriteString("\n" + err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap exposes each node's error (for exit codes and hints), and marks a
+// mixed outcome as partial.
+func (e *NodeFailures) Unwrap() []error {
+	out := append([]error(nil), e.Failed...)
+	if e.Succeeded > 0 {
+		out = append([]error{ErrPartial}, out...)
+	}
+	return out
+}
+
+func failures(errs []error, succeeded int) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return &NodeFailures{Failed: errs, Succeeded: succeeded}
+}
+
+// inputError is bad input, with the next step to take.
+type inputError struct {
+	msg   string
+	hints []string
+}
+
+func (e *inputError) Error() string   { return e.msg }
+func (e *inputError) Unwrap() error   { return ErrInvalidInput }
+func (e *inputError) Hints() []string { return e.hints }
+
+func invalidInput(hint, format string, args ...any) error {
+	e := &inputError{msg: fmt.Sprintf(format, args...)}
+	if hint != "" {
+		e.hints = []string{hint}
+	}
+	return e
+}

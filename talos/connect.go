@@ -1,0 +1,150 @@
+package talos
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+)
+
+// Options say where the talosconfig is and which nodes to talk to, as
+// talosctl's global flags do.
+type Options struct {
+	Talosconfig string   // path; empty means the default
+	Context     string   // empty: the talosconfig's current context
+	Endpoints   []string // override the context's endpoints
+	Nodes       []string // override the context's nodes
+}
+
+// Client is a connection to a Talos cluster through its endpoints.
+type Client struct {
+	api     *client.Client
+	nodes   []string
+	role    string
+	context string
+}
+
+// Connect opens a client from a talosconfig. It does not dial yet: the first
+// call on a node does, so an unreachable node is reported by name then.
+func Connect(ctx context.Context, opts Options) (*Client, error) {
+	// Read it ourselves: the machinery's Open creates a missing file, and a
+	// recovery tool must not leave an empty talosconfig behind.
+	raw, err := os.ReadFile(opts.Talosconfig)
+	if err != nil {
+		return nil, &configError{fmt.Errorf("cannot read talosconfig: %w", err)}
+	}
+	cfg, err := clientconfig.FromBytes(raw)
+	if err != nil {
+		return nil, &configError{fmt.Errorf("talosconfig %s is not valid: %w", opts.Talosconfig, err)}
+	}
+	name := opts.Context
+	if name == "" {
+		name = cfg.Context
+	}
+	tctx, ok := cfg.Contexts[name]
+	if !ok || tctx == nil {
+		return nil, &configError{fmt.Errorf("talosconfig %s has no context %q", opts.Talosconfig, name)}
+	}
+	if len(opts.Endpoints) > 0 {
+		tctx.Endpoints = opts.Endpoints
+	}
+	if len(tctx.Endpoints) == 0 {
+		return nil, &configError{fmt.Errorf("talosconfig context %q has no endpoints", name)}
+	}
+	nodes := opts.Nodes
+	if len(nodes) == 0 {
+		nodes = tctx.Nodes
+	}
+	if len(nodes) == 0 {
+		// talosctl falls back to the endpoints; so do we, as they are nodes too.
+		nodes = tctx.Endpoints
+	}
+	cfg.Context = name
+	api, err := client.New(ctx, client.WithConfig(cfg), client.WithContextName(name))
+	if err != nil {
+		return nil, &configError{err}
+	}
+	return &Client{api: api, nodes: splitNodes(nodes), role: certRole(tctx.Crt), context: name}, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error { return c.api.Close() }
+
+// Nodes are the target nodes, in the order given.
+func (c *Client) Nodes() []string { return c.nodes }
+
+// Role is the highest Talos role of the talosconfig's client certificate
+// (os:admin, os:operator, os:reader, os:etcd:backup), or "" if unknown.
+func (c *Client) Role() string { return c.role }
+
+// CanApply tells whether the role may change a machine config.
+func (c *Client) CanApply() bool { return c.role == "" || c.role == string(role.Admin) }
+
+// splitNodes accepts "-n a,b" as well as "-n a -n b".
+func splitNodes(in []string) []string {
+	var out []string
+	for _, n := range in {
+		for _, p := range strings.Split(n, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// certRole reads the role from the client certificate's Organization, as the
+// node does. Unknown or unreadable certificates give "".
+func certRole(crtB64 string) string {
+	raw, err := base64.StdEncoding.DecodeString(crtB64)
+	if err != nil {
+		return ""
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil {
+		return ""
+	}
+	crt, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	best := ""
+	rank := map[string]int{string(role.Admin): 4, string(role.Operator): 3, string(role.Reader): 2, string(role.EtcdBackup): 1}
+	for _, o := range crt.Subject.Organization {
+		if rank[o] > rank[best] {
+			best = o
+		}
+	}
+	return best
+}
+
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() []error { return []error{ErrConfig, e.err} }
+func (e *configError) Hints() []string {
+	if errors.Is(e.err, os.ErrNotExist) || strings.Contains(e.err.Error(), "no such file") {
+		return []string{"pass --talosconfig PATH or set TALOSCONFIG"}
+	}
+	return []string{"check the talosconfig with: talosctl config info"}
+}
+
+// RequireAdmin fails early, before any node is touched, when the
+// talosconfig's role cannot change a machine config (an Omni break-glass
+// talosconfig is os:operator: it can read logs and snapshot etcd, not patch).
+func (c *Client) RequireAdmin(what string) error {
+	if c.CanApply() {
+		return nil
+	}
+	return &NodeError{Node: "all nodes", Op: what,
+		Err:   fmt.Errorf("%w: this talosconfig's role is %s; %s needs os:admin", ErrPermission, c.role, what),
+		hints: []string{roleHint(c.role)}}
+}

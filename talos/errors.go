@@ -1,0 +1,95 @@
+// Package talos speaks the Talos API for breakglass: connecting from a
+// talosconfig, reading a node's machine config and its kube-apiserver static
+// pod, and applying configs without a reboot. It knows nothing of etcd or of
+// the recovery steps.
+package talos
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Kinds of failure callers tell apart (cmd maps them to exit codes).
+var (
+	ErrPermission      = errors.New("permission denied")
+	ErrUnreachable     = errors.New("unreachable")
+	ErrRejected        = errors.New("rejected by the node")
+	ErrBusy            = errors.New("the node is busy with another change")
+	ErrNeedsReboot     = errors.New("the change needs a reboot")
+	ErrNotControlPlane = errors.New("not a control-plane node")
+	ErrConfig          = errors.New("talosconfig problem")
+)
+
+// NodeError is a failure on one node, named by its address.
+type NodeError struct {
+	Node  string
+	Op    string // what was being done, e.g. "read machine config"
+	Err   error  // wraps one of the kinds above when known
+	hints []string
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("node %s: %s: %v", e.Node, e.Op, e.Err)
+}
+
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// Hints names the next thing to try.
+func (e *NodeError) Hints() []string { return e.hints }
+
+// nodeError classifies a gRPC error from the node into one of the kinds.
+func nodeError(node, op string, err error, role string) error {
+	if err == nil {
+		return nil
+	}
+	ne := &NodeError{Node: node, Op: op, Err: err}
+	st, ok := status.FromError(err)
+	if !ok {
+		return ne
+	}
+	msg := st.Message()
+	switch st.Code() {
+	case codes.PermissionDenied:
+		ne.Err = fmt.Errorf("%w: %s", ErrPermission, msg)
+		ne.hints = []string{roleHint(role)}
+	case codes.Unavailable, codes.DeadlineExceeded:
+		ne.Err = fmt.Errorf("%w: %s", ErrUnreachable, shortTransport(msg))
+		ne.hints = []string{fmt.Sprintf("check the node answers: talosctl -n %s version", node)}
+	case codes.InvalidArgument:
+		ne.Err = fmt.Errorf("%w: %s", ErrRejected, msg)
+	case codes.FailedPrecondition:
+		if strings.Contains(msg, "reboot") {
+			ne.Err = fmt.Errorf("%w: %s", ErrNeedsReboot, msg)
+		} else {
+			ne.Err = fmt.Errorf("%w: %s", ErrBusy, msg)
+			ne.hints = []string{"wait for the other change to finish, then run the same command again"}
+		}
+	default:
+		ne.Err = errors.New(msg)
+	}
+	return ne
+}
+
+func roleHint(role string) string {
+	if role == "" {
+		role = "unknown"
+	}
+	return fmt.Sprintf("this talosconfig has role %s; reading or changing the machine config needs os:admin: use an admin talosconfig (talosctl config new, or --talosconfig PATH)", role)
+}
+
+// shortTransport trims gRPC's long connection error to its useful part.
+func shortTransport(msg string) string {
+	if i := strings.Index(msg, "connection error: desc = "); i >= 0 {
+		return strings.Trim(msg[i+len("connection error: desc = "):], `"`)
+	}
+	return msg
+}
+
+// NewNodeError names a failure on one node, with optional next steps.
+func NewNodeError(node, op string, err error, hints ...string) *NodeError {
+	return &NodeError{Node: node, Op: op, Err: err, hints: hints}
+}

@@ -1,0 +1,268 @@
+package talos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	cosiprotobuf "github.com/cosi-project/runtime/pkg/resource/protobuf"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	configpb "github.com/siderolabs/talos/pkg/machinery/api/resource/config"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Version returns the Talos version tag the node runs, e.g. "v1.13.8".
+func (c *Client) Version(ctx context.Context, node string) (string, error) {
+	resp, err := c.api.Version(client.WithNode(ctx, node))
+	if err != nil {
+		return "", nodeError(node, "read version", err, c.role)
+	}
+	for _, m := range resp.GetMessages() {
+		if v := m.GetVersion(); v != nil {
+			return v.GetTag(), nil
+		}
+	}
+	return "", &NodeError{Node: node, Op: "read version", Err: fmt.Errorf("empty answer")}
+}
+
+// MachineConfig is a node's running config as the node stores it.
+type MachineConfig struct {
+	Bytes   []byte // exactly as submitted to the node
+	Version resource.Version
+}
+
+// Hash is the sha256 of the config bytes, recorded instead of the config
+// itself (which holds CA keys).
+func (m MachineConfig) Hash() string { return HashConfig(m.Bytes) }
+
+// HashConfig is the hash breakglass records for a config.
+func HashConfig(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ReadMachineConfig reads the running ("v1alpha1") machine config's raw
+// bytes. It skips the typed decoding on purpose: a config written for a
+// newer Talos may hold document kinds this machinery does not know.
+func (c *Client) ReadMachineConfig(ctx context.Context, node string) (MachineConfig, error) {
+	md := resource.NewMetadata(config.NamespaceName, config.MachineConfigType, config.ActiveID, resource.VersionUndefined)
+	r, err := c.api.COSI.Get(client.WithNode(ctx, node), md, state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
+	if err != nil {
+		return MachineConfig{}, nodeError(node, "read machine config", err, c.role)
+	}
+	raw, ok := r.(*cosiprotobuf.Resource)
+	if !ok {
+		return MachineConfig{}, &NodeError{Node: node, Op: "read machine config", Err: fmt.Errorf("unexpected resource type %T", r)}
+	}
+	msg, err := raw.Marshal()
+	if err != nil {
+		return MachineConfig{}, &NodeError{Node: node, Op: "read machine config", Err: err}
+	}
+	var spec configpb.MachineConfigSpec
+	if err := proto.Unmarshal(msg.GetSpec().GetProtoSpec(), &spec); err != nil {
+		return MachineConfig{}, &NodeError{Node: node, Op: "read machine config", Err: fmt.Errorf("decode: %w", err)}
+	}
+	return MachineConfig{Bytes: spec.GetYamlMarshalled(), Version: r.Metadata().Version()}, nil
+}
+
+// ApplyMode is how a config is applied: live, or live with automatic rollback.
+type ApplyMode int
+
+const (
+	NoReboot ApplyMode = iota // apply now, no reboot, permanent
+	Try                       // apply now, the node rolls back after TryTimeout
+)
+
+// ApplyRequest is one config to apply to one node.
+type ApplyRequest struct {
+	Config     []byte
+	Mode       ApplyMode
+	TryTimeout time.Duration // with Try: when the node rolls back by itself
+	DryRun     bool          // the node validates and returns a diff; nothing changes
+}
+
+// ApplyResult is what the node said.
+type ApplyResult struct {
+	Mode     string   // the mode the node used, e.g. NO_REBOOT
+	Details  string   // summary and diff, as the node wrote them
+	Warnings []string // validation warnings
+}
+
+// Apply sends a config to the node. The mode is always set: the API's
+// default is REBOOT, which must never happen by accident here.
+func (c *Client) Apply(ctx context.Context, node string, req ApplyRequest) (ApplyResult, error) {
+	pb := &machine.ApplyConfigurationRequest{Data: req.Config, DryRun: req.DryRun, Mode: machine.ApplyConfigurationRequest_NO_REBOOT}
+	if req.Mode == Try {
+		pb.Mode = machine.ApplyConfigurationRequest_TRY
+		pb.TryModeTimeout = durationpb.New(req.TryTimeout)
+	}
+	op := "apply config"
+	if req.DryRun {
+		op = "dry-run apply config"
+	}
+	resp, err := c.api.ApplyConfiguration(client.WithNode(ctx, node), pb)
+	if err != nil {
+		return ApplyResult{}, nodeError(node, op, err, c.role)
+	}
+	var out ApplyResult
+	for _, m := range resp.GetMessages() {
+		out.Mode = m.GetMode().String()
+		out.Details = m.GetModeDetails()
+		out.Warnings = append(out.Warnings, m.GetWarnings()...)
+	}
+	return out, nil
+}
+
+// APIServerPod is the kube-apiserver static pod as the node rendered it.
+type APIServerPod struct {
+	Args    []string          // the container's command line after the binary
+	Flags   map[string]string // --name=value flags from Args
+	Image   string
+	Version resource.Version // changes whenever the node re-renders the pod
+}
+
+// DisabledPlugins lists --disable-admission-plugins of the running pod.
+func (p APIServerPod) DisabledPlugins() []string { return splitList(p.Flags["disable-admission-plugins"]) }
+
+// ReadAPIServerPod reads the rendered kube-apiserver static pod. It is not a
+// sensitive resource: any role may read it, and on every Talos version it
+// shows the flags that really run.
+func (c *Client) ReadAPIServerPod(ctx context.Context, node string) (APIServerPod, error) {
+	md := resource.NewMetadata(k8s.NamespaceName, k8s.StaticPodType, "kube-apiserver", resource.VersionUndefined)
+	sp, err := safe.StateGet[*k8s.StaticPod](client.WithNode(ctx, node), c.api.COSI, md)
+	if err != nil {
+		return APIServerPod{}, nodeError(node, "read kube-apiserver static pod", err, c.role)
+	}
+	out := APIServerPod{Flags: map[string]string{}, Version: sp.Metadata().Version()}
+	containers, _ := nested(sp.TypedSpec().Pod, "spec", "containers").([]any)
+	for _, ct := range containers {
+		m, _ := ct.(map[string]any)
+		if m["name"] != "kube-apiserver" {
+			continue
+		}
+		out.Image, _ = m["image"].(string)
+		for _, key := range []string{"command", "args"} {
+			list, _ := m[key].([]any)
+			for _, a := range list {
+				s, _ := a.(string)
+				out.Args = append(out.Args, s)
+			}
+		}
+	}
+	for _, a := range out.Args {
+		if name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok && strings.HasPrefix(a, "--") {
+			out.Flags[name] = value
+		}
+	}
+	return out, nil
+}
+
+// PodStatus is what kubelet reports of the kube-apiserver static pod.
+type PodStatus struct {
+	Found         bool // false until kubelet reports the pod
+	Ready         bool
+	Running       bool
+	StartedAt     time.Time
+	RestartCount  int
+	WaitingReason string // e.g. CrashLoopBackOff
+	ContainerID   string
+}
+
+// NodeName is the Kubernetes node name of a Talos node.
+func (c *Client) NodeName(ctx context.Context, node string) (string, error) {
+	md := resource.NewMetadata(k8s.NamespaceName, k8s.NodenameType, k8s.NodenameID, resource.VersionUndefined)
+	nn, err := safe.StateGet[*k8s.Nodename](client.WithNode(ctx, node), c.api.COSI, md)
+	if err != nil {
+		return "", nodeError(node, "read node name", err, c.role)
+	}
+	return nn.TypedSpec().Nodename, nil
+}
+
+// ReadAPIServerStatus reads the kube-apiserver static pod's status.
+func (c *Client) ReadAPIServerStatus(ctx context.Context, node, nodeName string) (PodStatus, error) {
+	md := resource.NewMetadata(k8s.NamespaceName, k8s.StaticPodStatusType, "kube-system/kube-apiserver-"+nodeName, resource.VersionUndefined)
+	st, err := safe.StateGet[*k8s.StaticPodStatus](client.WithNode(ctx, node), c.api.COSI, md)
+	if state.IsNotFoundError(err) {
+		return PodStatus{}, nil
+	}
+	if err != nil {
+		return PodStatus{}, nodeError(node, "read kube-apiserver status", err, c.role)
+	}
+	return parsePodStatus(st.TypedSpec().PodStatus), nil
+}
+
+func parsePodStatus(ps map[string]any) PodStatus {
+	out := PodStatus{Found: true}
+	conds, _ := ps["conditions"].([]any)
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			out.Ready = true
+		}
+	}
+	statuses, _ := ps["containerStatuses"].([]any)
+	for _, s := range statuses {
+		m, _ := s.(map[string]any)
+		if n, ok := m["name"].(string); ok && n != "kube-apiserver" {
+			continue
+		}
+		out.RestartCount = toInt(m["restartCount"])
+		out.ContainerID, _ = m["containerID"].(string)
+		if running, ok := nested(m, "state", "running").(map[string]any); ok {
+			out.Running = true
+			if t, ok := running["startedAt"].(string); ok {
+				out.StartedAt, _ = time.Parse(time.RFC3339, t)
+			}
+		}
+		if reason, ok := nested(m, "state", "waiting", "reason").(string); ok {
+			out.WaitingReason = reason
+		}
+	}
+	return out
+}
+
+func nested(m map[string]any, path ...string) any {
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = mm[p]
+	}
+	return cur
+}
+
+func toInt(v any) int {
+	switch n := v.(type) {
+	case float64:
+		return int(n)
+	case int:
+		return n
+	case int64:
+		return int(n)
+	case uint64:
+		return int(n)
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
