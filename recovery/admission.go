@@ -42,7 +42,7 @@ type NodeChange struct {
 	ConfigHashAfter   string   `json:"configHashAfter,omitempty"`
 	ByteExact         bool     `json:"byteExact,omitempty"` // restore: the config is again exactly what it was before disable
 	Unknowns          []string `json:"unknowns,omitempty"`  // what breakglass cannot know (restore without a record)
-	Outcome           string   `json:"outcome"`            // planned, applied, running, failed
+	Outcome           string   `json:"outcome"`             // planned, applied, running, failed
 	Error             string   `json:"error,omitempty"`
 	Elapsed           Duration `json:"elapsed,omitempty"`
 

@@ -27,7 +27,7 @@ type AdmissionRecord struct {
 	Edit             configedit.Record `json:"edit"`
 	ConfigHashBefore string            `json:"configHashBefore"`
 	ConfigHashAfter  string            `json:"configHashAfter"`
-	Mode             string            `json:"mode"`               // no-reboot or try
+	Mode             string            `json:"mode"`                 // no-reboot or try
 	RollbackAt       *time.Time        `json:"rollbackAt,omitempty"` // try mode: when the node reverts by itself
 	DisabledAt       time.Time         `json:"disabledAt"`
 	By               string            `json:"by"` // user@host

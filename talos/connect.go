@@ -128,7 +128,7 @@ func certRole(crtB64 string) string {
 
 type configError struct{ err error }
 
-func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Error() string   { return e.err.Error() }
 func (e *configError) Unwrap() []error { return []error{ErrConfig, e.err} }
 func (e *configError) Hints() []string {
 	if errors.Is(e.err, os.ErrNotExist) || strings.Contains(e.err.Error(), "no such file") {

@@ -132,7 +132,9 @@ type APIServerPod struct {
 }
 
 // DisabledPlugins lists --disable-admission-plugins of the running pod.
-func (p APIServerPod) DisabledPlugins() []string { return splitList(p.Flags["disable-admission-plugins"]) }
+func (p APIServerPod) DisabledPlugins() []string {
+	return splitList(p.Flags["disable-admission-plugins"])
+}
 
 // ReadAPIServerPod reads the rendered kube-apiserver static pod. It is not a
 // sensitive resource: any role may read it, and on every Talos version it
