@@ -268,3 +268,14 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// AdminKubeconfig fetches an admin kubeconfig for the cluster from the node
+// (os:admin). The node mints it from the cluster CA, so it works while
+// kube-apiserver is down.
+func (c *Client) AdminKubeconfig(ctx context.Context, node string) ([]byte, error) {
+	b, err := c.api.Kubeconfig(client.WithNode(ctx, node))
+	if err != nil {
+		return nil, nodeError(node, "fetch admin kubeconfig", err, c.role)
+	}
+	return b, nil
+}

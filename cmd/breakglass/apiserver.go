@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/recovery"
+)
+
+func init() { commandRegistry = append(commandRegistry, apiserverCommand) }
+
+func apiserverCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:  "apiserver",
+		Usage: "look at kube-apiserver on the control-plane nodes (readyz and static pod status)",
+		Subcommands: []*cli.Command{{
+			Name:  "wait",
+			Usage: "wait until kube-apiserver is ready on every target node, showing what still fails",
+			Description: "Polls /readyz?verbose on each node (HTTPS, verified with the cluster CA, as the admin from the\n" +
+				"Talos API's kubeconfig) every 100ms, together with the static pod status (restarts,\n" +
+				"CrashLoopBackOff). Prints a line whenever what fails changes. Read-only; safe to re-run.\n\n" + exitCodeHelp(),
+			Flags: []cli.Flag{
+				&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after this long (exit 7)"},
+			},
+			Action: func(c *cli.Context) error {
+				g, err := readGlobals(c)
+				if err != nil {
+					return err
+				}
+				tc, err := connectTalos(c.Context, g)
+				if err != nil {
+					return err
+				}
+				defer tc.Close()
+				start := time.Now()
+				progress := progressPrinter(s.Err)
+				health, err := recovery.WaitReady(c.Context, tc, recovery.HealthOptions{
+					Timeout:  c.Duration("timeout"),
+					Progress: func(h recovery.NodeHealth) { progress(h.Node, h.Summary()) },
+				})
+				if health == nil {
+					return err
+				}
+				if g.json() {
+					if werr := writeJSON(s.Out, map[string]any{"nodes": health, "elapsed": recovery.Duration(time.Since(start))}); werr != nil {
+						return werr
+					}
+				} else {
+					for _, h := range health {
+						fmt.Fprintf(s.Out, "node %s: %s\n", h.Node, h.Summary())
+					}
+				}
+				return err
+			},
+		}},
+	}
+}
