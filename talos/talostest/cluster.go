@@ -1,0 +1,357 @@
+package talostest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+)
+
+// Defaults used when ClusterOptions leaves a field empty.
+const (
+	DefaultTalosVersion      = "v1.13.8"
+	DefaultKubernetesVersion = "1.34.4"
+	DefaultClusterName       = "breakglass"
+	DefaultFirstIP           = "127.0.0.11"
+)
+
+// ClusterOptions describe an emulated cluster. The zero value is one control-plane node.
+type ClusterOptions struct {
+	ControlPlanes int // default 1
+	Workers       int
+
+	// Dir receives the talosconfig files written by Talosconfig; default: a new temporary directory removed by Close.
+	Dir string
+
+	ClusterName       string // default DefaultClusterName
+	KubernetesVersion string // without "v", default DefaultKubernetesVersion
+	// Endpoint is the cluster (kube-apiserver) endpoint, default https://<first IP>:6443.
+	Endpoint string
+	// IPs of the nodes, control planes first; default consecutive addresses from 127.0.0.11.
+	IPs []string
+	// Port of every node's Talos API; 0 picks a free port per node (the lab uses 50000).
+	Port int
+
+	// Nodes holds per-node options, indexed like IPs (control planes first); missing entries use defaults.
+	Nodes []NodeOptions
+
+	// Runner runs kube-apiserver containers; default StandIn{}.
+	Runner PodRunner
+	// BaseArgs returns the kube-apiserver flags a node renders before merging the
+	// config's extraArgs (the lab supplies cert paths, etcd servers, ports); default TalosBaseArgs.
+	BaseArgs func(n *Node, spec *k8s.APIServerConfigSpec) map[string]string
+	// Kubelet tunes the restart loop; zero fields take kubelet's values.
+	Kubelet KubeletOptions
+	// EtcdSnapshot streams an etcd snapshot for MachineService.EtcdSnapshot; nil answers Unavailable.
+	EtcdSnapshot func(ctx context.Context, n *Node, w io.Writer) error
+	// RebootDuration is how long the Talos API is away after an apply in REBOOT mode; default 1s.
+	RebootDuration time.Duration
+
+	// applyHook runs inside ApplyConfiguration while the apply lock is held (tests).
+	applyHook func(n *Node)
+}
+
+// NodeOptions change one node.
+type NodeOptions struct {
+	// TalosVersion reported by Version and deciding what configs the node accepts; default DefaultTalosVersion.
+	// Nodes older than v1.13 accept only string extraArgs values.
+	TalosVersion string
+	// Name is the node name (hostname); default cp-N or worker-N.
+	Name string
+	// ExtraDocuments are appended verbatim to the generated config (for example a
+	// "kind: FutureConfig" document). Their kinds become known to this node, as on a newer Talos.
+	ExtraDocuments string
+	// KnownKinds lists further document kinds this node accepts beyond machinery's.
+	KnownKinds []string
+	// Config replaces the generated config bytes entirely.
+	Config []byte
+	// Runner overrides ClusterOptions.Runner for this node.
+	Runner PodRunner
+}
+
+// Cluster is a set of emulated Talos nodes sharing one secrets bundle.
+type Cluster struct {
+	Nodes    []*Node
+	Secrets  *secrets.Bundle
+	Endpoint string
+	Name     string
+
+	// ControlPlaneConfig and WorkerConfig are the generated config bytes (before per-node ExtraDocuments).
+	ControlPlaneConfig []byte
+	WorkerConfig       []byte
+
+	opts   ClusterOptions
+	dir    string
+	tmpDir bool
+
+	mu sync.Mutex
+}
+
+// NewCluster generates the secrets and machine configs and starts every node.
+func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+	if opts.ControlPlanes == 0 && opts.Workers == 0 {
+		opts.ControlPlanes = 1
+	}
+
+	if opts.ControlPlanes < 0 || opts.Workers < 0 {
+		return nil, errors.New("negative node count")
+	}
+
+	total := opts.ControlPlanes + opts.Workers
+
+	if opts.ClusterName == "" {
+		opts.ClusterName = DefaultClusterName
+	}
+
+	if opts.KubernetesVersion == "" {
+		opts.KubernetesVersion = DefaultKubernetesVersion
+	}
+
+	opts.KubernetesVersion = strings.TrimPrefix(opts.KubernetesVersion, "v")
+
+	ips, err := nodeIPs(opts.IPs, total)
+	if err != nil {
+		return nil, err
+	}
+
+	if opts.Endpoint == "" {
+		opts.Endpoint = "https://" + ips[0] + ":6443"
+	}
+
+	if opts.Runner == nil {
+		opts.Runner = StandIn{}
+	}
+
+	c := &Cluster{Endpoint: opts.Endpoint, Name: opts.ClusterName, opts: opts, dir: opts.Dir}
+
+	if c.dir == "" {
+		if c.dir, err = os.MkdirTemp("", "talostest-"); err != nil {
+			return nil, err
+		}
+
+		c.tmpDir = true
+	}
+
+	if c.Secrets, err = secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil); err != nil {
+		return nil, fmt.Errorf("generating secrets: %w", err)
+	}
+
+	in, err := generate.NewInput(opts.ClusterName, opts.Endpoint, opts.KubernetesVersion,
+		generate.WithSecretsBundle(c.Secrets),
+		generate.WithAdditionalSubjectAltNames(ips),
+		generate.WithEndpointList(ips),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("generating config: %w", err)
+	}
+
+	for _, t := range []struct {
+		typ machine.Type
+		out *[]byte
+	}{{machine.TypeControlPlane, &c.ControlPlaneConfig}, {machine.TypeWorker, &c.WorkerConfig}} {
+		prov, err := in.Config(t.typ)
+		if err != nil {
+			return nil, fmt.Errorf("generating %s config: %w", t.typ, err)
+		}
+
+		if *t.out, err = prov.Bytes(); err != nil {
+			return nil, err
+		}
+	}
+
+	for i := range total {
+		var no NodeOptions
+		if i < len(opts.Nodes) {
+			no = opts.Nodes[i]
+		}
+
+		typ, cfg := machine.TypeControlPlane, c.ControlPlaneConfig
+		name := fmt.Sprintf("cp-%d", i+1)
+
+		if i >= opts.ControlPlanes {
+			typ, cfg = machine.TypeWorker, c.WorkerConfig
+			name = fmt.Sprintf("worker-%d", i-opts.ControlPlanes+1)
+		}
+
+		if no.Name == "" {
+			no.Name = name
+		}
+
+		if no.Config == nil {
+			cfg = append([]byte(nil), cfg...)
+			if no.ExtraDocuments != "" {
+				cfg = appendDocuments(cfg, no.ExtraDocuments)
+			}
+
+			no.Config = cfg
+		}
+
+		if no.ExtraDocuments != "" {
+			no.KnownKinds = append(no.KnownKinds, documentKinds(no.ExtraDocuments)...)
+		}
+
+		n, err := newNode(ctx, c, ips[i], typ, no)
+		if err != nil {
+			c.Close()
+
+			return nil, fmt.Errorf("node %s: %w", ips[i], err)
+		}
+
+		c.Nodes = append(c.Nodes, n)
+	}
+
+	return c, nil
+}
+
+func nodeIPs(given []string, total int) ([]string, error) {
+	if len(given) > 0 {
+		if len(given) < total {
+			return nil, fmt.Errorf("%d IPs given for %d nodes", len(given), total)
+		}
+
+		for _, ip := range given[:total] {
+			addr, err := netip.ParseAddr(ip)
+			if err != nil || !addr.IsLoopback() {
+				return nil, fmt.Errorf("node IP %q is not a loopback address", ip)
+			}
+		}
+
+		return given[:total], nil
+	}
+
+	addr := netip.MustParseAddr(DefaultFirstIP)
+	ips := make([]string, 0, total)
+
+	for range total {
+		ips = append(ips, addr.String())
+		addr = addr.Next()
+	}
+
+	return ips, nil
+}
+
+func appendDocuments(cfg []byte, docs string) []byte {
+	docs = strings.TrimPrefix(docs, "---\n")
+	if len(cfg) > 0 && cfg[len(cfg)-1] != '\n' {
+		cfg = append(cfg, '\n')
+	}
+
+	return append(append(cfg, "---\n"...), docs...)
+}
+
+// lookup finds a node by IP, IP:port or name, as a request's node metadata names it.
+func (c *Cluster) lookup(name string) *Node {
+	for _, n := range c.Nodes {
+		if name == n.IP || name == n.Addr || name == n.Name {
+			return n
+		}
+	}
+
+	return nil
+}
+
+// Node returns the node with the given IP or name, or nil.
+func (c *Cluster) Node(name string) *Node { return c.lookup(name) }
+
+// ControlPlanes returns the control-plane nodes.
+func (c *Cluster) ControlPlanes() []*Node {
+	var out []*Node
+
+	for _, n := range c.Nodes {
+		if n.Type == machine.TypeControlPlane {
+			out = append(out, n)
+		}
+	}
+
+	return out
+}
+
+// Close stops every node and removes the temporary directory it created.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		n.Stop()
+		n.shutdown()
+	}
+
+	if c.tmpDir {
+		os.RemoveAll(c.dir) //nolint:errcheck
+	}
+}
+
+// TalosconfigFor returns a talosconfig for the given role (one context named after
+// the cluster; endpoints and nodes: every control-plane node), with a client
+// certificate signed by the OS CA carrying the role as Organization.
+func (c *Cluster) TalosconfigFor(r role.Role) (*config.Config, error) {
+	return c.TalosconfigWith(role.MakeSet(r), nil, nil)
+}
+
+// TalosconfigWith is TalosconfigFor with explicit roles, endpoints and nodes (IPs or
+// IP:port; nil means the control-plane nodes).
+func (c *Cluster) TalosconfigWith(roles role.Set, endpoints, nodes []string) (*config.Config, error) {
+	crt, err := secrets.NewAdminCertificateAndKey(time.Now().Add(-time.Minute), c.Secrets.Certs.OS, roles, constants.TalosAPIDefaultCertificateValidityDuration)
+	if err != nil {
+		return nil, err
+	}
+
+	if endpoints == nil {
+		for _, n := range c.ControlPlanes() {
+			endpoints = append(endpoints, n.Addr)
+		}
+	}
+
+	if nodes == nil {
+		for _, n := range c.ControlPlanes() {
+			nodes = append(nodes, n.IP)
+		}
+	}
+
+	cfg := config.NewConfig(c.Name, endpoints, c.Secrets.Certs.OS.Crt, crt)
+	cfg.Contexts[c.Name].Nodes = nodes
+
+	return cfg, nil
+}
+
+// Talosconfig writes a talosconfig for the role (see TalosconfigFor) into the
+// cluster's directory and returns its path.
+func (c *Cluster) Talosconfig(r role.Role) (string, error) {
+	cfg, err := c.TalosconfigFor(r)
+	if err != nil {
+		return "", err
+	}
+
+	path := filepath.Join(c.dir, "talosconfig-"+strings.ReplaceAll(string(r), ":", "-"))
+
+	if err := cfg.Save(path); err != nil {
+		return "", err
+	}
+
+	return path, nil
+}
+
+// OSCA, KubernetesCA and EtcdCA return the cluster's certificate authorities (PEM certificate and key).
+func (c *Cluster) OSCA() *x509.PEMEncodedCertificateAndKey         { return c.Secrets.Certs.OS }
+func (c *Cluster) KubernetesCA() *x509.PEMEncodedCertificateAndKey { return c.Secrets.Certs.K8s }
+func (c *Cluster) EtcdCA() *x509.PEMEncodedCertificateAndKey       { return c.Secrets.Certs.Etcd }
+
+func (c *Cluster) rebootDuration() time.Duration {
+	if c.opts.RebootDuration <= 0 {
+		return time.Second
+	}
+
+	return c.opts.RebootDuration
+}

@@ -1,0 +1,725 @@
+package talostest
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	stdx509 "crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
+	"github.com/siderolabs/crypto/x509"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gopkg.in/yaml.v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+)
+
+// Node is one emulated Talos node: its Talos API (apid + machined) on IP:port.
+type Node struct {
+	Name         string // node name (hostname)
+	IP           string
+	Addr         string // IP:port of the Talos API
+	Type         machinetype.Type
+	TalosVersion string
+
+	cluster    *Cluster
+	knownKinds []string
+	st         state.State
+	machine    *machineService
+	cosi       cosiv1alpha1.StateServer
+	handlers   *handlers
+	tlsConf    *tls.Config
+
+	srvMu sync.Mutex
+	srv   *grpc.Server
+	isUp  atomic.Bool
+
+	applyMu sync.Mutex // held for the whole of an ApplyConfiguration
+
+	cfgMu            sync.Mutex
+	running          *nodeConfig
+	persistent       *nodeConfig
+	rollbackTimer    *time.Timer
+	rollbackDeadline time.Time
+	rendered         *ContainerConfig
+	renderErr        error
+
+	kubelet    *kubelet
+	rebooting  atomic.Bool
+	sysLog     *logBuffer // machined's own log (Logs namespace "system", id "machined")
+	kubeletLog *logBuffer // the kubelet's log (id "kubelet")
+
+	ctx    context.Context //nolint:containedctx
+	cancel context.CancelFunc
+}
+
+// nodeConfig is a machine config as the node holds it: the exact bytes, and the
+// machinery view of the documents this machinery knows.
+type nodeConfig struct {
+	raw  []byte
+	prov talosconfig.Provider
+}
+
+func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o NodeOptions) (*Node, error) {
+	n := &Node{
+		Name:         o.Name,
+		IP:           ip,
+		Type:         typ,
+		TalosVersion: o.TalosVersion,
+		cluster:      c,
+		knownKinds:   o.KnownKinds,
+		sysLog:       newLogBuffer(),
+		kubeletLog:   newLogBuffer(),
+	}
+
+	if n.TalosVersion == "" {
+		n.TalosVersion = DefaultTalosVersion
+	}
+
+	if _, _, err := parseTalosVersion(n.TalosVersion); err != nil {
+		return nil, err
+	}
+
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+
+	var err error
+
+	if n.st, err = newNodeState(ctx); err != nil {
+		return nil, err
+	}
+
+	cfg, err := n.parseConfig(o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("initial config refused: %w", err)
+	}
+
+	if cfg.prov.Machine().Type() != typ {
+		return nil, fmt.Errorf("initial config is for machine type %s, node is %s", cfg.prov.Machine().Type(), typ)
+	}
+
+	n.machine = &machineService{n: n}
+	n.cosi = server.NewState(state.WrapCore(state.Filter(n.st, accessPolicy(n.st))))
+	n.handlers = newHandlers(map[*grpc.ServiceDesc]any{
+		&machine.MachineService_ServiceDesc: n.machine,
+		&cosiv1alpha1.State_ServiceDesc:     n.cosi,
+	})
+
+	if err = n.publishStatic(ctx, cfg); err != nil {
+		return nil, err
+	}
+
+	if typ == machinetype.TypeControlPlane {
+		runner := o.Runner
+		if runner == nil {
+			runner = c.opts.Runner
+		}
+
+		n.kubelet = newKubelet(n, runner, c.opts.Kubelet)
+		go n.kubelet.run(n.ctx)
+	}
+
+	n.cfgMu.Lock()
+	n.persistent = cfg
+	n.setPersistentLocked(cfg)
+	n.setRunningLocked(cfg)
+	n.cfgMu.Unlock()
+
+	if err = n.issueServerCert(); err != nil {
+		return nil, err
+	}
+
+	port := c.opts.Port
+
+	lis, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+
+	n.Addr = lis.Addr().String()
+	n.serve(lis)
+
+	return n, nil
+}
+
+func (n *Node) issueServerCert() error {
+	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(n.cluster.Secrets.Certs.OS)
+	if err != nil {
+		return err
+	}
+
+	ips := []net.IP{net.ParseIP(n.IP)}
+
+	for _, san := range n.currentConfig().prov.Machine().Security().CertSANs() {
+		if ip := net.ParseIP(san); ip != nil && !ip.Equal(ips[0]) {
+			ips = append(ips, ip)
+		}
+	}
+
+	kp, err := x509.NewKeyPair(ca,
+		x509.CommonName(n.Name),
+		x509.DNSNames([]string{n.Name}),
+		x509.IPAddresses(ips),
+		x509.NotAfter(time.Now().Add(24*time.Hour)),
+		x509.KeyUsage(stdx509.KeyUsageDigitalSignature),
+		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}),
+	)
+	if err != nil {
+		return err
+	}
+
+	pool := stdx509.NewCertPool()
+	if !pool.AppendCertsFromPEM(n.cluster.Secrets.Certs.OS.Crt) {
+		return errors.New("bad OS CA certificate")
+	}
+
+	n.tlsConf = serverTLS(*kp.Certificate, pool)
+
+	return nil
+}
+
+func (n *Node) serve(lis net.Listener) {
+	n.srvMu.Lock()
+	defer n.srvMu.Unlock()
+
+	n.srv = n.newGRPCServer(n.tlsConf)
+	n.isUp.Store(true)
+
+	go n.srv.Serve(lis) //nolint:errcheck
+}
+
+func (n *Node) up() bool { return n.isUp.Load() }
+
+// Stop takes the node's Talos API off the network (connections are refused, and other
+// nodes answer Unavailable when asked to forward to it), like an unreachable node.
+// Its kube-apiserver keeps running. Start brings the API back.
+func (n *Node) Stop() {
+	n.srvMu.Lock()
+	defer n.srvMu.Unlock()
+
+	n.isUp.Store(false)
+
+	if n.srv != nil {
+		n.srv.Stop()
+		n.srv = nil
+	}
+}
+
+// Start serves the Talos API again on the same address after Stop.
+func (n *Node) Start() error {
+	if n.up() {
+		return nil
+	}
+
+	lis, err := net.Listen("tcp", n.Addr)
+	if err != nil {
+		return err
+	}
+
+	n.serve(lis)
+
+	return nil
+}
+
+// shutdown stops the node's kubelet and timers (cluster close).
+func (n *Node) shutdown() {
+	n.cancel()
+
+	n.cfgMu.Lock()
+	if n.rollbackTimer != nil {
+		n.rollbackTimer.Stop()
+		n.rollbackTimer = nil
+	}
+	n.cfgMu.Unlock()
+
+	if n.kubelet != nil {
+		<-n.kubelet.done
+	}
+}
+
+func (n *Node) logf(format string, args ...any) {
+	line := fmt.Sprintf("%s [talos] %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	n.sysLog.appendLine([]byte(line))
+}
+
+func (n *Node) kubeletf(format string, args ...any) {
+	line := fmt.Sprintf("%s kubelet: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	n.kubeletLog.appendLine([]byte(line))
+}
+
+// RunningConfig returns the bytes of the running config (COSI MachineConfig v1alpha1).
+func (n *Node) RunningConfig() []byte {
+	return bytes.Clone(n.currentConfig().raw)
+}
+
+// PersistentConfig returns the bytes of the config on disk (COSI MachineConfig persistent).
+func (n *Node) PersistentConfig() []byte {
+	n.cfgMu.Lock()
+	defer n.cfgMu.Unlock()
+
+	return bytes.Clone(n.persistent.raw)
+}
+
+// RollbackPending reports whether a TRY apply is waiting to be rolled back, and when.
+// Talos keeps this timer in machined's memory only; there is no resource for it.
+func (n *Node) RollbackPending() (bool, time.Time) {
+	n.cfgMu.Lock()
+	defer n.cfgMu.Unlock()
+
+	return n.rollbackTimer != nil, n.rollbackDeadline
+}
+
+// Rendered returns the kube-apiserver container rendered from the running config
+// (nil on a worker), and the error when the last render failed (the pod then stays as it was).
+func (n *Node) Rendered() (*ContainerConfig, error) {
+	n.cfgMu.Lock()
+	defer n.cfgMu.Unlock()
+
+	if n.rendered == nil {
+		return nil, n.renderErr
+	}
+
+	c := *n.rendered
+
+	return &c, n.renderErr
+}
+
+// Pod returns the kubelet's view of the kube-apiserver pod.
+func (n *Node) Pod() PodState {
+	if n.kubelet == nil {
+		return PodState{}
+	}
+
+	return n.kubelet.state()
+}
+
+func (n *Node) currentConfig() *nodeConfig {
+	n.cfgMu.Lock()
+	defer n.cfgMu.Unlock()
+
+	return n.running
+}
+
+// parseTalosVersion reads "v1.12.3" as (1, 12).
+func parseTalosVersion(v string) (int, int, error) {
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(parts) < 2 {
+		return 0, 0, fmt.Errorf("bad Talos version %q", v)
+	}
+
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("bad Talos version %q", v)
+	}
+
+	return major, minor, nil
+}
+
+// stringOnlyArgs is true for Talos before v1.13, whose extraArgs are map[string]string.
+func (n *Node) stringOnlyArgs() bool {
+	major, minor, _ := parseTalosVersion(n.TalosVersion)
+
+	return major < 1 || (major == 1 && minor < 13)
+}
+
+// validationMode is the runtime mode configs are validated for: an installed metal node.
+type validationMode struct{}
+
+func (validationMode) String() string        { return "metal" }
+func (validationMode) RequiresInstall() bool { return false }
+func (validationMode) InContainer() bool     { return false }
+
+// parseConfig loads and validates config bytes as the node's machined would; errors are
+// gRPC InvalidArgument statuses with the loader's message.
+func (n *Node) parseConfig(raw []byte) (*nodeConfig, error) {
+	known, err := stripKinds(raw, n.knownKinds)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	if n.stringOnlyArgs() {
+		if err := checkStringArgs(known); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+
+	prov, err := configloader.NewFromBytes(known)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	if prov.RawV1Alpha1() == nil {
+		return nil, status.Error(codes.InvalidArgument, "the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
+	}
+
+	if _, err := prov.Validate(validationMode{}); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	return &nodeConfig{raw: bytes.Clone(raw), prov: prov}, nil
+}
+
+var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*\r?\n`)
+
+// stripKinds drops the documents whose kind is in kinds (documents a newer Talos knows
+// and this machinery does not), keeping every other byte.
+func stripKinds(raw []byte, kinds []string) ([]byte, error) {
+	if len(kinds) == 0 {
+		return raw, nil
+	}
+
+	parts := docSeparator.Split(string(raw), -1)
+	kept := make([]string, 0, len(parts))
+	dropped := false
+
+	for _, p := range parts {
+		var doc struct {
+			Kind string `yaml:"kind"`
+		}
+
+		if err := yaml.Unmarshal([]byte(p), &doc); err == nil && doc.Kind != "" && slices.Contains(kinds, doc.Kind) {
+			dropped = true
+
+			continue
+		}
+
+		if strings.TrimSpace(p) != "" {
+			kept = append(kept, p)
+		}
+	}
+
+	if !dropped {
+		return raw, nil
+	}
+
+	return []byte(strings.Join(kept, "---\n")), nil
+}
+
+// documentKinds lists the kinds of the YAML documents in text.
+func documentKinds(text string) []string {
+	var kinds []string
+
+	for _, p := range docSeparator.Split(text, -1) {
+		var doc struct {
+			Kind string `yaml:"kind"`
+		}
+
+		if yaml.Unmarshal([]byte(p), &doc) == nil && doc.Kind != "" {
+			kinds = append(kinds, doc.Kind)
+		}
+	}
+
+	return kinds
+}
+
+// checkStringArgs refuses list values in extraArgs, which a Talos 1.11/1.12 loader
+// cannot decode (its extraArgs are map[string]string).
+func checkStringArgs(raw []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+
+	for {
+		var doc yaml.Node
+
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+
+		if err != nil {
+			return err
+		}
+
+		if len(doc.Content) == 0 {
+			continue
+		}
+
+		root := doc.Content[0]
+
+		for _, path := range [][]string{
+			{"cluster", "apiServer", "extraArgs"},
+			{"cluster", "controllerManager", "extraArgs"},
+			{"cluster", "scheduler", "extraArgs"},
+			{"cluster", "proxy", "extraArgs"},
+			{"cluster", "etcd", "extraArgs"},
+			{"machine", "kubelet", "extraArgs"},
+		} {
+			m := lookupYAML(root, path...)
+			if m == nil || m.Kind != yaml.MappingNode {
+				continue
+			}
+
+			for i := 1; i < len(m.Content); i += 2 {
+				if v := m.Content[i]; v.Kind != yaml.ScalarNode {
+					return fmt.Errorf("yaml: unmarshal errors:\n  line %d: cannot unmarshal %s into string", v.Line, v.ShortTag())
+				}
+			}
+		}
+	}
+}
+
+func lookupYAML(n *yaml.Node, path ...string) *yaml.Node {
+	for _, key := range path {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+
+		var next *yaml.Node
+
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+
+		n = next
+	}
+
+	return n
+}
+
+// publishStatic writes the resources that do not follow the config.
+func (n *Node) publishStatic(ctx context.Context, cfg *nodeConfig) error {
+	mt := config.NewMachineType()
+	mt.SetMachineType(n.Type)
+
+	if err := n.st.Create(ctx, mt); err != nil {
+		return err
+	}
+
+	nn := k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID)
+	nn.TypedSpec().Nodename = n.Name
+	nn.TypedSpec().HostnameVersion = "1"
+
+	if err := n.st.Create(ctx, nn); err != nil {
+		return err
+	}
+
+	if n.Type != machinetype.TypeControlPlane {
+		return nil
+	}
+
+	root := secrets.NewEtcdRoot(secrets.EtcdRootID)
+	root.TypedSpec().EtcdCA = cfg.prov.Cluster().Etcd().CA()
+
+	return n.st.Create(ctx, root)
+}
+
+func (n *Node) setPersistentLocked(cfg *nodeConfig) {
+	n.persistent = cfg
+
+	if err := n.st.Modify(n.ctx, newRawMachineConfig(config.PersistentID, nil), func(r resource.Resource) error {
+		r.(*rawMachineConfig).spec.raw = bytes.Clone(cfg.raw)
+
+		return nil
+	}); err != nil {
+		n.logf("writing persistent config: %v", err)
+	}
+}
+
+// setRunningLocked makes cfg the running config and lets the "controllers" follow:
+// MachineConfig, APIServerConfig, the rendered StaticPod and the kubelet.
+func (n *Node) setRunningLocked(cfg *nodeConfig) {
+	n.running = cfg
+
+	if err := n.st.Modify(n.ctx, newRawMachineConfig(config.ActiveID, nil), func(r resource.Resource) error {
+		r.(*rawMachineConfig).spec.raw = bytes.Clone(cfg.raw)
+
+		return nil
+	}); err != nil {
+		n.logf("writing running config: %v", err)
+	}
+
+	if n.Type != machinetype.TypeControlPlane {
+		return
+	}
+
+	spec := apiServerConfigSpec(cfg.prov)
+
+	published := spec
+	if n.stringOnlyArgs() {
+		// extraArgs moved to a new protobuf field in 1.13: a 1.13 client reads none from older nodes
+		published.ExtraArgs = nil
+	}
+
+	asc := k8s.NewAPIServerConfig()
+
+	if err := n.st.Modify(n.ctx, asc, func(r resource.Resource) error {
+		*r.(*k8s.APIServerConfig).TypedSpec() = published
+
+		return nil
+	}); err != nil {
+		n.logf("writing APIServerConfig: %v", err)
+	}
+
+	baseArgs := n.cluster.opts.BaseArgs
+	if baseArgs == nil {
+		baseArgs = TalosBaseArgs
+	}
+
+	cmd, err := renderCommand(baseArgs(n, &spec), spec.ExtraArgs)
+	if err != nil {
+		// machined's static pod controller fails the same way and leaves the pod as it was
+		n.renderErr = err
+		n.logf("k8s.ControlPlaneStaticPodController: error rendering kube-apiserver: %v", err)
+
+		return
+	}
+
+	n.renderErr = nil
+	rendered := ContainerConfig{Image: spec.Image, Command: cmd}
+
+	if n.rendered != nil && n.rendered.equal(rendered) {
+		return
+	}
+
+	n.rendered = &rendered
+
+	cur, _ := n.st.Get(n.ctx, asc.Metadata())
+	version := ""
+
+	if cur != nil {
+		version = cur.Metadata().Version().String()
+	}
+
+	pod, err := staticPod(rendered, version)
+	if err != nil {
+		n.logf("rendering static pod: %v", err)
+
+		return
+	}
+
+	if err := n.st.Modify(n.ctx, k8s.NewStaticPod(k8s.NamespaceName, k8s.APIServerID), func(r resource.Resource) error {
+		r.(*k8s.StaticPod).TypedSpec().Pod = pod
+
+		return nil
+	}); err != nil {
+		n.logf("writing StaticPod: %v", err)
+	}
+
+	n.kubelet.setDesired(&rendered)
+}
+
+// publishPodStatus writes the StaticPodStatus resource from the kubelet's state.
+func (n *Node) publishPodStatus() {
+	k := n.kubelet
+	if k == nil {
+		return
+	}
+
+	k.mu.Lock()
+	ps := corev1.PodStatus{Phase: corev1.PodPending, HostIP: n.IP, PodIP: n.IP, QOSClass: corev1.PodQOSBurstable}
+
+	if !k.podStart.IsZero() {
+		ps.StartTime = &metav1.Time{Time: k.podStart}
+	}
+
+	ready := corev1.ConditionFalse
+
+	cs := corev1.ContainerStatus{Name: "kube-apiserver", RestartCount: int32(k.restarts)} //nolint:gosec
+
+	if c := k.current; c != nil {
+		cs.Image = c.Image
+		cs.ImageID = c.Image
+		cs.ContainerID = "containerd://" + c.ID
+		cs.Started = &c.running
+
+		switch {
+		case c.running:
+			ps.Phase = corev1.PodRunning
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Time{Time: c.StartedAt}}
+			cs.Ready = c.ready
+		case k.waiting != "":
+			ps.Phase = corev1.PodRunning
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: k.waiting, Message: k.waitingMsg}
+		default:
+			cs.State.Terminated = terminated(c)
+		}
+
+		if cs.Ready {
+			ready = corev1.ConditionTrue
+		}
+	}
+
+	if t := k.lastTerm; t != nil && (k.current == nil || t != k.current || !t.running) && cs.State.Terminated == nil {
+		cs.LastTerminationState.Terminated = terminated(t)
+	}
+
+	ps.ContainerStatuses = []corev1.ContainerStatus{cs}
+	ps.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+		{Type: corev1.PodReady, Status: ready},
+		{Type: corev1.ContainersReady, Status: ready},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+	}
+
+	present := k.desired != nil
+	k.mu.Unlock()
+
+	id := "kube-system/kube-apiserver-" + n.Name
+	md := k8s.NewStaticPodStatus(k8s.NamespaceName, id)
+
+	if !present {
+		if err := n.st.Destroy(n.ctx, md.Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
+			n.logf("removing StaticPodStatus: %v", err)
+		}
+
+		return
+	}
+
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ps)
+	if err != nil {
+		n.logf("converting pod status: %v", err)
+
+		return
+	}
+
+	if err := n.st.Modify(n.ctx, md, func(r resource.Resource) error {
+		spec := r.(*k8s.StaticPodStatus).TypedSpec()
+		if reflect.DeepEqual(spec.PodStatus, m) {
+			return nil
+		}
+
+		spec.PodStatus = m
+
+		return nil
+	}); err != nil && n.ctx.Err() == nil {
+		n.logf("writing StaticPodStatus: %v", err)
+	}
+}
+
+func terminated(c *containerRecord) *corev1.ContainerStateTerminated {
+	return &corev1.ContainerStateTerminated{
+		ExitCode:    int32(c.exitCode), //nolint:gosec
+		Reason:      c.reason,
+		StartedAt:   metav1.Time{Time: c.StartedAt},
+		FinishedAt:  metav1.Time{Time: c.finishedAt},
+		ContainerID: "containerd://" + c.ID,
+	}
+}

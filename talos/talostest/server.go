@@ -1,0 +1,511 @@
+package talostest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"strings"
+	"sync"
+
+	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+)
+
+// errNotAuthorized is what Talos' authz middleware answers (pkg/grpc/middleware/authz).
+var errNotAuthorized = status.Error(codes.PermissionDenied, "not authorized")
+
+// methodRoles is machined's rule table (internal/app/machined/pkg/system/services/machined.go)
+// for the methods the emulator serves. Methods not listed need os:admin (the fallback).
+var methodRoles = map[string]role.Set{
+	"/machine.MachineService/ApplyConfiguration": role.MakeSet(role.Admin, role.Reader), // reader only in maintenance, checked in the handler
+	"/machine.MachineService/Containers":         role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/EtcdSnapshot":       role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
+	"/machine.MachineService/Kubeconfig":         role.MakeSet(role.Admin),
+	"/machine.MachineService/Logs":               role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Version":            role.MakeSet(role.Admin, role.Operator, role.Reader),
+
+	// per-type authorization is handled by the resource access filter
+	"/cosi.resource.State/Create":  role.MakeSet(role.Admin),
+	"/cosi.resource.State/Destroy": role.MakeSet(role.Admin),
+	"/cosi.resource.State/Get":     role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/List":    role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/Update":  role.MakeSet(role.Admin),
+	"/cosi.resource.State/Watch":   role.MakeSet(role.Admin, role.Operator, role.Reader),
+}
+
+type rolesKey struct{}
+
+func withRoles(ctx context.Context, roles role.Set) context.Context {
+	return context.WithValue(ctx, rolesKey{}, roles)
+}
+
+func rolesFrom(ctx context.Context) role.Set {
+	if r, ok := ctx.Value(rolesKey{}).(role.Set); ok {
+		return r
+	}
+
+	return role.Zero
+}
+
+// peerRoles reads the roles from the verified client certificate's Organization, as apid does.
+func peerRoles(ctx context.Context) role.Set {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return role.Zero
+	}
+
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.PeerCertificates) == 0 {
+		return role.Zero
+	}
+
+	roles, _ := role.Parse(info.State.PeerCertificates[0].Subject.Organization)
+
+	return roles
+}
+
+func authorize(ctx context.Context, method string) error {
+	allowed, ok := methodRoles[method]
+	if !ok {
+		allowed = role.MakeSet(role.Admin)
+	}
+
+	if !allowed.IncludesAny(rolesFrom(ctx)) {
+		return errNotAuthorized
+	}
+
+	return nil
+}
+
+// handlers holds one node's service implementations, indexed by full method name, so
+// that any node can dispatch a call to another one as apid does when it proxies.
+type handlers struct {
+	unary  map[string]func(ctx context.Context, dec func(any) error) (any, error)
+	stream map[string]func(stream grpc.ServerStream) error
+}
+
+func newHandlers(impls map[*grpc.ServiceDesc]any) *handlers {
+	h := &handlers{
+		unary:  map[string]func(ctx context.Context, dec func(any) error) (any, error){},
+		stream: map[string]func(stream grpc.ServerStream) error{},
+	}
+
+	for desc, impl := range impls {
+		for _, m := range desc.Methods {
+			handler := m.Handler
+			h.unary["/"+desc.ServiceName+"/"+m.MethodName] = func(ctx context.Context, dec func(any) error) (any, error) {
+				return handler(impl, ctx, dec, nil)
+			}
+		}
+
+		for _, s := range desc.Streams {
+			handler := s.Handler
+			h.stream["/"+desc.ServiceName+"/"+s.StreamName] = func(stream grpc.ServerStream) error {
+				return handler(impl, stream)
+			}
+		}
+	}
+
+	return h
+}
+
+// serverTLS is the node's apid TLS: a server certificate signed by the OS CA,
+// client certificates required and verified against the same CA.
+func serverTLS(cert tls.Certificate, osCA *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    osCA,
+		MinVersion:   tls.VersionTLS13,
+	}
+}
+
+func (n *Node) newGRPCServer(tlsConf *tls.Config) *grpc.Server {
+	srv := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(tlsConf)),
+		grpc.UnaryInterceptor(n.unaryInterceptor),
+		grpc.StreamInterceptor(n.streamInterceptor),
+	)
+
+	// the interceptors do the dispatching; these registrations make the methods known to grpc
+	machine.RegisterMachineServiceServer(srv, n.machine)
+	cosiv1alpha1.RegisterStateServer(srv, n.cosi)
+
+	return srv
+}
+
+// proxy modes, as apid's director chooses them.
+type routeMode int
+
+const (
+	routeLocal routeMode = iota
+	routeOne
+	routeMany
+)
+
+func route(ctx context.Context, method string) (routeMode, []string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+
+	nodes, okNodes := md["nodes"]
+	node, okNode := md["node"]
+
+	if okNode && len(node) != 1 {
+		return routeOne, nil, status.Error(codes.InvalidArgument, "node metadata must be single-valued")
+	}
+
+	switch {
+	case okNodes:
+		if !strings.HasPrefix(method, "/machine.MachineService/") {
+			return routeOne, nil, status.Errorf(codes.InvalidArgument, "one-2-many proxying is not supported for method %s", method)
+		}
+
+		return routeMany, nodes, nil
+	case okNode:
+		return routeOne, node, nil
+	default:
+		return routeLocal, nil, nil
+	}
+}
+
+// target finds the node a request is forwarded to, or the error apid would get dialing it.
+func (n *Node) target(name string) (*Node, error) {
+	t := n.cluster.lookup(name)
+	if t == nil || !t.up() {
+		addr := name
+		if t != nil {
+			addr = t.Addr
+		} else if !strings.Contains(addr, ":") {
+			addr = fmt.Sprintf("%s:%d", name, 50000)
+		}
+
+		return nil, status.Errorf(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp %s: connect: connection refused\"", addr)
+	}
+
+	return t, nil
+}
+
+func (n *Node) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+	ctx = withRoles(ctx, peerRoles(ctx))
+
+	mode, targets, err := route(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+
+	dec := func(into any) error {
+		proto.Merge(into.(proto.Message), req.(proto.Message))
+
+		return nil
+	}
+
+	switch mode {
+	case routeLocal:
+		return n.invokeUnary(ctx, info.FullMethod, dec)
+	case routeOne:
+		t, err := n.target(targets[0])
+		if err != nil {
+			return nil, err
+		}
+
+		return t.invokeUnary(ctx, info.FullMethod, dec)
+	default:
+		return n.invokeUnaryMany(ctx, info.FullMethod, targets, dec)
+	}
+}
+
+func (n *Node) invokeUnary(ctx context.Context, method string, dec func(any) error) (any, error) {
+	h, ok := n.handlers.unary[method]
+	if !ok {
+		return nil, status.Errorf(codes.Unimplemented, "unknown method %s", method)
+	}
+
+	if err := authorize(ctx, method); err != nil {
+		return nil, err
+	}
+
+	return h(ctx, dec)
+}
+
+// invokeUnaryMany does apid's one-to-many proxying: every reply message gets the target
+// in its metadata, and a failing target becomes a message carrying the error.
+func (n *Node) invokeUnaryMany(ctx context.Context, method string, targets []string, dec func(any) error) (any, error) {
+	var merged protoreflect.Message
+
+	var failures []string // targets whose errors must be appended once the reply type is known
+
+	var failErrs []error
+
+	for _, name := range targets {
+		var (
+			resp any
+			err  error
+		)
+
+		t, terr := n.target(name)
+		if terr != nil {
+			err = terr
+		} else {
+			resp, err = t.invokeUnary(ctx, method, dec)
+		}
+
+		if err != nil {
+			failures = append(failures, name)
+			failErrs = append(failErrs, err)
+
+			continue
+		}
+
+		m := resp.(proto.Message).ProtoReflect()
+		setListMetadata(m, &common.Metadata{Hostname: name})
+
+		if merged == nil {
+			merged = m
+		} else {
+			appendList(merged, m)
+		}
+	}
+
+	if merged == nil {
+		// no target answered: the reply type is still needed to carry the errors
+		resp, err := emptyReply(method)
+		if err != nil {
+			return nil, failErrs[0]
+		}
+
+		merged = resp
+	}
+
+	for i, name := range failures {
+		appendError(merged, &common.Metadata{Hostname: name, Error: failErrs[i].Error(), Status: status.Convert(failErrs[i]).Proto()})
+	}
+
+	return merged.Interface(), nil
+}
+
+// emptyReply builds an empty reply message for a machine service method.
+func emptyReply(method string) (protoreflect.Message, error) {
+	name := strings.TrimPrefix(method, "/machine.MachineService/")
+
+	sd := machine.File_machine_machine_proto.Services().ByName("MachineService")
+	if sd == nil {
+		return nil, fmt.Errorf("no machine service descriptor")
+	}
+
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil, fmt.Errorf("no method %s", name)
+	}
+
+	mt, err := protoRegistryFind(md.Output().FullName())
+	if err != nil {
+		return nil, err
+	}
+
+	return mt.New(), nil
+}
+
+func messagesField(m protoreflect.Message) protoreflect.FieldDescriptor {
+	fd := m.Descriptor().Fields().ByNumber(1)
+	if fd == nil || !fd.IsList() || fd.Message() == nil {
+		return nil
+	}
+
+	return fd
+}
+
+func setMetadata(m protoreflect.Message, md *common.Metadata) {
+	fd := m.Descriptor().Fields().ByNumber(1)
+	if fd == nil || fd.Message() == nil || fd.Message().FullName() != "common.Metadata" {
+		return
+	}
+
+	m.Set(fd, protoreflect.ValueOfMessage(proto.Clone(md).ProtoReflect()))
+}
+
+func setListMetadata(m protoreflect.Message, md *common.Metadata) {
+	fd := messagesField(m)
+	if fd == nil {
+		return
+	}
+
+	list := m.Get(fd).List()
+	for i := range list.Len() {
+		setMetadata(list.Get(i).Message(), md)
+	}
+}
+
+func appendList(dst, src protoreflect.Message) {
+	fd := messagesField(dst)
+	if fd == nil {
+		return
+	}
+
+	from := src.Get(fd).List()
+	to := dst.Mutable(fd).List()
+
+	for i := range from.Len() {
+		to.Append(from.Get(i))
+	}
+}
+
+func appendError(dst protoreflect.Message, md *common.Metadata) {
+	fd := messagesField(dst)
+	if fd == nil {
+		return
+	}
+
+	list := dst.Mutable(fd).List()
+	el := list.NewElement()
+	setMetadata(el.Message(), md)
+	list.Append(el)
+}
+
+// serverStream carries the roles in its context and can stamp outgoing messages.
+type serverStream struct {
+	grpc.ServerStream
+
+	ctx  context.Context //nolint:containedctx
+	mu   *sync.Mutex
+	meta *common.Metadata
+}
+
+func (s *serverStream) Context() context.Context { return s.ctx }
+
+func (s *serverStream) SendMsg(m any) error {
+	if s.meta != nil {
+		if pm, ok := m.(proto.Message); ok {
+			setMetadata(pm.ProtoReflect(), s.meta)
+		}
+	}
+
+	if s.mu != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+
+	return s.ServerStream.SendMsg(m)
+}
+
+func (n *Node) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, _ grpc.StreamHandler) error {
+	ctx := withRoles(ss.Context(), peerRoles(ss.Context()))
+
+	mode, targets, err := route(ctx, info.FullMethod)
+	if err != nil {
+		return err
+	}
+
+	switch mode {
+	case routeLocal:
+		return n.invokeStream(&serverStream{ServerStream: ss, ctx: ctx}, info.FullMethod)
+	case routeOne:
+		t, err := n.target(targets[0])
+		if err != nil {
+			return err
+		}
+
+		return t.invokeStream(&serverStream{ServerStream: ss, ctx: ctx}, info.FullMethod)
+	default:
+		return n.invokeStreamMany(ctx, ss, info.FullMethod, targets)
+	}
+}
+
+func (n *Node) invokeStream(ss grpc.ServerStream, method string) error {
+	h, ok := n.handlers.stream[method]
+	if !ok {
+		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
+	}
+
+	if err := authorize(ss.Context(), method); err != nil {
+		return err
+	}
+
+	return h(ss)
+}
+
+// invokeStreamMany fans a server-streaming call out to several nodes. The request
+// message is read once and replayed to each target.
+func (n *Node) invokeStreamMany(ctx context.Context, ss grpc.ServerStream, method string, targets []string) error {
+	var mu sync.Mutex
+
+	req, err := readStreamRequest(ss, method)
+	if err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+
+	for _, name := range targets {
+		wg.Add(1)
+
+		go func() {
+			defer wg.Done()
+
+			out := &serverStream{ServerStream: &replayStream{ServerStream: ss, req: req}, ctx: ctx, mu: &mu, meta: &common.Metadata{Hostname: name}}
+
+			t, err := n.target(name)
+			if err == nil {
+				err = t.invokeStream(out, method)
+			}
+
+			if err != nil {
+				out.meta = &common.Metadata{Hostname: name, Error: err.Error(), Status: status.Convert(err).Proto()}
+				out.SendMsg(&common.Data{}) //nolint:errcheck
+			}
+		}()
+	}
+
+	wg.Wait()
+
+	return nil
+}
+
+// replayStream hands a request read earlier to a handler.
+type replayStream struct {
+	grpc.ServerStream
+
+	req proto.Message
+}
+
+func (r *replayStream) RecvMsg(m any) error {
+	proto.Merge(m.(proto.Message), r.req)
+
+	return nil
+}
+
+func readStreamRequest(ss grpc.ServerStream, method string) (proto.Message, error) {
+	name := strings.TrimPrefix(method, "/machine.MachineService/")
+
+	md := machine.File_machine_machine_proto.Services().ByName("MachineService").Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil, status.Errorf(codes.Unimplemented, "unknown method %s", method)
+	}
+
+	mt, err := protoRegistryFind(md.Input().FullName())
+	if err != nil {
+		return nil, err
+	}
+
+	req := mt.New().Interface()
+	if err := ss.RecvMsg(req); err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+func protoRegistryFind(name protoreflect.FullName) (protoreflect.MessageType, error) {
+	return protoregistry.GlobalTypes.FindMessageByName(name)
+}
