@@ -28,23 +28,24 @@ type AdmissionOptions struct {
 
 // NodeChange is the plan, then the outcome, for one node.
 type NodeChange struct {
-	Node              string   `json:"node"`
-	Cluster           string   `json:"cluster"`
-	TalosVersion      string   `json:"talosVersion"`
-	Action            string   `json:"action"` // disable, restore, none
-	Reason            string   `json:"reason,omitempty"`
-	DisabledBefore    []string `json:"disabledBefore"`
-	DisabledAfter     []string `json:"disabledAfter"`
-	RemovedFromEnable []string `json:"removedFromEnable,omitempty"`
-	Method            string   `json:"method,omitempty"` // text or merge
-	NodeDiff          string   `json:"nodeDiff,omitempty"`
-	ConfigHashBefore  string   `json:"configHashBefore"`
-	ConfigHashAfter   string   `json:"configHashAfter,omitempty"`
-	ByteExact         bool     `json:"byteExact,omitempty"` // restore: the config is again exactly what it was before disable
-	Unknowns          []string `json:"unknowns,omitempty"`  // what breakglass cannot know (restore without a record)
-	Outcome           string   `json:"outcome"`             // planned, applied, running, failed
-	Error             string   `json:"error,omitempty"`
-	Elapsed           Duration `json:"elapsed,omitempty"`
+	Node              string     `json:"node"`
+	Cluster           string     `json:"cluster"`
+	TalosVersion      string     `json:"talosVersion"`
+	Action            string     `json:"action"` // disable, restore, none
+	Reason            string     `json:"reason,omitempty"`
+	DisabledBefore    []string   `json:"disabledBefore"`
+	DisabledAfter     []string   `json:"disabledAfter"`
+	RemovedFromEnable []string   `json:"removedFromEnable,omitempty"`
+	Method            string     `json:"method,omitempty"` // text or merge
+	NodeDiff          string     `json:"nodeDiff,omitempty"`
+	ConfigHashBefore  string     `json:"configHashBefore"`
+	ConfigHashAfter   string     `json:"configHashAfter,omitempty"`
+	ByteExact         bool       `json:"byteExact,omitempty"`  // restore: the config is again exactly what it was before disable
+	Unknowns          []string   `json:"unknowns,omitempty"`   // what breakglass cannot know (restore without a record)
+	RollbackAt        *time.Time `json:"rollbackAt,omitempty"` // try mode: when the node reverts by itself
+	Outcome           string     `json:"outcome"`              // planned, applied, running, failed
+	Error             string     `json:"error,omitempty"`
+	Elapsed           Duration   `json:"elapsed,omitempty"`
 
 	newConfig   []byte
 	record      *AdmissionRecord // disable: to save before applying; restore: the one to drop
@@ -84,6 +85,9 @@ func (p *AdmissionPlan) PlanErr() error { return failures(p.planErrs, len(p.Node
 func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts AdmissionOptions) (*AdmissionPlan, error) {
 	if len(opts.Plugins) == 0 {
 		opts.Plugins = DefaultPlugins
+	}
+	if err := configedit.ValidatePlugins(opts.Plugins); err != nil {
+		return nil, &inputError{msg: err.Error(), cause: err}
 	}
 	if err := tc.RequireAdmin("disabling admission plugins"); err != nil {
 		return nil, err
@@ -129,6 +133,11 @@ func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts Admission
 // values recorded at disable time, keeping every other change made since.
 // Without a record it can only remove the named plugins.
 func PlanRestore(ctx context.Context, tc *talos.Client, st State, opts AdmissionOptions) (*AdmissionPlan, error) {
+	if len(opts.Plugins) > 0 {
+		if err := configedit.ValidatePlugins(opts.Plugins); err != nil {
+			return nil, &inputError{msg: err.Error(), cause: err}
+		}
+	}
 	if err := tc.RequireAdmin("restoring admission plugins"); err != nil {
 		return nil, err
 	}
@@ -258,7 +267,7 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 	if err != nil {
 		return nil, err
 	}
-	n.NodeDiff = dry.Details
+	n.NodeDiff = redactSecrets(dry.Details)
 	if n.nodeName, err = tc.NodeName(ctx, node); err != nil {
 		return nil, err
 	}
@@ -349,7 +358,7 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, tc *talos.Client, st St
 		rec.DisabledAt = time.Now().UTC()
 		if mode == talos.Try {
 			at := rec.DisabledAt.Add(p.opts.RevertAfter)
-			rec.RollbackAt = &at
+			rec.RollbackAt, n.RollbackAt = &at, &at
 		}
 		if err := st.SaveAdmission(rec); err != nil {
 			return &talos.NodeError{Node: n.Node, Op: "save state record", Err: err}

@@ -60,10 +60,16 @@ func failures(errs []error, succeeded int) error {
 type inputError struct {
 	msg   string
 	hints []string
+	cause error // carries its own hints, if any
 }
 
-func (e *inputError) Error() string   { return e.msg }
-func (e *inputError) Unwrap() error   { return ErrInvalidInput }
+func (e *inputError) Error() string { return e.msg }
+func (e *inputError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{ErrInvalidInput, e.cause}
+	}
+	return []error{ErrInvalidInput}
+}
 func (e *inputError) Hints() []string { return e.hints }
 
 func invalidInput(hint, format string, args ...any) error {

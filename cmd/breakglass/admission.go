@@ -198,7 +198,13 @@ func renderAdmissionOutcome(w io.Writer, p *recovery.AdmissionPlan) {
 		}
 	}
 	if p.Operation == "disable" {
-		fmt.Fprintln(w, "Next: once the API server is healthy, put the plugins back: breakglass admission restore")
+		fmt.Fprintln(w, "Next: wait for the API server (breakglass apiserver wait), then put the plugins back: breakglass admission restore")
+		for _, n := range p.Nodes {
+			if n.RollbackAt != nil {
+				fmt.Fprintf(w, "Without a restore, the nodes revert by themselves at %s (try mode).\n", n.RollbackAt.Local().Format(time.RFC3339))
+				break
+			}
+		}
 	}
 }
 
