@@ -1,8 +1,22 @@
 package etcd
 
-// closest returns the candidate nearest to s by edit distance ("" if none).
+import "strings"
+
+// closest returns the candidate nearest to s ("" if none): a candidate that
+// contains s (the operator typed part of a long name) wins, the shortest
+// such; otherwise the one at the smallest edit distance.
 func closest(s string, candidates []string) string {
-	best, bestD := "", -1
+	ls := strings.ToLower(s)
+	best := ""
+	for _, c := range candidates {
+		if s != "" && strings.Contains(strings.ToLower(c), ls) && (best == "" || len(c) < len(best)) {
+			best = c
+		}
+	}
+	if best != "" {
+		return best
+	}
+	bestD := -1
 	for _, c := range candidates {
 		if d := editDistance(s, c); bestD < 0 || d < bestD {
 			best, bestD = c, d
