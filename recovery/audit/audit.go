@@ -1,0 +1,271 @@
+package audit
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+)
+
+// Risk is the verdict for one webhook.
+type Risk string
+
+const (
+	// RiskDeadlock: failurePolicy Fail and the webhook matches a start-up
+	// write whose failure stops kube-apiserver. With its backend unreachable
+	// (as in the incident, where the backend needs the service network that
+	// the start-up writes create) kube-apiserver never becomes ready.
+	RiskDeadlock Risk = "deadlock"
+	// RiskSlowStart: failurePolicy Ignore, but a fatal start-up write waits
+	// for the webhook's timeout on every call while the backend hangs.
+	RiskSlowStart Risk = "slow-start"
+	// RiskNone: no start-up write that matters is held up.
+	RiskNone Risk = "none"
+	// RiskUnknown: a matchCondition that decides it depends on what the audit
+	// cannot model (the authorizer, object fields, functions it lacks).
+	RiskUnknown Risk = "unknown"
+)
+
+// severity orders risks for sorting and for the worst-of.
+func (r Risk) severity() int {
+	switch r {
+	case RiskDeadlock:
+		return 3
+	case RiskUnknown:
+		return 2
+	case RiskSlowStart:
+		return 1
+	}
+	return 0
+}
+
+// DefaultSlowTimeout is the webhook timeout from which an Ignore webhook on a
+// fatal start-up write counts as a slow-start risk. While the backend hangs
+// (an unroutable ClusterIP, the incident's case) every call costs the full
+// timeout. The hooks that gate readiness write one object after another
+// within fixed budgets: service-ip-repair has a hard 1 minute for one
+// IPAddress per Service, rbac/bootstrap-roles and the system PriorityClasses
+// 30 s, APF 5 min. At 5 s a dozen Services without an IPAddress already
+// exhaust the repair budget and the process exits; below it the delay stays
+// in seconds.
+const DefaultSlowTimeout = 5 * time.Second
+
+// Options tune the audit.
+type Options struct {
+	// KubernetesVersion is the version kube-apiserver starts with: "1.32",
+	// "1.33" or "1.34" (default).
+	KubernetesVersion string
+	// SlowTimeout is the threshold for slow-start; 0 means DefaultSlowTimeout.
+	SlowTimeout time.Duration
+	// RuntimeConfig lists extra group/versions enabled with --runtime-config
+	// (e.g. "networking.k8s.io/v1beta1"); they matter for matchPolicy Equivalent.
+	RuntimeConfig []string
+	// NamespaceLabels adds labels to the system namespaces beyond
+	// kubernetes.io/metadata.name, when the cluster has them.
+	NamespaceLabels map[string]map[string]string
+	// IncludeNewCluster also audits the writes made only on an empty etcd
+	// (system namespaces, system PriorityClasses), where no webhook
+	// configuration exists unless it was put there beforehand.
+	IncludeNewCluster bool
+}
+
+// BlockedRequest is one start-up write a webhook would hold up.
+type BlockedRequest struct {
+	StartupRequest
+	// Request is the short form, e.g. "CREATE networking.k8s.io/v1 servicecidrs kubernetes".
+	Request string `json:"request"`
+	// Outcome: "rejected" (the call fails, failurePolicy Fail),
+	// "rejected-condition-error" (a matchCondition errors, failurePolicy Fail),
+	// "delayed" (failurePolicy Ignore: waits up to the timeout, then goes on)
+	// or "unknown".
+	Outcome string `json:"outcome"`
+	// Why lists the rule, selectors and conditions that decided it.
+	Why []string `json:"why"`
+}
+
+// Outcomes of BlockedRequest.
+const (
+	OutcomeRejected       = "rejected"
+	OutcomeConditionError = "rejected-condition-error"
+	OutcomeDelayed        = "delayed"
+	OutcomeUnknown        = "unknown"
+)
+
+// Finding is the verdict for one webhook.
+type Finding struct {
+	Configuration  string `json:"configuration"`
+	Webhook        string `json:"webhook"`
+	Kind           Kind   `json:"kind"`
+	Risk           Risk   `json:"risk"`
+	FailurePolicy  string `json:"failurePolicy"`
+	TimeoutSeconds int32  `json:"timeoutSeconds"`
+	// Blocks lists the start-up writes it would hold up (fatal or not).
+	Blocks []BlockedRequest `json:"blocks"`
+	// Reasons sums up the verdict.
+	Reasons []string `json:"reasons"`
+	// Fix is the matchCondition expression that removes the risk, when there is one.
+	Fix string `json:"fix,omitempty"`
+
+	webhookIndex int
+	ordinal      int
+}
+
+// Report is the audit of a set of configurations.
+type Report struct {
+	KubernetesVersion  string    `json:"kubernetesVersion"`
+	SlowTimeoutSeconds float64   `json:"slowTimeoutSeconds"`
+	Findings           []Finding `json:"findings"`
+	// Risk is the worst finding's risk.
+	Risk Risk `json:"risk"`
+}
+
+// Count returns how many findings have the risk.
+func (r Report) Count(risk Risk) int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Risk == risk {
+			n++
+		}
+	}
+	return n
+}
+
+// Find returns the finding of a webhook.
+func (r Report) Find(configuration, webhook string) (Finding, bool) {
+	for _, f := range r.Findings {
+		if f.Configuration == configuration && f.Webhook == webhook {
+			return f, true
+		}
+	}
+	return Finding{}, false
+}
+
+// Audit decides, for every webhook, whether it can block kube-apiserver's own
+// start-up writes (see StartupRequests), assuming its backend is unreachable.
+func Audit(cfgs []Configuration, opts Options) (Report, error) {
+	version := opts.KubernetesVersion
+	if version == "" {
+		version = "1.34"
+	}
+	reqs, err := StartupRequests(version)
+	if err != nil {
+		return Report{}, err
+	}
+	slow := opts.SlowTimeout
+	if slow <= 0 {
+		slow = DefaultSlowTimeout
+	}
+	env := matchEnv{namespaceLabels: opts.NamespaceLabels, runtimeConfig: map[string]bool{}, newCluster: opts.IncludeNewCluster}
+	for _, rc := range opts.RuntimeConfig {
+		env.runtimeConfig[rc] = true
+	}
+	rep := Report{KubernetesVersion: version, SlowTimeoutSeconds: slow.Seconds(), Findings: []Finding{}, Risk: RiskNone}
+	for _, c := range cfgs {
+		for _, w := range c.webhooks() {
+			f := auditWebhook(w, reqs, env, slow)
+			f.ordinal = c.ordinal
+			rep.Findings = append(rep.Findings, f)
+			if f.Risk.severity() > rep.Risk.severity() {
+				rep.Risk = f.Risk
+			}
+		}
+	}
+	sort.SliceStable(rep.Findings, func(i, j int) bool {
+		a, b := rep.Findings[i], rep.Findings[j]
+		if a.Risk.severity() != b.Risk.severity() {
+			return a.Risk.severity() > b.Risk.severity()
+		}
+		if a.ordinal != b.ordinal {
+			return a.ordinal < b.ordinal
+		}
+		return a.webhookIndex < b.webhookIndex
+	})
+	return rep, nil
+}
+
+func auditWebhook(w *webhook, reqs []StartupRequest, env matchEnv, slow time.Duration) Finding {
+	f := Finding{Configuration: w.configuration, Webhook: w.name, Kind: w.kind, FailurePolicy: string(w.failurePolicy),
+		TimeoutSeconds: w.timeoutSeconds, Blocks: []BlockedRequest{}, Reasons: []string{}, webhookIndex: w.index}
+	fail := w.failurePolicy != admissionregistrationv1.Ignore
+	long := time.Duration(w.timeoutSeconds)*time.Second >= slow
+
+	var fatalHit, fatalUnknown, anyHit []StartupRequest
+	for _, r := range reqs {
+		if r.NewClusterOnly && !env.newCluster {
+			continue
+		}
+		m := w.match(r, env)
+		var out string
+		switch m.outcome {
+		case outNoMatch:
+			continue
+		case outMatch:
+			out = OutcomeDelayed
+			if fail {
+				out = OutcomeRejected
+			}
+		case outCondError:
+			if !fail {
+				continue
+			}
+			out = OutcomeConditionError
+		case outUnknown:
+			out = OutcomeUnknown
+		}
+		f.Blocks = append(f.Blocks, BlockedRequest{StartupRequest: r, Request: r.String(), Outcome: out, Why: m.why})
+		if out == OutcomeUnknown {
+			if r.Fatal {
+				fatalUnknown = append(fatalUnknown, r)
+			}
+			continue
+		}
+		anyHit = append(anyHit, r)
+		if r.Fatal {
+			fatalHit = append(fatalHit, r)
+		}
+	}
+
+	hooks := func(rs []StartupRequest) string {
+		seen := map[string]bool{}
+		var hs []string
+		for _, r := range rs {
+			if !seen[r.Hook] {
+				seen[r.Hook] = true
+				hs = append(hs, r.Hook)
+			}
+		}
+		return strings.Join(hs, ", ")
+	}
+	switch {
+	case fail && len(fatalHit) > 0:
+		f.Risk = RiskDeadlock
+		f.Reasons = append(f.Reasons, fmt.Sprintf("failurePolicy %s: while its backend is unreachable, %d fatal start-up write(s) are rejected; kube-apiserver fails %s",
+			w.failurePolicy, len(fatalHit), hooks(fatalHit)))
+	case fail && len(fatalUnknown) > 0:
+		f.Risk = RiskUnknown
+		f.Reasons = append(f.Reasons, fmt.Sprintf("failurePolicy %s: whether it rejects %d fatal start-up write(s) depends on matchConditions the audit cannot evaluate", w.failurePolicy, len(fatalUnknown)))
+	case !fail && long && len(fatalHit) > 0:
+		f.Risk = RiskSlowStart
+		f.Reasons = append(f.Reasons, fmt.Sprintf("failurePolicy Ignore with timeoutSeconds %d (>= %s): each of %d fatal start-up write(s) waits up to %ds while the backend hangs, delaying %s",
+			w.timeoutSeconds, slow, len(fatalHit), w.timeoutSeconds, hooks(fatalHit)))
+	case !fail && long && len(fatalUnknown) > 0:
+		f.Risk = RiskUnknown
+		f.Reasons = append(f.Reasons, fmt.Sprintf("failurePolicy Ignore with timeoutSeconds %d: whether it delays %d fatal start-up write(s) depends on matchConditions the audit cannot evaluate", w.timeoutSeconds, len(fatalUnknown)))
+	default:
+		f.Risk = RiskNone
+		switch {
+		case len(anyHit) > 0 && fail:
+			f.Reasons = append(f.Reasons, fmt.Sprintf("it rejects only non-fatal start-up writes (%d): logged and retried", len(anyHit)))
+		case len(anyHit) > 0 || len(fatalUnknown) > 0:
+			f.Reasons = append(f.Reasons, fmt.Sprintf("failurePolicy Ignore with timeoutSeconds %d (< %s): matched start-up writes go on after at most %ds", w.timeoutSeconds, slow, w.timeoutSeconds))
+		default:
+			f.Reasons = append(f.Reasons, "no start-up write of kube-apiserver matches")
+		}
+	}
+	if f.Risk != RiskNone {
+		f.Fix = ExcludeAPIServerExpression
+	}
+	return f
+}

@@ -1,0 +1,262 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/ext"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The CEL environment of webhook matchConditions, modelled on
+// k8s.io/apiserver/pkg/admission/plugin/cel/compile.go (createEnvForOpts with
+// HasParams=false, HasAuthorizer=true, as webhook/accessors.go compiles them)
+// and k8s.io/apiserver/pkg/cel/environment/base.go (the base options of 1.34).
+//
+// Differences, on purpose:
+//   - `request` and `namespaceObject` are declared dyn instead of Kubernetes'
+//     object types. Stored expressions already passed Kubernetes' type check,
+//     and at run time Kubernetes binds `request` to the unstructured map of
+//     an admissionv1.AdmissionRequest, exactly as done here, so a missing
+//     optional field (request.namespace of a cluster-scoped object) is the
+//     same "no such key" error.
+//   - The Kubernetes-only libraries (url, regex find, lists isSorted/sum/...,
+//     quantity, ip, cidr, format, semver) are not bound; an expression using
+//     them does not compile here and is reported unknown, never safe.
+//   - `authorizer` and `authorizer.requestResource` are declared with the
+//     Kubernetes authz functions but always bound to unknown values (partial
+//     evaluation): the audit has no authorizer, so a result that depends on
+//     one is unknown.
+//   - Cost limits are not enforced.
+const (
+	varObject                    = "object"
+	varOldObject                 = "oldObject"
+	varRequest                   = "request"
+	varNamespaceObject           = "namespaceObject"
+	varAuthorizer                = "authorizer"
+	varRequestResourceAuthorizer = "authorizer.requestResource"
+)
+
+var (
+	celEnvOnce sync.Once
+	celEnv     *cel.Env
+	celEnvErr  error
+)
+
+func matchConditionEnv() (*cel.Env, error) {
+	celEnvOnce.Do(func() {
+		authorizerT := cel.ObjectType("kubernetes.authorization.Authorizer")
+		pathCheckT := cel.ObjectType("kubernetes.authorization.PathCheck")
+		groupCheckT := cel.ObjectType("kubernetes.authorization.GroupCheck")
+		resourceCheckT := cel.ObjectType("kubernetes.authorization.ResourceCheck")
+		decisionT := cel.ObjectType("kubernetes.authorization.Decision")
+		// Never called: the receivers are always unknown. Kept so that a
+		// program can be planned.
+		unbound := func(args ...ref.Val) ref.Val {
+			return types.NewErr("the audit does not model the authorizer")
+		}
+		member := func(name, id string, args []*cel.Type, result *cel.Type) cel.EnvOption {
+			return cel.Function(name, cel.MemberOverload(id, args, result, cel.FunctionBinding(unbound)))
+		}
+		opts := []cel.EnvOption{
+			cel.HomogeneousAggregateLiterals(),
+			cel.DefaultUTCTimeZone(true),
+			cel.CrossTypeNumericComparisons(true),
+			cel.OptionalTypes(),
+			ext.Strings(ext.StringsVersion(2)),
+			ext.Sets(),
+			ext.TwoVarComprehensions(),
+			ext.Lists(ext.ListsVersion(3)),
+			cel.Types(authorizerT, pathCheckT, groupCheckT, resourceCheckT, decisionT),
+			cel.Variable(varObject, cel.DynType),
+			cel.Variable(varOldObject, cel.DynType),
+			cel.Variable(varNamespaceObject, cel.DynType),
+			cel.Variable(varRequest, cel.DynType),
+			cel.Variable(varAuthorizer, authorizerT),
+			cel.Variable(varRequestResourceAuthorizer, resourceCheckT),
+			member("path", "authorizer_path", []*cel.Type{authorizerT, cel.StringType}, pathCheckT),
+			member("group", "authorizer_group", []*cel.Type{authorizerT, cel.StringType}, groupCheckT),
+			cel.Function("serviceAccount", cel.MemberOverload("authorizer_serviceaccount",
+				[]*cel.Type{authorizerT, cel.StringType, cel.StringType}, authorizerT, cel.FunctionBinding(unbound))),
+			member("resource", "groupcheck_resource", []*cel.Type{groupCheckT, cel.StringType}, resourceCheckT),
+			member("subresource", "resourcecheck_subresource", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+			member("namespace", "resourcecheck_namespace", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+			member("name", "resourcecheck_name", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+			member("fieldSelector", "authorizer_fieldselector", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+			member("labelSelector", "authorizer_labelselector", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+			cel.Function("check",
+				cel.MemberOverload("pathcheck_check", []*cel.Type{pathCheckT, cel.StringType}, decisionT, cel.FunctionBinding(unbound)),
+				cel.MemberOverload("resourcecheck_check", []*cel.Type{resourceCheckT, cel.StringType}, decisionT, cel.FunctionBinding(unbound))),
+			member("errored", "decision_errored", []*cel.Type{decisionT}, cel.BoolType),
+			member("error", "decision_error", []*cel.Type{decisionT}, cel.StringType),
+			member("allowed", "decision_allowed", []*cel.Type{decisionT}, cel.BoolType),
+			member("reason", "decision_reason", []*cel.Type{decisionT}, cel.StringType),
+		}
+		celEnv, celEnvErr = cel.NewEnv(opts...)
+	})
+	return celEnv, celEnvErr
+}
+
+// compiledCondition is one matchCondition, compiled once per webhook.
+type compiledCondition struct {
+	name, expression string
+	program          cel.Program
+	compileErr       error
+}
+
+func compileCondition(name, expression string) compiledCondition {
+	c := compiledCondition{name: name, expression: expression}
+	env, err := matchConditionEnv()
+	if err != nil {
+		c.compileErr = err
+		return c
+	}
+	ast, iss := env.Compile(expression)
+	if iss != nil && iss.Err() != nil {
+		c.compileErr = iss.Err()
+		return c
+	}
+	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
+		c.compileErr = fmt.Errorf("must evaluate to bool but got %v", ast.OutputType())
+		return c
+	}
+	prg, err := env.Program(ast, cel.EvalOptions(cel.OptPartialEval))
+	if err != nil {
+		c.compileErr = err
+		return c
+	}
+	c.program = prg
+	return c
+}
+
+// conditionResult is one condition's outcome for one request.
+type conditionResult int
+
+const (
+	condTrue conditionResult = iota
+	condFalse
+	condError   // the expression errors at run time (Kubernetes applies the failure policy)
+	condUnknown // depends on what the audit cannot model
+)
+
+func (c conditionResult) String() string {
+	return [...]string{"true", "false", "error", "unknown"}[c]
+}
+
+// celInput is what a condition sees for one request.
+type celInput struct {
+	request   map[string]interface{}
+	object    map[string]interface{}
+	oldObject map[string]interface{}
+	unknown   []*cel.AttributePatternType
+}
+
+func (c compiledCondition) eval(in celInput) (conditionResult, string) {
+	if c.compileErr != nil {
+		return condUnknown, "does not compile in the audit's CEL environment (a Kubernetes-only function, or params/variables): " + firstLine(c.compileErr.Error())
+	}
+	vars := map[string]interface{}{
+		varRequest:         in.request,
+		varNamespaceObject: nil,
+	}
+	if in.object != nil {
+		vars[varObject] = in.object
+	} else {
+		vars[varObject] = nil
+	}
+	if in.oldObject != nil {
+		vars[varOldObject] = in.oldObject
+	} else {
+		vars[varOldObject] = nil
+	}
+	patterns := append([]*cel.AttributePatternType{
+		cel.AttributePattern(varAuthorizer),
+		cel.AttributePattern(varRequestResourceAuthorizer),
+	}, in.unknown...)
+	act, err := cel.PartialVars(vars, patterns...)
+	if err != nil {
+		return condUnknown, err.Error()
+	}
+	val, _, err := c.program.Eval(act)
+	if err != nil {
+		return condError, firstLine(err.Error())
+	}
+	if types.IsUnknown(val) {
+		return condUnknown, "depends on " + describeUnknown(val)
+	}
+	if types.IsError(val) {
+		return condError, firstLine(fmt.Sprint(val))
+	}
+	b, ok := val.(types.Bool)
+	if !ok {
+		return condError, fmt.Sprintf("evaluated to %v, not a bool", val)
+	}
+	if b {
+		return condTrue, ""
+	}
+	return condFalse, ""
+}
+
+func describeUnknown(val ref.Val) string {
+	u, ok := val.(*types.Unknown)
+	if !ok {
+		return "values the audit does not model"
+	}
+	// The attribute trail names what was unknown (e.g. authorizer, object.spec).
+	s := u.String()
+	switch {
+	case strings.Contains(s, varAuthorizer):
+		return "the authorizer, which the audit cannot model"
+	default:
+		return "values the audit does not model (" + s + ")"
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// unknownPatterns marks what the model does not know of a request: object
+// fields other than apiVersion, kind and the modelled metadata, per-cluster
+// names, and the loopback identity's random UID.
+func (r StartupRequest) unknownPatterns() []*cel.AttributePatternType {
+	var p []*cel.AttributePatternType
+	roots := []string{varObject}
+	if r.hasOldObject() {
+		roots = append(roots, varOldObject)
+	}
+	for _, root := range roots {
+		for _, f := range r.fields {
+			p = append(p, cel.AttributePattern(root).QualString(f))
+		}
+		for _, f := range unmodelledMetadata {
+			p = append(p, cel.AttributePattern(root).QualString("metadata").QualString(f))
+		}
+		if r.unknownName {
+			p = append(p, cel.AttributePattern(root).QualString("metadata").QualString("name"))
+		}
+	}
+	if r.unknownName {
+		p = append(p, cel.AttributePattern(varRequest).QualString("name"))
+	}
+	p = append(p, cel.AttributePattern(varRequest).QualString("userInfo").QualString("uid"))
+	return p
+}
+
+// toUnstructured converts like runtime.DefaultUnstructuredConverter, which is
+// what Kubernetes uses for `request` (omitempty fields are absent).
+func toUnstructured(obj interface{}) (map[string]interface{}, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, errors.New("model: " + err.Error())
+	}
+	return m, nil
+}

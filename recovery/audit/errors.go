@@ -1,0 +1,82 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinels for the kinds of failure a command maps to exit codes.
+var (
+	// ErrInvalidInput: the input is not a webhook configuration the audit can read.
+	ErrInvalidInput = errors.New("invalid webhook configuration input")
+	// ErrFixUnsafe: the generated fix would not leave the webhook clean, or
+	// would change what it matches for ordinary requests.
+	ErrFixUnsafe = errors.New("generated fix failed its own audit")
+)
+
+// ParseError names the document that could not be read.
+type ParseError struct {
+	Source   string // file name or "-" when known
+	Document int    // 1-based index of the YAML document
+	Err      error
+}
+
+func (e *ParseError) Error() string {
+	where := fmt.Sprintf("document %d", e.Document)
+	if e.Source != "" {
+		where = e.Source + ": " + where
+	}
+	return "audit: " + where + ": " + e.Err.Error()
+}
+
+func (e *ParseError) Unwrap() []error { return []error{ErrInvalidInput, e.Err} }
+
+// Hints tells what to feed the audit.
+func (e *ParseError) Hints() []string {
+	return []string{
+		"kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations -o yaml > webhooks.yaml, then: breakglass audit -f webhooks.yaml",
+	}
+}
+
+// UnsupportedVersionError is a Kubernetes version the start-up model does not cover.
+type UnsupportedVersionError struct{ Version string }
+
+func (e *UnsupportedVersionError) Error() string {
+	return fmt.Sprintf("audit: kubernetes version %q is not modelled (supported: %s)", e.Version, strings.Join(SupportedVersions, ", "))
+}
+
+func (e *UnsupportedVersionError) Unwrap() error { return ErrInvalidInput }
+
+// Hints names the accepted values.
+func (e *UnsupportedVersionError) Hints() []string {
+	return []string{"use one of: " + strings.Join(SupportedVersions, ", ")}
+}
+
+// TooManyConditionsError: adding the fix would exceed Kubernetes' limit of
+// 64 matchConditions per webhook.
+type TooManyConditionsError struct {
+	Configuration, Webhook string
+	Existing               int
+}
+
+func (e *TooManyConditionsError) Error() string {
+	return fmt.Sprintf("audit: webhook %q in %q already has %d matchConditions; adding the fix would exceed the limit of %d",
+		e.Webhook, e.Configuration, e.Existing, maxMatchConditions)
+}
+
+func (e *TooManyConditionsError) Unwrap() error { return ErrFixUnsafe }
+
+// Hints suggests the manual way.
+func (e *TooManyConditionsError) Hints() []string {
+	return []string{"merge some of the existing matchConditions, then run the fix again"}
+}
+
+// FixVerificationError lists what the audit of a generated fix found.
+type FixVerificationError struct{ Problems []string }
+
+func (e *FixVerificationError) Error() string {
+	return "audit: generated fix failed its own audit: " + strings.Join(e.Problems, "; ")
+}
+
+func (e *FixVerificationError) Unwrap() error { return ErrFixUnsafe }

@@ -1,0 +1,569 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// maxMatchConditions is the API validation limit
+// (pkg/apis/admissionregistration/validation: validateMatchConditions).
+const maxMatchConditions = 64
+
+// The conditions the fix adds.
+const (
+	// ExcludeAPIServerExpression keeps every request of kube-apiserver's own
+	// loopback identity away from the webhook. It does not depend on which
+	// objects a version writes at start, nor on the backend coming back.
+	ExcludeAPIServerExpression = "request.userInfo.username != 'system:apiserver'"
+	ExcludeAPIServerName       = "breakglass-exclude-apiserver"
+	// The incident's exclusions: enough only when the backend comes back as
+	// soon as the default ServiceCIDR exists. With the backend down, v1.34
+	// still dies on rbac/bootstrap-roles (LAB.md).
+	ExcludeServiceCIDRExpression = `!(request.kind.kind == "ServiceCIDR")`
+	ExcludeServiceCIDRName       = "breakglass-exclude-servicecidr"
+	ExcludeIPAddressExpression   = `!(request.kind.kind == "IPAddress")`
+	ExcludeIPAddressName         = "breakglass-exclude-ipaddress"
+)
+
+// Exclusion picks the conditions the fix adds.
+type Exclusion string
+
+const (
+	// ExcludeAPIServer adds request.userInfo.username != 'system:apiserver' (recommended).
+	ExcludeAPIServer Exclusion = "apiserver"
+	// ExcludeIncidentKinds adds the incident's ServiceCIDR and IPAddress
+	// exclusions. Partial: the result says which risks remain.
+	ExcludeIncidentKinds Exclusion = "kinds"
+)
+
+// Format is the form of the fix.
+type Format string
+
+const (
+	// FormatManifest: the input documents, with only matchConditions added.
+	FormatManifest Format = "manifest"
+	// FormatJSONPatch: one RFC 6902 patch per configuration, guarded by a
+	// test of each webhook's name (for kubectl patch --type=json).
+	FormatJSONPatch Format = "json-patch"
+)
+
+// FixStyle says what to add, to which webhooks, and in which form.
+type FixStyle struct {
+	Exclusion Exclusion // default ExcludeAPIServer
+	Format    Format    // default FormatManifest
+	// All patches every webhook; by default only those whose risk is not none.
+	All bool
+	// Audit are the options of the audits before and after.
+	Audit Options
+}
+
+func (s FixStyle) withDefaults() FixStyle {
+	if s.Exclusion == "" {
+		s.Exclusion = ExcludeAPIServer
+	}
+	if s.Format == "" {
+		s.Format = FormatManifest
+	}
+	return s
+}
+
+// FixChange is the conditions added to one webhook.
+type FixChange struct {
+	Configuration string                                   `json:"configuration"`
+	Kind          Kind                                     `json:"kind"`
+	Webhook       string                                   `json:"webhook"`
+	Index         int                                      `json:"index"`
+	Added         []admissionregistrationv1.MatchCondition `json:"added"`
+	RiskBefore    Risk                                     `json:"riskBefore"`
+	RiskAfter     Risk                                     `json:"riskAfter"`
+}
+
+// FixPlan is a computed fix and its own audit.
+type FixPlan struct {
+	Style   FixStyle    `json:"-"`
+	Changes []FixChange `json:"changes"`
+	Before  Report      `json:"before"`
+	After   Report      `json:"after"`
+	// Partial is true when a patched webhook still has a risk (kinds style).
+	Partial bool `json:"partial"`
+	// Notes explain what the fix does not cover, and what it changes for
+	// ordinary requests (kinds style).
+	Notes []string `json:"notes"`
+
+	patched []Configuration
+}
+
+// Fix computes the fix (see PlanFix) and renders it.
+func Fix(cfgs []Configuration, style FixStyle) ([]byte, error) {
+	plan, err := PlanFix(cfgs, style)
+	if err != nil {
+		return nil, err
+	}
+	return plan.Render()
+}
+
+// PlanFix adds matchConditions that keep kube-apiserver's own writes away
+// from the webhooks at risk, audits the result, and checks that ordinary
+// requests still match exactly as before. With ExcludeAPIServer the patched
+// webhooks must come out none, else FixVerificationError.
+func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
+	style = style.withDefaults()
+	before, err := Audit(cfgs, style.Audit)
+	if err != nil {
+		return nil, err
+	}
+	plan := &FixPlan{Style: style, Before: before, Notes: []string{}, Changes: []FixChange{}}
+	var add []admissionregistrationv1.MatchCondition
+	switch style.Exclusion {
+	case ExcludeAPIServer:
+		add = []admissionregistrationv1.MatchCondition{{Name: ExcludeAPIServerName, Expression: ExcludeAPIServerExpression}}
+	case ExcludeIncidentKinds:
+		add = []admissionregistrationv1.MatchCondition{
+			{Name: ExcludeServiceCIDRName, Expression: ExcludeServiceCIDRExpression},
+			{Name: ExcludeIPAddressName, Expression: ExcludeIPAddressExpression},
+		}
+	default:
+		return nil, fmt.Errorf("audit: unknown exclusion %q: %w", style.Exclusion, ErrInvalidInput)
+	}
+
+	for _, c := range cfgs {
+		pc := c.deepCopy()
+		for _, w := range c.webhooks() {
+			f, _ := before.Find(c.Name(), w.name)
+			if !style.All && f.Risk == RiskNone {
+				continue
+			}
+			existing := pc.matchConditions(w.index)
+			added := conditionsToAdd(existing, add)
+			if len(added) == 0 {
+				continue
+			}
+			if len(existing)+len(added) > maxMatchConditions {
+				return nil, &TooManyConditionsError{Configuration: c.Name(), Webhook: w.name, Existing: len(existing)}
+			}
+			pc.setMatchConditions(w.index, append(append([]admissionregistrationv1.MatchCondition{}, existing...), added...))
+			plan.Changes = append(plan.Changes, FixChange{Configuration: c.Name(), Kind: c.Kind, Webhook: w.name, Index: w.index,
+				Added: added, RiskBefore: f.Risk})
+		}
+		plan.patched = append(plan.patched, pc)
+	}
+
+	plan.After, err = Audit(plan.patched, style.Audit)
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	for i := range plan.Changes {
+		ch := &plan.Changes[i]
+		f, _ := plan.After.Find(ch.Configuration, ch.Webhook)
+		ch.RiskAfter = f.Risk
+		if f.Risk != RiskNone {
+			if style.Exclusion == ExcludeAPIServer {
+				problems = append(problems, fmt.Sprintf("webhook %q in %q is still %s", ch.Webhook, ch.Configuration, f.Risk))
+			} else {
+				plan.Partial = true
+				plan.Notes = append(plan.Notes, fmt.Sprintf("webhook %q in %q is still %s after the kind exclusions: %s",
+					ch.Webhook, ch.Configuration, f.Risk, strings.Join(stillBlocked(f), ", ")))
+			}
+		}
+	}
+	if plan.Partial {
+		plan.Notes = append(plan.Notes, "the kind exclusions work only if the webhook backend comes back as soon as the default ServiceCIDR exists; "+
+			"with the backend down, kube-apiserver 1.34 still exits on rbac/bootstrap-roles. Use the apiserver exclusion: "+ExcludeAPIServerExpression)
+	}
+
+	// The fix must not change what ordinary requests match.
+	for _, c := range cfgs {
+		orig := indexWebhooks(c.webhooks())
+		for _, pc := range plan.patched {
+			if pc.ordinal != c.ordinal {
+				continue
+			}
+			for _, pw := range pc.webhooks() {
+				ow := orig[pw.index]
+				for _, r := range ordinaryRequests() {
+					a, b := ow.match(r, matchEnv{}), pw.match(r, matchEnv{})
+					if a.outcome != b.outcome {
+						msg := fmt.Sprintf("webhook %q in %q: %s by %s changes from %s to %s",
+							pw.name, c.Name(), r.String(), r.userInfo().Username, a.outcome, b.outcome)
+						if style.Exclusion == ExcludeAPIServer {
+							problems = append(problems, msg)
+						} else {
+							plan.Notes = append(plan.Notes, "also excluded: "+msg)
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return plan, &FixVerificationError{Problems: problems}
+	}
+	return plan, nil
+}
+
+func stillBlocked(f Finding) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, b := range f.Blocks {
+		if b.Fatal && !seen[b.Hook] {
+			seen[b.Hook] = true
+			out = append(out, b.Hook)
+		}
+	}
+	return out
+}
+
+func indexWebhooks(ws []*webhook) map[int]*webhook {
+	m := map[int]*webhook{}
+	for _, w := range ws {
+		m[w.index] = w
+	}
+	return m
+}
+
+// conditionsToAdd skips conditions already present (same expression), and
+// renames a condition whose name is taken.
+func conditionsToAdd(existing, add []admissionregistrationv1.MatchCondition) []admissionregistrationv1.MatchCondition {
+	names := map[string]bool{}
+	exprs := map[string]bool{}
+	for _, c := range existing {
+		names[c.Name] = true
+		exprs[strings.TrimSpace(c.Expression)] = true
+	}
+	var out []admissionregistrationv1.MatchCondition
+	for _, c := range add {
+		if exprs[c.Expression] {
+			continue
+		}
+		name := c.Name
+		for i := 2; names[name]; i++ {
+			name = fmt.Sprintf("%s-%d", c.Name, i)
+		}
+		names[name] = true
+		out = append(out, admissionregistrationv1.MatchCondition{Name: name, Expression: c.Expression})
+	}
+	return out
+}
+
+func (c Configuration) deepCopy() Configuration {
+	out := c
+	if c.Validating != nil {
+		out.Validating = c.Validating.DeepCopy()
+	}
+	if c.Mutating != nil {
+		out.Mutating = c.Mutating.DeepCopy()
+	}
+	return out
+}
+
+func (c Configuration) matchConditions(i int) []admissionregistrationv1.MatchCondition {
+	if c.Validating != nil {
+		return c.Validating.Webhooks[i].MatchConditions
+	}
+	return c.Mutating.Webhooks[i].MatchConditions
+}
+
+func (c Configuration) setMatchConditions(i int, mc []admissionregistrationv1.MatchCondition) {
+	if c.Validating != nil {
+		c.Validating.Webhooks[i].MatchConditions = mc
+		return
+	}
+	c.Mutating.Webhooks[i].MatchConditions = mc
+}
+
+// ordinaryRequests are requests of users and controllers that the fix must
+// leave alone: each must match the patched webhook exactly as before.
+func ordinaryRequests() []StartupRequest {
+	u := func(name string, groups ...string) *authenticationv1.UserInfo {
+		return &authenticationv1.UserInfo{Username: name, UID: "uid-" + name, Groups: append(groups, groupAuthenticated)}
+	}
+	alice := u("alice", "developers")
+	admin := u("kubernetes-admin", groupSystemMasters)
+	sa := func(ns, name string) *authenticationv1.UserInfo {
+		return u("system:serviceaccount:"+ns+":"+name, "system:serviceaccounts", "system:serviceaccounts:"+ns)
+	}
+	r := func(op, group, version, resource, sub, kind, ns, name string, user *authenticationv1.UserInfo, fields ...string) StartupRequest {
+		return StartupRequest{ID: "ordinary", Operation: op, Group: group, Version: version, Resource: resource, Subresource: sub,
+			Kind: kind, Namespace: ns, Name: name, Effect: EffectDegraded, user: user, fields: fields}
+	}
+	return []StartupRequest{
+		r("CREATE", "", "v1", "pods", "", "Pod", "team-a", "web", alice, "spec", "status"),
+		r("CREATE", "", "v1", "pods", "", "Pod", "team-a", "web-7d4b9", sa("kube-system", "replicaset-controller"), "spec", "status"),
+		r("UPDATE", "", "v1", "pods", "status", "Pod", "team-a", "web", u("system:node:worker-1", "system:nodes"), "spec", "status"),
+		r("UPDATE", "", "v1", "configmaps", "", "ConfigMap", "team-a", "kube-root-ca.crt", sa("kube-system", "root-ca-cert-publisher"), "data", "binaryData", "immutable"),
+		r("UPDATE", "", "v1", "configmaps", "", "ConfigMap", "kube-system", "coredns", admin, "data", "binaryData", "immutable"),
+		r("CREATE", "apps", "v1", "deployments", "", "Deployment", "team-a", "web", sa("argocd", "argocd-application-controller"), "spec", "status"),
+		r("CREATE", "rbac.authorization.k8s.io", "v1", "clusterroles", "", "ClusterRole", "", "team-a-reader", admin, "rules", "aggregationRule"),
+		r("CREATE", "", "v1", "namespaces", "", "Namespace", "team-b", "team-b", alice, "spec", "status"),
+		r("UPDATE", "coordination.k8s.io", "v1", "leases", "", "Lease", "kube-system", "kube-controller-manager", u("system:kube-controller-manager"), "spec"),
+		r("CREATE", "networking.k8s.io", "v1", "servicecidrs", "", "ServiceCIDR", "", "extra-cidr", admin, "spec", "status"),
+		r("CREATE", "networking.k8s.io", "v1", "ipaddresses", "", "IPAddress", "", "10.0.0.20", u("gateway-controller"), "spec"),
+	}
+}
+
+// Render prints the fix in the plan's format.
+func (p *FixPlan) Render() ([]byte, error) {
+	switch p.Style.Format {
+	case FormatJSONPatch:
+		return p.renderJSONPatch()
+	case FormatManifest:
+		return p.renderManifest()
+	}
+	return nil, fmt.Errorf("audit: unknown fix format %q: %w", p.Style.Format, ErrInvalidInput)
+}
+
+// ConfigurationPatch is a JSON patch for one configuration.
+type ConfigurationPatch struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Name       string    `json:"name"`
+	Patch      []PatchOp `json:"patch"`
+	Command    string    `json:"command"`
+}
+
+// PatchOp is one RFC 6902 operation.
+type PatchOp struct {
+	Op    string      `json:"op"`
+	Path  string      `json:"path"`
+	Value interface{} `json:"value"`
+}
+
+func (p *FixPlan) renderJSONPatch() ([]byte, error) {
+	out := []ConfigurationPatch{}
+	byCfg := map[string]int{}
+	for _, ch := range p.Changes {
+		key := string(ch.Kind) + "/" + ch.Configuration
+		i, ok := byCfg[key]
+		if !ok {
+			kind := kindValidating
+			if ch.Kind == Mutating {
+				kind = kindMutating
+			}
+			out = append(out, ConfigurationPatch{APIVersion: admissionGroupVersion, Kind: kind, Name: ch.Configuration, Patch: []PatchOp{}})
+			i = len(out) - 1
+			byCfg[key] = i
+		}
+		cp := &out[i]
+		base := fmt.Sprintf("/webhooks/%d", ch.Index)
+		cp.Patch = append(cp.Patch, PatchOp{Op: "test", Path: base + "/name", Value: ch.Webhook})
+		existing := p.existingConditions(ch)
+		if existing == 0 {
+			cp.Patch = append(cp.Patch, PatchOp{Op: "add", Path: base + "/matchConditions", Value: ch.Added})
+		} else {
+			for _, c := range ch.Added {
+				cp.Patch = append(cp.Patch, PatchOp{Op: "add", Path: base + "/matchConditions/-", Value: c})
+			}
+		}
+	}
+	for i := range out {
+		patch, err := json.Marshal(out[i].Patch)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Command = fmt.Sprintf("kubectl patch %s %s --type=json -p '%s'", strings.ToLower(out[i].Kind), out[i].Name, patch)
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+func (p *FixPlan) existingConditions(ch FixChange) int {
+	for _, c := range p.patched {
+		if c.Name() == ch.Configuration && c.Kind == ch.Kind {
+			return len(c.matchConditions(ch.Index)) - len(ch.Added)
+		}
+	}
+	return 0
+}
+
+// renderManifest writes the input documents again, in order, with only the
+// matchConditions added (YAML; comments and key order of the input are
+// kept). Configurations that came from decoded objects are written as new
+// documents without server-set metadata.
+func (p *FixPlan) renderManifest() ([]byte, error) {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# Patched by breakglass audit: matchConditions added to %d webhook(s) (%s).\n", len(p.Changes), p.Style.Exclusion)
+	if p.Partial {
+		buf.WriteString("# PARTIAL FIX: some webhooks can still block kube-apiserver's start-up; see the audit.\n")
+	}
+	// Sources in order of first appearance.
+	var sources []*source
+	seen := map[*source]bool{}
+	for _, c := range p.patched {
+		if c.src != nil && !seen[c.src] {
+			seen[c.src] = true
+			sources = append(sources, c.src)
+		}
+	}
+	first := true
+	sep := func() {
+		if !first {
+			buf.WriteString("---\n")
+		}
+		first = false
+	}
+	for _, s := range sources {
+		docs := make([]*yaml.Node, len(s.docs))
+		for i, d := range s.docs {
+			docs[i] = copyNode(d)
+		}
+		for _, ch := range p.Changes {
+			c, ok := p.configFor(ch)
+			if !ok || c.src != s {
+				continue
+			}
+			if err := addConditionsToNode(docs[c.doc], c.item, ch.Index, ch.Added); err != nil {
+				return nil, fmt.Errorf("audit: %s %q: %w", c.TypeName(), c.Name(), err)
+			}
+		}
+		for _, d := range docs {
+			if d.Kind == 0 || (d.Kind == yaml.DocumentNode && len(d.Content) == 0) {
+				continue
+			}
+			sep()
+			blockStyle(d)
+			enc := yaml.NewEncoder(&buf)
+			enc.SetIndent(2)
+			if err := enc.Encode(d); err != nil {
+				return nil, err
+			}
+			enc.Close()
+		}
+	}
+	for _, c := range p.patched {
+		if c.src != nil {
+			continue
+		}
+		b, err := cleanObjectYAML(c)
+		if err != nil {
+			return nil, err
+		}
+		sep()
+		buf.Write(b)
+	}
+	return buf.Bytes(), nil
+}
+
+func (p *FixPlan) configFor(ch FixChange) (Configuration, bool) {
+	for _, c := range p.patched {
+		if c.Name() == ch.Configuration && c.Kind == ch.Kind {
+			return c, true
+		}
+	}
+	return Configuration{}, false
+}
+
+func cleanObjectYAML(c Configuration) ([]byte, error) {
+	var obj interface{}
+	switch {
+	case c.Validating != nil:
+		v := c.Validating.DeepCopy()
+		v.APIVersion, v.Kind = admissionGroupVersion, kindValidating
+		v.ObjectMeta.ManagedFields, v.ObjectMeta.ResourceVersion, v.ObjectMeta.UID = nil, "", ""
+		v.ObjectMeta.Generation = 0
+		v.ObjectMeta.CreationTimestamp = metav1.Time{}
+		obj = v
+	default:
+		m := c.Mutating.DeepCopy()
+		m.APIVersion, m.Kind = admissionGroupVersion, kindMutating
+		m.ObjectMeta.ManagedFields, m.ObjectMeta.ResourceVersion, m.ObjectMeta.UID = nil, "", ""
+		m.ObjectMeta.Generation = 0
+		m.ObjectMeta.CreationTimestamp = metav1.Time{}
+		obj = m
+	}
+	b, err := sigsyaml.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	// sigs.k8s.io/yaml writes the zero creationTimestamp as null; drop it.
+	return bytes.ReplaceAll(b, []byte("  creationTimestamp: null\n"), nil), nil
+}
+
+func copyNode(n *yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, ch := range n.Content {
+		c.Content[i] = copyNode(ch)
+	}
+	if n.Alias != nil {
+		c.Alias = copyNode(n.Alias)
+	}
+	return &c
+}
+
+// blockStyle turns JSON input (flow style) into block YAML.
+func blockStyle(n *yaml.Node) {
+	n.Style &^= yaml.FlowStyle
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func addConditionsToNode(doc *yaml.Node, item, index int, add []admissionregistrationv1.MatchCondition) error {
+	root := doc
+	if root.Kind == yaml.DocumentNode {
+		root = root.Content[0]
+	}
+	if item >= 0 {
+		items := mappingValue(root, "items")
+		if items == nil || items.Kind != yaml.SequenceNode || item >= len(items.Content) {
+			return fmt.Errorf("items[%d] not found", item)
+		}
+		root = items.Content[item]
+	}
+	hooks := mappingValue(root, "webhooks")
+	if hooks == nil || hooks.Kind != yaml.SequenceNode || index >= len(hooks.Content) {
+		return fmt.Errorf("webhooks[%d] not found", index)
+	}
+	w := hooks.Content[index]
+	mc := mappingValue(w, "matchConditions")
+	if mc == nil || mc.Kind != yaml.SequenceNode {
+		if mc != nil { // e.g. "matchConditions: null"
+			for i := 0; i+1 < len(w.Content); i += 2 {
+				if w.Content[i].Value == "matchConditions" {
+					w.Content = append(w.Content[:i], w.Content[i+2:]...)
+					break
+				}
+			}
+		}
+		mc = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		w.Content = append(w.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "matchConditions"}, mc)
+	}
+	for _, c := range add {
+		mc.Content = append(mc.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "name"},
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: c.Name},
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: c.Expression},
+		}})
+		m := mc.Content[len(mc.Content)-1]
+		m.Content = []*yaml.Node{m.Content[0], m.Content[1],
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "expression"}, m.Content[2]}
+	}
+	return nil
+}

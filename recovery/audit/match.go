@@ -1,0 +1,360 @@
+package audit
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// webhook is a validating or mutating webhook with the v1 defaults applied
+// (k8s.io/kubernetes/pkg/apis/admissionregistration/v1/defaults.go:
+// failurePolicy Fail, matchPolicy Equivalent, empty selectors, timeout 10s,
+// rule scope "*").
+type webhook struct {
+	configuration   string
+	kind            Kind
+	index           int
+	name            string
+	rules           []admissionregistrationv1.RuleWithOperations
+	failurePolicy   admissionregistrationv1.FailurePolicyType
+	matchPolicy     admissionregistrationv1.MatchPolicyType
+	nsSelector      *metav1.LabelSelector
+	objSelector     *metav1.LabelSelector
+	timeoutSeconds  int32
+	matchConditions []admissionregistrationv1.MatchCondition
+	compiled        []compiledCondition
+}
+
+func newWebhook(cfg, name string, kind Kind, index int, rules []admissionregistrationv1.RuleWithOperations,
+	fp *admissionregistrationv1.FailurePolicyType, mp *admissionregistrationv1.MatchPolicyType,
+	ns, obj *metav1.LabelSelector, timeout *int32, conds []admissionregistrationv1.MatchCondition) *webhook {
+	w := &webhook{configuration: cfg, name: name, kind: kind, index: index, rules: rules,
+		failurePolicy: admissionregistrationv1.Fail, matchPolicy: admissionregistrationv1.Equivalent,
+		nsSelector: ns, objSelector: obj, timeoutSeconds: 10, matchConditions: conds}
+	if fp != nil {
+		w.failurePolicy = *fp
+	}
+	if mp != nil {
+		w.matchPolicy = *mp
+	}
+	if timeout != nil {
+		w.timeoutSeconds = *timeout
+	}
+	for _, c := range conds {
+		w.compiled = append(w.compiled, compileCondition(c.Name, c.Expression))
+	}
+	return w
+}
+
+// outcome of one webhook for one request.
+type outcome int
+
+const (
+	outNoMatch   outcome = iota
+	outMatch             // the webhook is called
+	outCondError         // a matchCondition errored: with Fail the request is rejected without a call
+	outUnknown           // depends on what cannot be modelled
+)
+
+func (o outcome) String() string {
+	return [...]string{"not called", "called", "rejected by a condition error", "unknown"}[o]
+}
+
+type matchResult struct {
+	outcome outcome
+	why     []string
+}
+
+// matchEnv carries what matching needs beyond the webhook and the request.
+type matchEnv struct {
+	namespaceLabels map[string]map[string]string
+	runtimeConfig   map[string]bool
+	newCluster      bool
+}
+
+func (e matchEnv) labelsOfNamespace(ns string) map[string]string {
+	l := map[string]string{labelMetadataName: ns}
+	for k, v := range e.namespaceLabels[ns] {
+		l[k] = v
+	}
+	return l
+}
+
+// match follows ShouldCallHook in
+// k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go:
+// namespaceSelector, objectSelector, rules (then, for matchPolicy
+// Equivalent, the same rules against equivalent resources), then
+// matchConditions (matchconditions/matcher.go).
+func (w *webhook) match(r StartupRequest, env matchEnv) matchResult {
+	var why []string
+
+	// namespaceSelector (predicates/namespace/matcher.go MatchNamespaceSelector).
+	ok, msg, err := matchNamespaceSelector(w.nsSelector, r, env)
+	if err != nil {
+		return matchResult{outcome: outCondError, why: []string{"namespaceSelector cannot be parsed: " + err.Error()}}
+	}
+	if !ok {
+		return matchResult{outcome: outNoMatch, why: []string{msg}}
+	}
+	if msg != "" {
+		why = append(why, msg)
+	}
+
+	// objectSelector (predicates/object/matcher.go MatchObjectSelector): the
+	// object's or the old object's labels.
+	ok, msg, err = matchObjectSelector(w.objSelector, r)
+	if err != nil {
+		return matchResult{outcome: outCondError, why: []string{"objectSelector cannot be parsed: " + err.Error()}}
+	}
+	if !ok {
+		return matchResult{outcome: outNoMatch, why: []string{msg}}
+	}
+	if msg != "" {
+		why = append(why, msg)
+	}
+
+	// rules, first match wins; then equivalents.
+	gvr, gvk := r.GVR(), r.GVK()
+	matched := false
+	for i, rule := range w.rules {
+		if ruleMatches(rule, r.Operation, gvr, r.Subresource, r.Namespace) {
+			why = append(why, fmt.Sprintf("rule %d %s matches %s", i+1, describeRule(rule), r.String()))
+			matched = true
+			break
+		}
+	}
+	if !matched && w.matchPolicy == admissionregistrationv1.Equivalent {
+	outer:
+		for i, rule := range w.rules {
+			for _, eq := range r.equivalents {
+				if eq.runtimeConfig != "" && !env.runtimeConfig[eq.runtimeConfig] {
+					continue
+				}
+				if ruleMatches(rule, r.Operation, eq.gvr, r.Subresource, r.Namespace) {
+					gvr, gvk = eq.gvr, eq.gvk
+					served := "served by default"
+					if eq.runtimeConfig != "" {
+						served = "served because --runtime-config enables " + eq.runtimeConfig
+					}
+					why = append(why, fmt.Sprintf("rule %d %s matches the equivalent %s (matchPolicy Equivalent; %s)",
+						i+1, describeRule(rule), gvrString(eq.gvr), served))
+					matched = true
+					break outer
+				}
+			}
+		}
+	}
+	if !matched {
+		return matchResult{outcome: outNoMatch, why: []string{"no rule matches " + r.String()}}
+	}
+
+	if len(w.compiled) == 0 {
+		return matchResult{outcome: outMatch, why: why}
+	}
+	req, err := toUnstructured(r.admissionRequest(gvr, gvk, r.userInfo()))
+	if err != nil {
+		return matchResult{outcome: outUnknown, why: append(why, err.Error())}
+	}
+	in := celInput{request: req, object: r.object(gvk), unknown: r.unknownPatterns()}
+	if r.hasOldObject() {
+		in.oldObject = r.object(gvk)
+	}
+	return w.evalConditions(in, why)
+}
+
+// evalConditions applies matchconditions/matcher.go Match: any false skips
+// the webhook; otherwise errors apply the failure policy (Fail rejects the
+// request, Ignore skips the webhook); otherwise the webhook is called. An
+// unknown condition keeps the result unknown unless another one decides it.
+func (w *webhook) evalConditions(in celInput, why []string) matchResult {
+	var errs, unknowns []string
+	for _, c := range w.compiled {
+		res, detail := c.eval(in)
+		switch res {
+		case condFalse:
+			return matchResult{outcome: outNoMatch, why: append(why, fmt.Sprintf("matchCondition %q is false: the webhook is skipped", c.name))}
+		case condError:
+			errs = append(errs, fmt.Sprintf("matchCondition %q errors: %s", c.name, detail))
+		case condUnknown:
+			unknowns = append(unknowns, fmt.Sprintf("matchCondition %q is unknown: %s", c.name, detail))
+		case condTrue:
+			why = append(why, fmt.Sprintf("matchCondition %q is true", c.name))
+		}
+	}
+	if len(errs) > 0 && w.failurePolicy == admissionregistrationv1.Ignore {
+		// Whatever the unknown ones give, an error with Ignore skips the webhook.
+		return matchResult{outcome: outNoMatch, why: append(append(why, errs...), "failurePolicy Ignore: a condition error skips the webhook")}
+	}
+	if len(unknowns) > 0 {
+		return matchResult{outcome: outUnknown, why: append(append(why, errs...), unknowns...)}
+	}
+	if len(errs) > 0 {
+		return matchResult{outcome: outCondError, why: append(append(why, errs...), "failurePolicy Fail: a condition error rejects the request without calling the webhook")}
+	}
+	return matchResult{outcome: outMatch, why: why}
+}
+
+// ruleMatches is predicates/rules/rules.go Matcher.Matches: scope,
+// operation, group, version, resource/subresource, with "*" wildcards.
+func ruleMatches(rule admissionregistrationv1.RuleWithOperations, op string, gvr schema.GroupVersionResource, sub, namespace string) bool {
+	return scopeMatches(rule.Scope, gvr, namespace) &&
+		operationMatches(rule.Operations, op) &&
+		exactOrWildcard(rule.APIGroups, gvr.Group) &&
+		exactOrWildcard(rule.APIVersions, gvr.Version) &&
+		resourceMatches(rule.Resources, gvr.Resource, sub)
+}
+
+func exactOrWildcard(items []string, requested string) bool {
+	for _, item := range items {
+		if item == "*" || item == requested {
+			return true
+		}
+	}
+	return false
+}
+
+var namespaceResource = schema.GroupVersionResource{Group: "", Version: "v1", Resource: "namespaces"}
+
+func scopeMatches(scope *admissionregistrationv1.ScopeType, gvr schema.GroupVersionResource, namespace string) bool {
+	if scope == nil || *scope == admissionregistrationv1.AllScopes {
+		return true
+	}
+	switch *scope {
+	case admissionregistrationv1.NamespacedScope:
+		return gvr != namespaceResource && namespace != metav1.NamespaceNone
+	case admissionregistrationv1.ClusterScope:
+		return gvr == namespaceResource || namespace == metav1.NamespaceNone
+	default:
+		return false
+	}
+}
+
+func operationMatches(ops []admissionregistrationv1.OperationType, op string) bool {
+	for _, o := range ops {
+		if o == admissionregistrationv1.OperationAll || string(o) == op {
+			return true
+		}
+	}
+	return false
+}
+
+func resourceMatches(resources []string, res, sub string) bool {
+	for _, r := range resources {
+		rr, rs, _ := strings.Cut(r, "/")
+		if (rr == "*" || rr == res) && (rs == "*" || rs == sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchNamespaceSelector(sel *metav1.LabelSelector, r StartupRequest, env matchEnv) (bool, string, error) {
+	if r.clusterScoped() && r.Resource != "namespaces" {
+		if sel != nil && !isEmptySelector(sel) {
+			return true, fmt.Sprintf("namespaceSelector %s does not exempt cluster-scoped %s (Kubernetes never skips cluster-scoped objects)", describeSelector(sel), r.Resource), nil
+		}
+		return true, "", nil
+	}
+	if sel == nil || isEmptySelector(sel) {
+		return true, "", nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return false, "", err
+	}
+	var l map[string]string
+	what := "namespace " + r.Namespace
+	if r.Resource == "namespaces" && r.Subresource == "" && (r.Operation == "CREATE" || r.Operation == "UPDATE") {
+		// The Namespace object itself: its own labels (defaulting adds kubernetes.io/metadata.name).
+		l = r.labels
+		what = "the Namespace object " + r.Name
+	} else {
+		l = env.labelsOfNamespace(r.Namespace)
+	}
+	if s.Matches(labels.Set(l)) {
+		return true, fmt.Sprintf("namespaceSelector %s matches %s %s", describeSelector(sel), what, describeLabels(l)), nil
+	}
+	return false, fmt.Sprintf("namespaceSelector %s excludes %s %s", describeSelector(sel), what, describeLabels(l)), nil
+}
+
+func matchObjectSelector(sel *metav1.LabelSelector, r StartupRequest) (bool, string, error) {
+	if sel == nil || isEmptySelector(sel) {
+		return true, "", nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return false, "", err
+	}
+	// Both object and old object carry the modelled labels.
+	if s.Matches(labels.Set(r.labels)) {
+		return true, fmt.Sprintf("objectSelector %s matches the object's labels %s", describeSelector(sel), describeLabels(r.labels)), nil
+	}
+	return false, fmt.Sprintf("objectSelector %s excludes the object (labels %s)", describeSelector(sel), describeLabels(r.labels)), nil
+}
+
+func isEmptySelector(s *metav1.LabelSelector) bool {
+	return len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0
+}
+
+func describeSelector(s *metav1.LabelSelector) string {
+	if s == nil || isEmptySelector(s) {
+		return "{}"
+	}
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return "(invalid)"
+	}
+	return "{" + sel.String() + "}"
+}
+
+func describeLabels(l map[string]string) string {
+	if len(l) == 0 {
+		return "{}"
+	}
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + l[k]
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+func describeRule(r admissionregistrationv1.RuleWithOperations) string {
+	ops := make([]string, len(r.Operations))
+	for i, o := range r.Operations {
+		ops[i] = string(o)
+	}
+	scope := "*"
+	if r.Scope != nil {
+		scope = string(*r.Scope)
+	}
+	return fmt.Sprintf("(operations [%s], apiGroups [%s], apiVersions [%s], resources [%s], scope %s)",
+		strings.Join(ops, " "), strings.Join(quoteEmpty(r.APIGroups), " "), strings.Join(r.APIVersions, " "), strings.Join(r.Resources, " "), scope)
+}
+
+func quoteEmpty(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		if v == "" {
+			v = `""`
+		}
+		out[i] = v
+	}
+	return out
+}
+
+func gvrString(g schema.GroupVersionResource) string {
+	if g.Group == "" {
+		return g.Version + " " + g.Resource
+	}
+	return g.Group + "/" + g.Version + " " + g.Resource
+}

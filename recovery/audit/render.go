@@ -1,0 +1,92 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the report for a person: a summary line per webhook, then
+// a table of the start-up writes each risky webhook would hold up, and why.
+func WriteTable(w io.Writer, r Report) error {
+	ew := &errWriter{w: w}
+	ew.printf("Kubernetes %s start-up writes; webhook backends assumed unreachable; slow-start from %gs.\n\n",
+		r.KubernetesVersion, r.SlowTimeoutSeconds)
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RISK\tKIND\tCONFIGURATION\tWEBHOOK\tPOLICY\tTIMEOUT\tFATAL WRITES")
+	for _, f := range r.Findings {
+		fatal := 0
+		for _, b := range f.Blocks {
+			if b.Fatal && b.Outcome != OutcomeUnknown {
+				fatal++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%ds\t%d\n", f.Risk, f.Kind, f.Configuration, f.Webhook, f.FailurePolicy, f.TimeoutSeconds, fatal)
+	}
+	tw.Flush()
+	for _, f := range r.Findings {
+		if f.Risk == RiskNone {
+			continue
+		}
+		ew.printf("\n%s %q (%s, %s): %s\n", strings.ToUpper(string(f.Risk)), f.Webhook, f.Configuration, f.Kind, strings.Join(f.Reasons, "; "))
+		tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  REQUEST\tOUTCOME\tEFFECT\tHOOK\tWHY")
+		for _, b := range f.Blocks {
+			effect := string(b.Effect)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", b.Request, b.Outcome, effect, b.Hook, strings.Join(b.Why, "; "))
+		}
+		tw.Flush()
+		if f.Fix != "" {
+			ew.printf("  fix: add matchCondition %s: %s\n", ExcludeAPIServerName, f.Fix)
+		}
+	}
+	ew.printf("\n%d deadlock, %d unknown, %d slow-start, %d none.\n",
+		r.Count(RiskDeadlock), r.Count(RiskUnknown), r.Count(RiskSlowStart), r.Count(RiskNone))
+	return ew.err
+}
+
+// WriteJSON prints the report as indented JSON (see doc.go for the fields).
+func WriteJSON(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteFixSummary prints what a fix plan changes and what remains.
+func WriteFixSummary(w io.Writer, p *FixPlan) error {
+	ew := &errWriter{w: w}
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONFIGURATION\tWEBHOOK\tADDED\tRISK BEFORE\tRISK AFTER")
+	for _, c := range p.Changes {
+		names := make([]string, len(c.Added))
+		for i, a := range c.Added {
+			names[i] = a.Name
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Configuration, c.Webhook, strings.Join(names, ","), c.RiskBefore, c.RiskAfter)
+	}
+	tw.Flush()
+	for _, n := range p.Notes {
+		ew.printf("note: %s\n", n)
+	}
+	return ew.err
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) printf(format string, args ...interface{}) {
+	fmt.Fprintf(e, format, args...)
+}
