@@ -246,8 +246,8 @@ func Restore(config []byte, rec Record) ([]byte, error) {
 }
 
 // RemovePlugins is a restore without a record (disable ran elsewhere): it removes just the named
-// plugins from the disable list and drops the key when the list becomes empty (and extraArgs, then
-// apiServer, when they become empty). What cannot be known without a record, and is therefore not
+// plugins from the disable list and drops the key when the list becomes empty (and a block-style
+// extraArgs, then apiServer, when they become empty; an emptied flow mapping stays as "{}"). What cannot be known without a record, and is therefore not
 // done: whether a plugin was already disabled before (it is removed anyway), which plugins were taken
 // out of enable-admission-plugins (they stay out), the original form and spelling of the value, and
 // whether extraArgs or apiServer existed before.

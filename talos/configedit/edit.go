@@ -414,7 +414,8 @@ func removeText(config []byte, cur, want args) ([]byte, error) {
 	if want.disable.present {
 		b, err = t.setValue(t.extra, i, want.disable)
 	} else {
-		b, structure, err = t.dropKey(i, true, true)
+		// An emptied flow mapping stays as "{}"; an emptied block mapping goes, as it has no text left.
+		b, structure, err = t.dropKey(i, t.extra.Style&yaml.FlowStyle == 0, t.api.Style&yaml.FlowStyle == 0)
 	}
 
 	if err != nil {
