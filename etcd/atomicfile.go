@@ -18,6 +18,9 @@ func createFile(path string, fill func(io.Writer) error, verify func(path string
 	if err := checkAbsent(path); err != nil {
 		return err
 	}
+	if err := ensureDir(filepath.Dir(path)); err != nil {
+		return err
+	}
 	part := path + ".part"
 	f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -97,4 +100,19 @@ func syncDir(dir string) error {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// ensureDir creates a missing directory (0700: backups hold cluster data)
+// and makes its entry durable.
+func ensureDir(dir string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
 }

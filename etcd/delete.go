@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"time"
@@ -79,6 +80,8 @@ type ExecuteOptions struct {
 	Snapshot     bool
 	SnapshotPath string
 	ToolVersion  string
+	// RecordDir, when set, receives a DeleteRecord after the delete (the state directory).
+	RecordDir string
 	// Now is the clock used for file names and the backup time; default time.Now.
 	Now func() time.Time
 }
@@ -94,6 +97,8 @@ type DeleteResult struct {
 	Deleted []string `json:"deleted"`
 	// Revision is the etcd revision of the delete transaction.
 	Revision int64 `json:"revision"`
+	// RecordPath is the deletion record in the state directory, if one was asked for.
+	RecordPath string `json:"recordPath,omitempty"`
 }
 
 // Execute carries out a plan: optional snapshot, then the backup (written,
@@ -169,6 +174,15 @@ func (c *Client) Execute(ctx context.Context, p *Plan, w Writer, opts ExecuteOpt
 	}
 	for _, k := range b.Keys {
 		res.Deleted = append(res.Deleted, k.Key)
+	}
+	if opts.RecordDir != "" {
+		// The keys are gone and the backup is verified: a failing record is
+		// reported, but the delete is not undone.
+		path, err := writeDeleteRecord(w, opts.RecordDir, res, opts.ToolVersion, t)
+		if err != nil {
+			return res, fmt.Errorf("deleted, backup at %s, but the deletion record could not be written: %w", res.BackupPath, err)
+		}
+		res.RecordPath = path
 	}
 	return res, nil
 }

@@ -256,9 +256,22 @@ func TestDeleteBackupRestoreRoundTrip(t *testing.T) {
 	if len(plan.Objects) != 3 {
 		t.Fatalf("plan has %d objects", len(plan.Objects))
 	}
-	res, err := cl.c.Execute(ctx, plan, etcd.RealWriter(cl.c), etcd.ExecuteOptions{BackupDir: dir, ToolVersion: "v0.0.0-test"})
+	stateDir := filepath.Join(t.TempDir(), "state", "etcd")
+	res, err := cl.c.Execute(ctx, plan, etcd.RealWriter(cl.c), etcd.ExecuteOptions{BackupDir: dir, ToolVersion: "v0.0.0-test", RecordDir: stateDir})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The state directory records what was deleted and where the backup is.
+	recBytes, err := os.ReadFile(res.RecordPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec etcd.DeleteRecord
+	if err := json.Unmarshal(recBytes, &rec); err != nil || len(rec.Keys) != 3 || !filepath.IsAbs(rec.BackupPath) || filepath.Base(rec.BackupPath) != filepath.Base(res.BackupPath) {
+		t.Fatalf("deletion record %s: %v", recBytes, err)
+	}
+	if st, _ := os.Stat(res.RecordPath); st.Mode().Perm() != 0o600 {
+		t.Errorf("record mode %v", st.Mode().Perm())
 	}
 	if len(res.Deleted) != 3 || res.DryRun {
 		t.Fatalf("result %+v", res)
@@ -463,7 +476,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	dry := etcd.DryRunWriter(cl.c)
 	rev := cl.revision(t)
 
-	res, err := cl.c.Delete(ctx, []string{vwcName}, nil, dry, etcd.ExecuteOptions{BackupDir: dir, Snapshot: true})
+	res, err := cl.c.Delete(ctx, []string{vwcName}, nil, dry, etcd.ExecuteOptions{BackupDir: filepath.Join(dir, "new"), Snapshot: true, RecordDir: filepath.Join(dir, "state")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,16 +68,12 @@ func (dryRunWriter) CreateFile(path string, _ func(io.Writer) error, _ func(stri
 	if err := checkAbsent(path + ".part"); err != nil {
 		return err
 	}
+	// A missing directory would be created; an existing non-directory is an error now as then.
 	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("directory %s does not exist", dir)
-		}
-		return err
-	}
-	if !st.IsDir() {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return fmt.Errorf("%s is not a directory", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }
