@@ -108,8 +108,8 @@ type Finding struct {
 	// Fix is the matchCondition expression that removes the risk, when there is one.
 	Fix string `json:"fix,omitempty"`
 
+	configIndex  int // position of the configuration in Audit's input
 	webhookIndex int
-	ordinal      int
 }
 
 // Report is the audit of a set of configurations.
@@ -132,7 +132,17 @@ func (r Report) Count(risk Risk) int {
 	return n
 }
 
-// Find returns the finding of a webhook.
+// finding returns the finding of the i-th configuration's w-th webhook.
+func (r Report) finding(configIndex, webhookIndex int) (Finding, bool) {
+	for _, f := range r.Findings {
+		if f.configIndex == configIndex && f.webhookIndex == webhookIndex {
+			return f, true
+		}
+	}
+	return Finding{}, false
+}
+
+// Find returns the finding of a webhook by names (the first, when names repeat).
 func (r Report) Find(configuration, webhook string) (Finding, bool) {
 	for _, f := range r.Findings {
 		if f.Configuration == configuration && f.Webhook == webhook {
@@ -162,10 +172,10 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 		env.runtimeConfig[rc] = true
 	}
 	rep := Report{KubernetesVersion: version, SlowTimeoutSeconds: slow.Seconds(), Findings: []Finding{}, Risk: RiskNone}
-	for _, c := range cfgs {
+	for ci, c := range cfgs {
 		for _, w := range c.webhooks() {
 			f := auditWebhook(w, reqs, env, slow)
-			f.ordinal = c.ordinal
+			f.configIndex = ci
 			rep.Findings = append(rep.Findings, f)
 			if f.Risk.severity() > rep.Risk.severity() {
 				rep.Risk = f.Risk
@@ -177,8 +187,8 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 		if a.Risk.severity() != b.Risk.severity() {
 			return a.Risk.severity() > b.Risk.severity()
 		}
-		if a.ordinal != b.ordinal {
-			return a.ordinal < b.ordinal
+		if a.configIndex != b.configIndex {
+			return a.configIndex < b.configIndex
 		}
 		return a.webhookIndex < b.webhookIndex
 	})

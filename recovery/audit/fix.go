@@ -84,6 +84,8 @@ type FixChange struct {
 	Added         []admissionregistrationv1.MatchCondition `json:"added"`
 	RiskBefore    Risk                                     `json:"riskBefore"`
 	RiskAfter     Risk                                     `json:"riskAfter"`
+
+	config int // position in the input
 }
 
 // FixPlan is a computed fix and its own audit.
@@ -134,13 +136,15 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 		return nil, fmt.Errorf("audit: unknown exclusion %q: %w", style.Exclusion, ErrInvalidInput)
 	}
 
-	for _, c := range cfgs {
+	var selected [][2]int // configuration and webhook index of each webhook the fix is for
+	for ci, c := range cfgs {
 		pc := c.deepCopy()
 		for _, w := range c.webhooks() {
-			f, _ := before.Find(c.Name(), w.name)
+			f, _ := before.finding(ci, w.index)
 			if !style.All && f.Risk == RiskNone {
 				continue
 			}
+			selected = append(selected, [2]int{ci, w.index})
 			existing := pc.matchConditions(w.index)
 			added := conditionsToAdd(existing, add)
 			if len(added) == 0 {
@@ -151,7 +155,7 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 			}
 			pc.setMatchConditions(w.index, append(append([]admissionregistrationv1.MatchCondition{}, existing...), added...))
 			plan.Changes = append(plan.Changes, FixChange{Configuration: c.Name(), Kind: c.Kind, Webhook: w.name, Index: w.index,
-				Added: added, RiskBefore: f.Risk})
+				Added: added, RiskBefore: f.Risk, config: ci})
 		}
 		plan.patched = append(plan.patched, pc)
 	}
@@ -163,16 +167,22 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 	var problems []string
 	for i := range plan.Changes {
 		ch := &plan.Changes[i]
-		f, _ := plan.After.Find(ch.Configuration, ch.Webhook)
+		f, _ := plan.After.finding(ch.config, ch.Index)
 		ch.RiskAfter = f.Risk
-		if f.Risk != RiskNone {
-			if style.Exclusion == ExcludeAPIServer {
-				problems = append(problems, fmt.Sprintf("webhook %q in %q is still %s", ch.Webhook, ch.Configuration, f.Risk))
-			} else {
-				plan.Partial = true
-				plan.Notes = append(plan.Notes, fmt.Sprintf("webhook %q in %q is still %s after the kind exclusions: %s",
-					ch.Webhook, ch.Configuration, f.Risk, strings.Join(stillBlocked(f), ", ")))
-			}
+	}
+	// Every webhook the fix was meant for must come out clean, whether
+	// conditions were added to it or it already had them.
+	for _, sel := range selected {
+		f, _ := plan.After.finding(sel[0], sel[1])
+		if f.Risk == RiskNone {
+			continue
+		}
+		if style.Exclusion == ExcludeAPIServer {
+			problems = append(problems, fmt.Sprintf("webhook %q in %q is still %s", f.Webhook, f.Configuration, f.Risk))
+		} else {
+			plan.Partial = true
+			plan.Notes = append(plan.Notes, fmt.Sprintf("webhook %q in %q is still %s after the kind exclusions: %s",
+				f.Webhook, f.Configuration, f.Risk, strings.Join(stillBlocked(f), ", ")))
 		}
 	}
 	if plan.Partial {
@@ -181,25 +191,15 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 	}
 
 	// The fix must not change what ordinary requests match.
-	for _, c := range cfgs {
+	for ci, c := range cfgs {
 		orig := indexWebhooks(c.webhooks())
-		for _, pc := range plan.patched {
-			if pc.ordinal != c.ordinal {
-				continue
-			}
-			for _, pw := range pc.webhooks() {
-				ow := orig[pw.index]
-				for _, r := range ordinaryRequests() {
-					a, b := ow.match(r, matchEnv{}), pw.match(r, matchEnv{})
-					if a.outcome != b.outcome {
-						msg := fmt.Sprintf("webhook %q in %q: %s by %s changes from %s to %s",
-							pw.name, c.Name(), r.String(), r.userInfo().Username, a.outcome, b.outcome)
-						if style.Exclusion == ExcludeAPIServer {
-							problems = append(problems, msg)
-						} else {
-							plan.Notes = append(plan.Notes, "also excluded: "+msg)
-						}
-					}
+		for _, pw := range plan.patched[ci].webhooks() {
+			for _, msg := range ordinaryDiffs(orig[pw.index], pw) {
+				msg = fmt.Sprintf("webhook %q in %q: %s", pw.name, c.Name(), msg)
+				if style.Exclusion == ExcludeAPIServer {
+					problems = append(problems, msg)
+				} else {
+					plan.Notes = append(plan.Notes, "also excluded: "+msg)
 				}
 			}
 		}
@@ -208,6 +208,19 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 		return plan, &FixVerificationError{Problems: problems}
 	}
 	return plan, nil
+}
+
+// ordinaryDiffs lists the ordinary requests whose match outcome differs
+// between the original and the patched webhook.
+func ordinaryDiffs(orig, patched *webhook) []string {
+	var out []string
+	for _, r := range ordinaryRequests() {
+		a, b := orig.match(r, matchEnv{}), patched.match(r, matchEnv{})
+		if a.outcome != b.outcome {
+			out = append(out, fmt.Sprintf("%s by %s changes from %s to %s", r.String(), r.userInfo().Username, a.outcome, b.outcome))
+		}
+	}
+	return out
 }
 
 func stillBlocked(f Finding) []string {
@@ -339,9 +352,9 @@ type PatchOp struct {
 
 func (p *FixPlan) renderJSONPatch() ([]byte, error) {
 	out := []ConfigurationPatch{}
-	byCfg := map[string]int{}
+	byCfg := map[int]int{}
 	for _, ch := range p.Changes {
-		key := string(ch.Kind) + "/" + ch.Configuration
+		key := ch.config
 		i, ok := byCfg[key]
 		if !ok {
 			kind := kindValidating
@@ -369,7 +382,7 @@ func (p *FixPlan) renderJSONPatch() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i].Command = fmt.Sprintf("kubectl patch %s %s --type=json -p '%s'", strings.ToLower(out[i].Kind), out[i].Name, patch)
+		out[i].Command = fmt.Sprintf("kubectl patch %s %s --type=json -p %s", strings.ToLower(out[i].Kind), shellQuote(out[i].Name), shellQuote(string(patch)))
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
@@ -379,12 +392,7 @@ func (p *FixPlan) renderJSONPatch() ([]byte, error) {
 }
 
 func (p *FixPlan) existingConditions(ch FixChange) int {
-	for _, c := range p.patched {
-		if c.Name() == ch.Configuration && c.Kind == ch.Kind {
-			return len(c.matchConditions(ch.Index)) - len(ch.Added)
-		}
-	}
-	return 0
+	return len(p.patched[ch.config].matchConditions(ch.Index)) - len(ch.Added)
 }
 
 // renderManifest writes the input documents again, in order, with only the
@@ -432,7 +440,9 @@ func (p *FixPlan) renderManifest() ([]byte, error) {
 				continue
 			}
 			sep()
-			blockStyle(d)
+			if s.json {
+				plainStyle(d)
+			}
 			enc := yaml.NewEncoder(&buf)
 			enc.SetIndent(2)
 			if err := enc.Encode(d); err != nil {
@@ -456,12 +466,10 @@ func (p *FixPlan) renderManifest() ([]byte, error) {
 }
 
 func (p *FixPlan) configFor(ch FixChange) (Configuration, bool) {
-	for _, c := range p.patched {
-		if c.Name() == ch.Configuration && c.Kind == ch.Kind {
-			return c, true
-		}
+	if ch.config < 0 || ch.config >= len(p.patched) {
+		return Configuration{}, false
 	}
-	return Configuration{}, false
+	return p.patched[ch.config], true
 }
 
 func cleanObjectYAML(c Configuration) ([]byte, error) {
@@ -505,11 +513,12 @@ func copyNode(n *yaml.Node) *yaml.Node {
 	return &c
 }
 
-// blockStyle turns JSON input (flow style) into block YAML.
-func blockStyle(n *yaml.Node) {
-	n.Style &^= yaml.FlowStyle
+// plainStyle turns JSON input (flow style, quoted keys) into block YAML;
+// the encoder still quotes strings that would read as another type.
+func plainStyle(n *yaml.Node) {
+	n.Style = 0
 	for _, c := range n.Content {
-		blockStyle(c)
+		plainStyle(c)
 	}
 }
 
@@ -555,15 +564,26 @@ func addConditionsToNode(doc *yaml.Node, item, index int, add []admissionregistr
 		mc = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 		w.Content = append(w.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "matchConditions"}, mc)
 	}
+	exprStyle := yaml.DoubleQuotedStyle
 	for _, c := range add {
+		if strings.Contains(c.Expression, `"`) {
+			exprStyle = yaml.SingleQuotedStyle
+		}
+		if mc.Style&yaml.FlowStyle != 0 {
+			exprStyle = 0 // inside a flow sequence, let the encoder choose
+		}
 		mc.Content = append(mc.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
 			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "name"},
 			{Kind: yaml.ScalarNode, Tag: "!!str", Value: c.Name},
-			{Kind: yaml.ScalarNode, Tag: "!!str", Value: c.Expression},
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "expression"},
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: c.Expression, Style: exprStyle},
 		}})
-		m := mc.Content[len(mc.Content)-1]
-		m.Content = []*yaml.Node{m.Content[0], m.Content[1],
-			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "expression"}, m.Content[2]}
+		exprStyle = yaml.DoubleQuotedStyle
 	}
 	return nil
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

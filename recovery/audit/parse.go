@@ -35,10 +35,9 @@ type Configuration struct {
 	Mutating   *admissionregistrationv1.MutatingWebhookConfiguration
 
 	// Where it came from, so that Fix can patch the same documents.
-	src     *source
-	doc     int // index of the YAML document in src
-	item    int // index in the List's items, -1 when the document is the object
-	ordinal int // order of appearance, for stable output
+	src  *source
+	doc  int // index of the YAML document in src
+	item int // index in the List's items, -1 when the document is the object
 }
 
 // Name is the configuration's metadata.name.
@@ -81,6 +80,7 @@ func (c Configuration) webhooks() []*webhook {
 type source struct {
 	name string
 	docs []*yaml.Node
+	json bool // the input was JSON: Fix writes it back as block YAML
 }
 
 // ParseWebhookConfigurations reads webhook configurations from YAML or JSON:
@@ -94,7 +94,7 @@ func ParseWebhookConfigurations(data []byte) ([]Configuration, error) {
 
 // ParseNamed is ParseWebhookConfigurations with a source name for errors.
 func ParseNamed(name string, data []byte) ([]Configuration, error) {
-	src := &source{name: name}
+	src := &source{name: name, json: looksLikeJSON(data)}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var out []Configuration
 	for i := 0; ; i++ {
@@ -111,12 +111,14 @@ func ParseNamed(name string, data []byte) ([]Configuration, error) {
 		if err != nil {
 			return nil, &ParseError{Source: name, Document: i + 1, Err: err}
 		}
-		for _, c := range cfgs {
-			c.ordinal = len(out)
-			out = append(out, c)
-		}
+		out = append(out, cfgs...)
 	}
 	return out, nil
+}
+
+func looksLikeJSON(data []byte) bool {
+	t := bytes.TrimLeft(data, " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
 }
 
 type typeMeta struct {
@@ -198,7 +200,6 @@ func FromObjects(objs ...runtime.Object) ([]Configuration, error) {
 	var out []Configuration
 	add := func(c Configuration) {
 		c.item = -1
-		c.ordinal = len(out)
 		out = append(out, c)
 	}
 	for i, o := range objs {
