@@ -1,0 +1,187 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// KubeClient is the smallest Kubernetes API client the lab needs: JSON over
+// HTTPS as the admin of an admin kubeconfig (client-go is deliberately not
+// a dependency).
+type KubeClient struct {
+	Server string // https://IP:PORT from the kubeconfig
+	http   *http.Client
+}
+
+// APIError is a non-2xx answer of kube-apiserver.
+type APIError struct {
+	Code    int
+	Message string
+}
+
+func (e *APIError) Error() string { return fmt.Sprintf("kube-apiserver: HTTP %d: %s", e.Code, e.Message) }
+
+// NewKubeClient reads an admin kubeconfig (embedded data, as Talos writes it).
+func NewKubeClient(kubeconfig []byte) (*KubeClient, error) {
+	var kc struct {
+		CurrentContext string `yaml:"current-context"`
+		Clusters       []struct {
+			Name    string `yaml:"name"`
+			Cluster struct {
+				Server string `yaml:"server"`
+				CAData string `yaml:"certificate-authority-data"`
+			} `yaml:"cluster"`
+		} `yaml:"clusters"`
+		Contexts []struct {
+			Name    string `yaml:"name"`
+			Context struct {
+				Cluster string `yaml:"cluster"`
+				User    string `yaml:"user"`
+			} `yaml:"context"`
+		} `yaml:"contexts"`
+		Users []struct {
+			Name string `yaml:"name"`
+			User struct {
+				CertData string `yaml:"client-certificate-data"`
+				KeyData  string `yaml:"client-key-data"`
+			} `yaml:"user"`
+		} `yaml:"users"`
+	}
+	if err := yaml.Unmarshal(kubeconfig, &kc); err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	var clusterName, userName string
+	for _, c := range kc.Contexts {
+		if c.Name == kc.CurrentContext {
+			clusterName, userName = c.Context.Cluster, c.Context.User
+		}
+	}
+	k := &KubeClient{}
+	pool := x509.NewCertPool()
+	for _, c := range kc.Clusters {
+		if c.Name != clusterName {
+			continue
+		}
+		k.Server = c.Cluster.Server
+		ca, err := base64.StdEncoding.DecodeString(c.Cluster.CAData)
+		if err != nil || !pool.AppendCertsFromPEM(ca) {
+			return nil, errors.New("kubeconfig: cannot read the cluster CA")
+		}
+	}
+	var cert tls.Certificate
+	for _, u := range kc.Users {
+		if u.Name != userName {
+			continue
+		}
+		crt, err1 := base64.StdEncoding.DecodeString(u.User.CertData)
+		key, err2 := base64.StdEncoding.DecodeString(u.User.KeyData)
+		if err1 != nil || err2 != nil {
+			return nil, errors.New("kubeconfig: cannot decode the client certificate")
+		}
+		var err error
+		if cert, err = tls.X509KeyPair(crt, key); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	if k.Server == "" || cert.Certificate == nil {
+		return nil, errors.New("kubeconfig: no server or client certificate in the current context")
+	}
+	k.http = newHTTPClient(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	return k, nil
+}
+
+func newHTTPClient(tlsConf *tls.Config) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			TLSClientConfig:     tlsConf,
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			TLSHandshakeTimeout: 2 * time.Second,
+			MaxIdleConnsPerHost: 4,
+		},
+		Timeout: 15 * time.Second,
+	}
+}
+
+// WithServer returns a client for the same cluster that talks to another
+// kube-apiserver (another node).
+func (k *KubeClient) WithServer(server string) *KubeClient {
+	return &KubeClient{Server: server, http: k.http}
+}
+
+// Do sends in (JSON) to path and decodes the answer into out (either may be nil).
+func (k *KubeClient) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, k.Server+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := k.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var st struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(data, &st) != nil || st.Message == "" {
+			st.Message = strings.TrimSpace(string(data))
+		}
+		return &APIError{Code: resp.StatusCode, Message: st.Message}
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// Readyz asks /readyz?verbose: ready, and the names of the failing checks.
+func (k *KubeClient) Readyz(ctx context.Context) (bool, []string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.Server+"/readyz?verbose", nil)
+	if err != nil {
+		return false, nil, err
+	}
+	resp, err := k.http.Do(req)
+	if err != nil {
+		return false, nil, err
+	}
+	defer resp.Body.Close()
+	var failing []string
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 1<<20))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "[-]"); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			failing = append(failing, name)
+		}
+	}
+	return resp.StatusCode == http.StatusOK, failing, nil
+}

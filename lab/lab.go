@@ -1,0 +1,454 @@
+// Package lab reproduces the incident breakglass exists for with real
+// parts: an embedded etcd with TLS and client-certificate auth, real
+// kube-apiserver processes of pinned versions, and emulated Talos
+// control-plane nodes (talos/talostest) that run them as static pods, plus
+// the policy engine's webhook backend that only answers while the cluster's
+// service network is up. On top of it: scenarios, and the rehearsal of the
+// recovery through the same code paths as the real commands.
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sidero "github.com/siderolabs/crypto/x509"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
+)
+
+// Versions the lab knows how to run.
+const (
+	OldVersion = "v1.32.13" // before the default ServiceCIDR (KEP-1880 is off)
+	NewVersion = "v1.34.4"  // creates the default ServiceCIDR at start-up
+	// ServiceCIDR is the lab cluster's service network: configuration only, never dialled.
+	ServiceCIDR = "10.1.0.0/20"
+	// FirstIP is the first node's address; the others follow.
+	FirstIP = "127.0.0.11"
+)
+
+// Options describe a lab. Zero ports pick free ones (tests); `lab up` uses
+// the real ones (50000, 6443, 2379).
+type Options struct {
+	Dir        string // working directory: certificates, etcd data, talosconfig (required)
+	Nodes      int    // control-plane nodes; default 1
+	IPs        []string
+	TalosPort  int
+	APIPort    int
+	EtcdPort   int
+	KubeBinDir string // holds VERSION/kube-apiserver; default: FindKubeBinDir
+	Version    string // Kubernetes version to boot, default OldVersion
+	Kubelet    talostest.KubeletOptions
+	Log        io.Writer // one line per lab event; nil: discard
+}
+
+// Lab is a running lab.
+type Lab struct {
+	Cluster     *talostest.Cluster
+	Etcd        *etcdtest.Server
+	Webhook     *WebhookBackend
+	Dir         string
+	Talosconfig string // os:admin talosconfig for every node
+	KubeBinDir  string
+
+	opts     Options
+	runner   *processRunner
+	apiPorts map[string]int // node IP -> kube-apiserver port
+	etcdURL  string
+	gate     chan struct{}
+	kv       *clientv3.Client
+	cancel   context.CancelFunc
+	log      io.Writer
+
+	closeOnce sync.Once
+}
+
+// Start brings a lab up: the Talos nodes, etcd with the generated config's
+// etcd CA, the kube-apiserver files from the config's CAs, the service CIDR
+// applied the Talos way, and the webhook backend. The kube-apiservers start
+// at once; WaitReady tells when they are ready.
+func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
+	if opts.Dir == "" {
+		return nil, errors.New("lab: no directory")
+	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = 1
+	}
+	if opts.Version == "" {
+		opts.Version = OldVersion
+	}
+	if opts.KubeBinDir == "" {
+		if opts.KubeBinDir, err = FindKubeBinDir(); err != nil {
+			return nil, err
+		}
+	}
+	if err := CheckBinaries(opts.KubeBinDir, opts.Version); err != nil {
+		return nil, err
+	}
+	ips := opts.IPs
+	if len(ips) == 0 {
+		ips = defaultIPs(opts.Nodes)
+	}
+	if len(ips) < opts.Nodes {
+		return nil, fmt.Errorf("lab: %d addresses for %d nodes", len(ips), opts.Nodes)
+	}
+	ips = ips[:opts.Nodes]
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	l := &Lab{Dir: opts.Dir, KubeBinDir: opts.KubeBinDir, opts: opts, apiPorts: map[string]int{}, gate: make(chan struct{}), log: opts.Log}
+	if l.log == nil {
+		l.log = io.Discard
+	}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	for _, ip := range ips {
+		port := opts.APIPort
+		if port == 0 {
+			if port, err = freePort(ip); err != nil {
+				return nil, err
+			}
+		}
+		l.apiPorts[ip] = port
+	}
+	etcdPort := opts.EtcdPort
+	if etcdPort == 0 {
+		if etcdPort, err = freePort(ips[0]); err != nil {
+			return nil, err
+		}
+	}
+	l.etcdURL = "https://" + net.JoinHostPort(ips[0], strconv.Itoa(etcdPort))
+	l.runner = newProcessRunner(opts.KubeBinDir, l.gate)
+	l.logf("starting %d emulated Talos node(s) on %s", len(ips), strings.Join(ips, ", "))
+	l.Cluster, err = talostest.NewCluster(ctx, talostest.ClusterOptions{
+		ControlPlanes:     opts.Nodes,
+		Dir:               filepath.Join(opts.Dir, "talos"),
+		KubernetesVersion: opts.Version,
+		Endpoint:          "https://" + net.JoinHostPort(ips[0], strconv.Itoa(l.apiPorts[ips[0]])),
+		IPs:               ips,
+		Port:              opts.TalosPort,
+		Runner:            l.runner,
+		BaseArgs:          l.baseArgs,
+		Kubelet:           opts.Kubelet,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lab: talos nodes: %w", err)
+	}
+	prov, err := configloader.NewFromBytes(l.Cluster.ControlPlaneConfig)
+	if err != nil {
+		return nil, fmt.Errorf("lab: generated config: %w", err)
+	}
+	cl := prov.Cluster()
+
+	// etcd: its CA is the generated config's cluster.etcd.ca, as on Talos.
+	ca, err := etcdtest.LoadCA(cl.Etcd().CA().Crt, cl.Etcd().CA().Key)
+	if err != nil {
+		return nil, fmt.Errorf("lab: etcd CA: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(opts.Dir, "etcd"), 0o700); err != nil {
+		return nil, err
+	}
+	etcdOpts := []etcdtest.Option{etcdtest.WithCA(ca), etcdtest.WithHost(ips[0]), etcdtest.WithClientPort(etcdPort)}
+	if l.Etcd, err = etcdtest.Start(filepath.Join(opts.Dir, "etcd"), etcdOpts...); err != nil {
+		return nil, fmt.Errorf("lab: etcd: %w", err)
+	}
+	l.logf("etcd serving on %s (client-certificate auth, CA cluster.etcd.ca)", strings.Join(l.Etcd.Endpoints, ","))
+	tlsInfo, err := l.etcdTLS()
+	if err != nil {
+		return nil, err
+	}
+	if l.kv, err = clientv3.New(clientv3.Config{Endpoints: l.Etcd.Endpoints, TLS: tlsInfo, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+		return nil, fmt.Errorf("lab: etcd client: %w", err)
+	}
+
+	for _, ip := range ips {
+		if err := writeNodeSecrets(l.nodeDir(ip), ip, cl); err != nil {
+			return nil, fmt.Errorf("lab: node %s files: %w", ip, err)
+		}
+	}
+	probeTLS, err := adminTLS(cl)
+	if err != nil {
+		return nil, err
+	}
+	l.runner.setClient(probeTLS)
+
+	tc, err := l.Cluster.TalosconfigFor(role.Admin)
+	if err != nil {
+		return nil, err
+	}
+	l.Talosconfig = filepath.Join(opts.Dir, "talosconfig")
+	if err := tc.Save(l.Talosconfig); err != nil {
+		return nil, err
+	}
+
+	// The service network, set the Talos way: a config applied to each node.
+	if err := l.applyServiceCIDR(ctx); err != nil {
+		return nil, err
+	}
+
+	var bctx context.Context
+	bctx, l.cancel = context.WithCancel(context.Background())
+	if l.Webhook, err = newWebhookBackend(l.serviceNetworkUp); err != nil {
+		return nil, err
+	}
+	l.Webhook.start(bctx)
+	close(l.gate)
+	l.logf("kube-apiserver %s starting on %s", opts.Version, strings.Join(l.APIServers(), ", "))
+	return l, nil
+}
+
+// Close stops everything: kube-apiserver processes (and waits for them),
+// the Talos nodes, the webhook backend and etcd. Safe to call twice.
+func (l *Lab) Close() {
+	l.closeOnce.Do(func() {
+		if l.Webhook != nil {
+			l.Webhook.stop()
+		}
+		if l.cancel != nil {
+			l.cancel()
+		}
+		if l.Cluster != nil {
+			l.Cluster.Close()
+		}
+		if l.kv != nil {
+			l.kv.Close()
+		}
+		if l.Etcd != nil {
+			l.Etcd.Close()
+		}
+	})
+}
+
+func (l *Lab) logf(format string, args ...any) {
+	fmt.Fprintf(l.log, "lab: "+format+"\n", args...)
+}
+
+// Nodes are the node addresses, in order.
+func (l *Lab) Nodes() []string {
+	var out []string
+	for _, n := range l.Cluster.ControlPlanes() {
+		out = append(out, n.IP)
+	}
+	return out
+}
+
+// APIServers are the kube-apiserver URLs, one per node.
+func (l *Lab) APIServers() []string {
+	var out []string
+	for _, ip := range l.Nodes() {
+		out = append(out, "https://"+net.JoinHostPort(ip, strconv.Itoa(l.apiPorts[ip])))
+	}
+	return out
+}
+
+// Runs lists every kube-apiserver container the lab has run.
+func (l *Lab) Runs() []ContainerRun { return l.runner.Runs() }
+
+// TalosClient connects to every node with the lab's admin talosconfig,
+// through the real machinery client.
+func (l *Lab) TalosClient(ctx context.Context) (*talos.Client, error) {
+	return talos.Connect(ctx, talos.Options{Talosconfig: l.Talosconfig})
+}
+
+// Kube returns a Kubernetes client built from the admin kubeconfig that the
+// first node serves through the Talos API.
+func (l *Lab) Kube(ctx context.Context) (*KubeClient, error) {
+	tc, err := l.TalosClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tc.Close()
+	kc, err := tc.AdminKubeconfig(ctx, l.Nodes()[0])
+	if err != nil {
+		return nil, err
+	}
+	return NewKubeClient(kc)
+}
+
+// EtcdKeyExists tells whether a key exists in the lab's etcd.
+func (l *Lab) EtcdKeyExists(ctx context.Context, key string) (bool, error) {
+	resp, err := l.kv.Get(ctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		return false, err
+	}
+	return resp.Count > 0, nil
+}
+
+// serviceNetworkUp is the lab's model of the cluster's service network:
+// up while every node runs a Kubernetes older than 1.33, or once the default
+// ServiceCIDR exists (1.33+ networking needs it). The webhook backend, a
+// pod behind a Service, is reachable only then.
+func (l *Lab) serviceNetworkUp(ctx context.Context) bool {
+	newest := 0
+	for _, n := range l.Cluster.ControlPlanes() {
+		c, _ := n.Rendered()
+		if c == nil {
+			continue
+		}
+		if m, err := minorOf(c.Image); err == nil && m > newest {
+			newest = m
+		}
+	}
+	if newest < 33 {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	ok, err := l.EtcdKeyExists(cctx, "/registry/servicecidrs/kubernetes")
+	return err == nil && ok
+}
+
+func (l *Lab) nodeDir(ip string) string { return filepath.Join(l.Dir, "nodes", ip) }
+
+// baseArgs renders the flags Talos renders (talostest.TalosBaseArgs), with
+// the node's files where Talos keeps them on disk, its own address and
+// port, and the lab's etcd. Audit logging is left out (no disk churn).
+func (l *Lab) baseArgs(n *talostest.Node, spec *k8s.APIServerConfigSpec) map[string]string {
+	args := talostest.TalosBaseArgs(n, spec)
+	for k, v := range args {
+		if strings.HasPrefix(v, constants.KubernetesAPIServerSecretsDir+"/") || strings.HasPrefix(v, constants.KubernetesAPIServerConfigDir+"/") {
+			args[k] = filepath.Join(l.nodeDir(n.IP), filepath.Base(v))
+		}
+		if strings.HasPrefix(k, "audit-") {
+			delete(args, k)
+		}
+	}
+	args["bind-address"] = n.IP
+	args["secure-port"] = strconv.Itoa(l.apiPorts[n.IP])
+	args["etcd-servers"] = l.etcdURL
+	return args
+}
+
+func (l *Lab) etcdTLS() (*tls.Config, error) {
+	cert, err := tls.X509KeyPair(l.Etcd.CertPEM, l.Etcd.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(l.Etcd.CACertPEM)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// adminTLS is a system:masters client of the cluster CA, for the probes.
+func adminTLS(cl talosconfig.ClusterConfig) (*tls.Config, error) {
+	ca, err := sidero.NewCertificateAuthorityFromCertificateAndKey(cl.IssuingCA())
+	if err != nil {
+		return nil, err
+	}
+	kp, err := sidero.NewKeyPair(ca, sidero.CommonName("lab-kubelet-probe"), sidero.Organization("system:masters"),
+		sidero.NotAfter(time.Now().Add(certLifetime)),
+		sidero.KeyUsage(x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment),
+		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cl.IssuingCA().Crt)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{*kp.Certificate}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// applyServiceCIDR sets cluster.network.serviceSubnets to ServiceCIDR on
+// every node with a NO_REBOOT apply through the Talos API.
+func (l *Lab) applyServiceCIDR(ctx context.Context) error {
+	tc, err := l.TalosClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	for _, ip := range l.Nodes() {
+		cfg, err := tc.ReadMachineConfig(ctx, ip)
+		if err != nil {
+			return err
+		}
+		const def = "- 10.96.0.0/12\n"
+		if bytes.Count(cfg.Bytes, []byte(def)) != 1 {
+			return fmt.Errorf("lab: node %s: the generated config does not hold the default service subnet once", ip)
+		}
+		next := bytes.Replace(cfg.Bytes, []byte(def), []byte("- "+ServiceCIDR+"\n"), 1)
+		if _, err := tc.Apply(ctx, ip, talos.ApplyRequest{Config: next, Mode: talos.NoReboot}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func defaultIPs(n int) []string {
+	ip := net.ParseIP(FirstIP).To4()
+	var out []string
+	for i := range n {
+		out = append(out, net.IPv4(ip[0], ip[1], ip[2], ip[3]+byte(i)).String())
+	}
+	return out
+}
+
+func freePort(ip string) (int, error) {
+	lis, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ErrNotReady: kube-apiserver did not become ready in time.
+var ErrNotReady = errors.New("kube-apiserver not ready")
+
+// Current returns each node's latest kube-apiserver container run.
+func (l *Lab) Current() map[string]ContainerRun {
+	out := map[string]ContainerRun{}
+	for _, r := range l.runner.Runs() {
+		out[r.Node] = r
+	}
+	return out
+}
+
+// WaitReady waits until the latest kube-apiserver container of every node
+// answers /readyz with 200 and has not exited.
+func (l *Lab) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		changed := l.runner.changed()
+		cur := l.Current()
+		var waiting []string
+		for _, ip := range l.Nodes() {
+			r, ok := cur[ip]
+			if !ok || r.Ready.IsZero() || !r.Exited.IsZero() {
+				waiting = append(waiting, ip)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("%w after %s on %s", ErrNotReady, timeout, strings.Join(waiting, ", "))
+		case <-changed:
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package lab
+
+import (
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	sidero "github.com/siderolabs/crypto/x509"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
+)
+
+// The files a Talos control-plane node writes for kube-apiserver under
+// /system/secrets/kubernetes/kube-apiserver and /etc/kubernetes, written
+// here per node under DIR/nodes/IP/, made from the machine config's own
+// CAs (cluster.ca, cluster.aggregatorCA, cluster.serviceAccount,
+// cluster.etcd.ca) as machined makes them.
+const (
+	fileCA              = "ca.crt"
+	fileServingCrt      = "apiserver.crt"
+	fileServingKey      = "apiserver.key"
+	fileAggregatorCA    = "aggregator-ca.crt"
+	fileFrontProxyCrt   = "front-proxy-client.crt"
+	fileFrontProxyKey   = "front-proxy-client.key"
+	fileEtcdCA          = "etcd-client-ca.crt"
+	fileEtcdCrt         = "etcd-client.crt"
+	fileEtcdKey         = "etcd-client.key"
+	fileKubeletCrt      = "apiserver-kubelet-client.crt"
+	fileKubeletKey      = "apiserver-kubelet-client.key"
+	fileSAPub           = "service-account.pub"
+	fileSAKey           = "service-account.key"
+	fileEncryption      = "encryptionconfig.yaml"
+	fileAdmissionConfig = "admission-control-config.yaml"
+	fileAuthzConfig     = "authorization-config.yaml"
+)
+
+const certLifetime = 7 * 24 * time.Hour
+
+// writeNodeSecrets writes one node's kube-apiserver files into dir.
+func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	k8sCA, err := sidero.NewCertificateAuthorityFromCertificateAndKey(cl.IssuingCA())
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
+	serving, err := sidero.NewKeyPair(k8sCA,
+		sidero.CommonName("kube-apiserver"),
+		sidero.DNSNames([]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"}),
+		sidero.IPAddresses([]net.IP{net.ParseIP(ip), net.ParseIP("127.0.0.1"), net.ParseIP("10.1.0.1")}),
+		sidero.NotAfter(time.Now().Add(certLifetime)),
+		sidero.KeyUsage(x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment),
+		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}),
+	)
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	kubelet, err := sidero.NewKeyPair(k8sCA,
+		sidero.CommonName("apiserver-kubelet-client"),
+		sidero.Organization("system:masters"),
+		sidero.NotAfter(time.Now().Add(certLifetime)),
+		sidero.KeyUsage(x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment),
+		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
+	)
+	if err != nil {
+		return err
+	}
+	aggCA, err := sidero.NewCertificateAuthorityFromCertificateAndKey(cl.AggregatorCA())
+	if err != nil {
+		return fmt.Errorf("aggregator CA: %w", err)
+	}
+	frontProxy, err := sidero.NewKeyPair(aggCA,
+		sidero.CommonName("front-proxy-client"),
+		sidero.NotAfter(time.Now().Add(certLifetime)),
+		sidero.KeyUsage(x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment),
+		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
+	)
+	if err != nil {
+		return err
+	}
+	etcdCA, err := sidero.NewCertificateAuthorityFromCertificateAndKey(cl.Etcd().CA())
+	if err != nil {
+		return fmt.Errorf("etcd CA: %w", err)
+	}
+	etcdClient, err := sidero.NewKeyPair(etcdCA,
+		sidero.CommonName("kube-apiserver"),
+		sidero.NotAfter(time.Now().Add(certLifetime)),
+		sidero.KeyUsage(x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment),
+		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
+	)
+	if err != nil {
+		return err
+	}
+	saPub, err := publicKeyPEM(cl.ServiceAccount().Key)
+	if err != nil {
+		return fmt.Errorf("service account key: %w", err)
+	}
+	files := map[string][]byte{
+		fileCA:              cl.IssuingCA().Crt,
+		fileServingCrt:      serving.CrtPEM,
+		fileServingKey:      serving.KeyPEM,
+		fileKubeletCrt:      kubelet.CrtPEM,
+		fileKubeletKey:      kubelet.KeyPEM,
+		fileAggregatorCA:    cl.AggregatorCA().Crt,
+		fileFrontProxyCrt:   frontProxy.CrtPEM,
+		fileFrontProxyKey:   frontProxy.KeyPEM,
+		fileEtcdCA:          cl.Etcd().CA().Crt,
+		fileEtcdCrt:         etcdClient.CrtPEM,
+		fileEtcdKey:         etcdClient.KeyPEM,
+		fileSAPub:           saPub,
+		fileSAKey:           cl.ServiceAccount().Key,
+		fileEncryption:      encryptionConfig(cl.SecretboxEncryptionSecret(), cl.AESCBCEncryptionSecret()),
+		fileAdmissionConfig: []byte(admissionConfig),
+		fileAuthzConfig:     []byte(authorizationConfig),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func publicKeyPEM(keyPEM []byte) ([]byte, error) {
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return nil, fmt.Errorf("no PEM block")
+	}
+	var key any
+	var err error
+	switch block.Type {
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	default:
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	}
+	if err != nil {
+		return nil, err
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("unsupported key type %T", key)
+	}
+	der, err := x509.MarshalPKIXPublicKey(signer.Public())
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
+}
+
+// encryptionConfig is what Talos writes: secrets encrypted at rest with the
+// config's secretbox key (aescbc on clusters created before Talos 1.3).
+func encryptionConfig(secretbox, aescbc string) []byte {
+	provider := fmt.Sprintf("      - secretbox:\n          keys:\n            - name: key2\n              secret: %s\n", secretbox)
+	if secretbox == "" {
+		provider = fmt.Sprintf("      - aescbc:\n          keys:\n            - name: key1\n              secret: %s\n", aescbc)
+	}
+	return []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n  - resources:\n      - secrets\n    providers:\n" +
+		provider + "      - identity: {}\n")
+}
+
+// admissionConfig is Talos's default: PodSecurity at baseline, kube-system exempt.
+const admissionConfig = `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: PodSecurity
+    configuration:
+      apiVersion: pod-security.admission.config.k8s.io/v1alpha1
+      kind: PodSecurityConfiguration
+      defaults:
+        audit: restricted
+        audit-version: latest
+        enforce: baseline
+        enforce-version: latest
+        warn: restricted
+        warn-version: latest
+      exemptions:
+        namespaces:
+          - kube-system
+        runtimeClasses: []
+        usernames: []
+`
+
+// authorizationConfig is Talos's default for Kubernetes 1.30+: Node, then RBAC.
+const authorizationConfig = `apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthorizationConfiguration
+authorizers:
+  - type: Node
+    name: node
+  - type: RBAC
+    name: rbac
+`

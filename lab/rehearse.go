@@ -1,0 +1,367 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
+)
+
+// RehearseOptions tune a rehearsal.
+type RehearseOptions struct {
+	Nodes       int
+	Dir         string // default: a temporary directory, removed afterwards
+	KubeBinDir  string
+	Out         io.Writer // progress and the final report; nil: discard
+	ToolVersion string
+	// Lab overrides the lab's options (ports, addresses, kubelet); Dir,
+	// Nodes and KubeBinDir are taken from here.
+	Lab Options
+}
+
+// ErrRehearsalFailed: the rehearsal ran but a verification failed.
+var ErrRehearsalFailed = errors.New("rehearsal failed")
+
+// RehearsalError lists the failed checks.
+type RehearsalError struct{ Failed []string }
+
+func (e *RehearsalError) Error() string {
+	return "rehearsal failed: " + strings.Join(e.Failed, "; ")
+}
+func (e *RehearsalError) Unwrap() error { return ErrRehearsalFailed }
+func (e *RehearsalError) Hints() []string {
+	return []string{"run it again with the lab kept for a look: breakglass lab up --scenario " + ScenarioKyvernoServiceCIDR}
+}
+
+// Rehearsal is the outcome of a rehearsal.
+type Rehearsal struct {
+	Nodes    int         `json:"nodes"`
+	Deadlock []Deadlock  `json:"deadlock"`
+	Disable  Measurement `json:"disable"`
+	Restore  Measurement `json:"restore"`
+	Checks   []Check     `json:"checks"`
+	Timeline *Timeline   `json:"timeline"`
+	Wall     time.Duration
+}
+
+// Check is one verification.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Measurement compares breakglass's time for a step with kube-apiserver's
+// own restart-to-ready time on the same step (the floor: from the kubelet
+// stopping the old container, or starting the new one when none ran, to
+// the new one's first /readyz 200, as the lab sees it every 25ms).
+type Measurement struct {
+	Total    time.Duration `json:"total"`    // breakglass: plan + execute + wait until ready
+	Floor    time.Duration `json:"floor"`    // slowest node's restart-to-ready
+	Overhead time.Duration `json:"overhead"` // Total - Floor
+	Ratio    float64       `json:"ratio"`    // Total / Floor
+	Notice   time.Duration `json:"notice"`   // from the last node's readiness to breakglass returning
+	Plan     time.Duration `json:"plan"`
+}
+
+// Rehearse runs the kyverno-servicecidr scenario on a fresh lab, recovers
+// with the same code paths as `breakglass admission disable`, `apiserver
+// wait` and `admission restore`, and verifies the cluster is back exactly
+// as it was, minus the deadlock. The error is a *RehearsalError when a
+// check fails.
+func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	lo := opts.Lab
+	lo.Nodes, lo.KubeBinDir = opts.Nodes, opts.KubeBinDir
+	if lo.Nodes <= 0 {
+		lo.Nodes = 1
+	}
+	if lo.Kubelet == (talostest.KubeletOptions{}) {
+		lo.Kubelet = DefaultKubelet()
+	}
+	lo.Dir = opts.Dir
+	if lo.Dir == "" {
+		d, err := os.MkdirTemp("", "breakglass-lab-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		lo.Dir = d
+	}
+	if lo.Log == nil {
+		lo.Log = out
+	}
+	start := time.Now()
+	tl := NewTimeline(out)
+	rep := &Rehearsal{Nodes: lo.Nodes, Timeline: tl}
+
+	var l *Lab
+	if err := tl.Step(fmt.Sprintf("lab up: etcd, %d emulated Talos node(s), kube-apiserver %s", lo.Nodes, OldVersion), func() error {
+		var err error
+		l, err = Start(ctx, lo)
+		return err
+	}); err != nil {
+		return rep, err
+	}
+	defer l.Close()
+
+	var err error
+	if rep.Deadlock, err = RunScenario(ctx, l, ScenarioKyvernoServiceCIDR, tl); err != nil {
+		return rep, err
+	}
+	tc, err := l.TalosClient(ctx)
+	if err != nil {
+		return rep, err
+	}
+	defer tc.Close()
+	before := map[string]string{}
+	for _, ip := range l.Nodes() {
+		cfg, err := tc.ReadMachineConfig(ctx, ip)
+		if err != nil {
+			return rep, err
+		}
+		before[ip] = cfg.Hash()
+	}
+	st := recovery.State{Dir: filepath.Join(lo.Dir, "state")}
+	progress := func(node, msg string) { fmt.Fprintf(out, "           %s: %s\n", node, msg) }
+	aopts := recovery.AdmissionOptions{Plugins: RecoveryPlugins, Wait: true, WaitTimeout: 3 * time.Minute, ToolVersion: opts.ToolVersion, Progress: progress}
+
+	rep.Disable, err = recoverStep(ctx, l, tc, tl, "disable "+strings.Join(RecoveryPlugins, ","), func() (*recovery.AdmissionPlan, error) {
+		return recovery.PlanDisable(ctx, tc, st, aopts)
+	}, st)
+	if err != nil {
+		return rep, err
+	}
+	var probeErr error
+	answeredBefore := l.Webhook.Answered()
+	_ = tl.Step("webhook backend back (the default ServiceCIDR exists)", func() error {
+		probeErr = waitServing(ctx, l.Webhook, time.Minute)
+		return probeErr
+	})
+	rep.Restore, err = recoverStep(ctx, l, tc, tl, "restore the recorded extraArgs", func() (*recovery.AdmissionPlan, error) {
+		return recovery.PlanRestore(ctx, tc, st, aopts)
+	}, st)
+	if err != nil {
+		return rep, err
+	}
+	_ = tl.Step("verify", func() error {
+		rep.Checks = verify(ctx, l, tc, st, before, answeredBefore)
+		return nil
+	})
+	rep.Wall = time.Since(start)
+	rep.Print(out)
+	var failed []string
+	for _, c := range rep.Checks {
+		if !c.OK {
+			failed = append(failed, c.Name+": "+c.Detail)
+		}
+	}
+	if len(failed) > 0 {
+		return rep, &RehearsalError{Failed: failed}
+	}
+	return rep, nil
+}
+
+// DefaultKubelet is the lab kubelet: kubelet's liveness logic with shorter
+// back-off (2s doubling to 20s instead of 10s to 5m) so that a crash loop
+// shows within a minute; a 15s start-up grace so that a slow but healthy
+// start on a busy machine is not killed.
+func DefaultKubelet() talostest.KubeletOptions {
+	return talostest.KubeletOptions{BackoffBase: 2 * time.Second, BackoffCap: 20 * time.Second, ProbePeriod: time.Second, StartupGrace: 15 * time.Second, FailureThreshold: 3}
+}
+
+// recoverStep plans and executes one admission change through package
+// recovery, waits with recovery.WaitReady, and measures it against the
+// floor.
+func recoverStep(ctx context.Context, l *Lab, tc *talos.Client, tl *Timeline, name string,
+	plan func() (*recovery.AdmissionPlan, error), st recovery.State) (Measurement, error) {
+	var m Measurement
+	t0 := time.Now()
+	p, err := plan()
+	if err == nil {
+		err = p.PlanErr()
+	}
+	m.Plan = time.Since(t0)
+	if err != nil {
+		tl.add(name+": plan", t0, time.Now(), err)
+		return m, err
+	}
+	if !p.Changes() {
+		err = fmt.Errorf("%s: the plan changes nothing", name)
+		tl.add(name+": plan", t0, time.Now(), err)
+		return m, err
+	}
+	tl.Add(name+": plan (read configs, node dry-run)", t0, time.Now())
+	t1 := time.Now()
+	if err := p.Execute(ctx, tc, st); err != nil {
+		tl.add(name+": apply and wait for the new static pod", t1, time.Now(), err)
+		return m, err
+	}
+	tl.Add(name+": apply and wait for the new static pod", t1, time.Now())
+	t2 := time.Now()
+	if _, err := recovery.WaitReady(ctx, tc, recovery.HealthOptions{Timeout: 3 * time.Minute}); err != nil {
+		tl.add(name+": wait until kube-apiserver is ready (readyz)", t2, time.Now(), err)
+		return m, err
+	}
+	end := time.Now()
+	tl.Add(name+": wait until kube-apiserver is ready (readyz)", t2, end)
+	m.Total = end.Sub(t0)
+	var lastReady time.Time
+	for _, ip := range l.Nodes() {
+		floor, ready, ok := floorOf(l.Runs(), ip, t0)
+		if !ok {
+			return m, fmt.Errorf("%s: node %s: the lab saw no new kube-apiserver become ready", name, ip)
+		}
+		m.Floor = max(m.Floor, floor)
+		if ready.After(lastReady) {
+			lastReady = ready
+		}
+	}
+	m.Overhead = m.Total - m.Floor
+	m.Ratio = float64(m.Total) / float64(m.Floor)
+	m.Notice = end.Sub(lastReady)
+	return m, nil
+}
+
+// floorOf finds, on a node, the first container requested after t0 that
+// became ready, and its restart-to-ready time.
+func floorOf(runs []ContainerRun, node string, t0 time.Time) (time.Duration, time.Time, bool) {
+	var prev *ContainerRun
+	for i := range runs {
+		r := &runs[i]
+		if r.Node != node {
+			continue
+		}
+		if r.Requested.Before(t0) {
+			prev = r
+			continue
+		}
+		if r.Ready.IsZero() {
+			prev = r
+			continue
+		}
+		from := r.Requested
+		if prev != nil && !prev.StopRequested.IsZero() && prev.StopRequested.After(t0) {
+			from = prev.StopRequested
+		}
+		return r.Ready.Sub(from), r.Ready, true
+	}
+	return 0, time.Time{}, false
+}
+
+func waitServing(ctx context.Context, b *WebhookBackend, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !b.Serving() {
+		if time.Now().After(deadline) {
+			return errors.New("the webhook backend did not come back")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// verify checks the end state.
+func verify(ctx context.Context, l *Lab, tc *talos.Client, st recovery.State, before map[string]string, answeredBefore int64) []Check {
+	var checks []Check
+	add := func(name string, ok bool, detail string) { checks = append(checks, Check{Name: name, OK: ok, Detail: detail}) }
+
+	health, err := recovery.CheckHealth(ctx, tc)
+	ready := err == nil
+	var detail []string
+	for _, h := range health {
+		if !h.Ready {
+			ready = false
+		}
+		detail = append(detail, h.Node+" "+h.Summary())
+	}
+	if err != nil {
+		detail = append(detail, err.Error())
+	}
+	add("kube-apiserver ready on every node", ready, strings.Join(detail, ", "))
+
+	for _, ip := range l.Nodes() {
+		pod, err := tc.ReadAPIServerPod(ctx, ip)
+		switch {
+		case err != nil:
+			add("node "+ip+": flag gone from the static pod", false, err.Error())
+		default:
+			_, has := pod.Flags["disable-admission-plugins"]
+			add("node "+ip+": flag gone from the static pod", !has, "disable-admission-plugins="+pod.Flags["disable-admission-plugins"])
+		}
+		run := l.Current()[ip]
+		running := !slices.ContainsFunc(run.Args, func(a string) bool { return strings.HasPrefix(a, "--disable-admission-plugins=") })
+		add("node "+ip+": flag gone from the running process", running && run.Exited.IsZero() && !run.Ready.IsZero(), fmt.Sprintf("container %.12s", run.ID))
+		cfg, err := tc.ReadMachineConfig(ctx, ip)
+		if err != nil {
+			add("node "+ip+": config byte-identical to before", false, err.Error())
+		} else {
+			add("node "+ip+": config byte-identical to before", cfg.Hash() == before[ip], cfg.Hash())
+		}
+		rec, err := st.LoadAdmission(l.Cluster.Name, ip)
+		add("node "+ip+": no record left in the state directory", err == nil && rec == nil, fmt.Sprint(err))
+	}
+	exists, err := l.EtcdKeyExists(ctx, "/registry/servicecidrs/kubernetes")
+	add("the default ServiceCIDR exists in etcd", err == nil && exists, fmt.Sprint(err))
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		add("webhooks answer reviews again", false, err.Error())
+		return checks
+	}
+	for _, path := range []string{
+		"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/" + ValidatingWebhookConfig,
+		"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/" + MutatingWebhookConfig,
+	} {
+		err := kube.Do(ctx, "GET", path, nil, nil)
+		add("webhook configuration still installed: "+filepath.Base(path), err == nil, fmt.Sprint(err))
+	}
+	err = ProbeWebhook(ctx, kube, l.Webhook, "after-restore")
+	add("webhooks answer reviews again", err == nil && l.Webhook.Answered() > answeredBefore,
+		fmt.Sprintf("%d reviews answered since the deadlock (%d in all); %v", l.Webhook.Answered()-answeredBefore, l.Webhook.Answered(), err))
+	return checks
+}
+
+// Print writes the checks, the timeline and the measurements.
+func (r *Rehearsal) Print(w io.Writer) {
+	fmt.Fprintln(w)
+	for _, d := range r.Deadlock {
+		fmt.Fprintf(w, "deadlock on %s: readyz failing %s; %d log line(s) %q\n", d.Node, strings.Join(d.FailingChecks, ", "), d.LogLines, DeadlockLogLine)
+	}
+	r.Timeline.Print(w)
+	fmt.Fprintf(w, "measurements (%d node(s)):\n", r.Nodes)
+	for _, m := range []struct {
+		name string
+		m    Measurement
+	}{{"disable", r.Disable}, {"restore", r.Restore}} {
+		fmt.Fprintf(w, "  %-8s breakglass %s = kube-apiserver restart-to-ready %s + overhead %s (ratio %.2f; plan %s; ready noticed %s after readiness)\n",
+			m.name, round(m.m.Total), round(m.m.Floor), round(m.m.Overhead), m.m.Ratio, round(m.m.Plan), round(m.m.Notice))
+	}
+	fmt.Fprintln(w, "checks:")
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s %s", mark, c.Name)
+		if !c.OK && c.Detail != "" {
+			fmt.Fprintf(w, " (%s)", c.Detail)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "rehearsal wall time: %s\n", round(r.Wall))
+}

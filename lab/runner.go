@@ -1,0 +1,254 @@
+package lab
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest"
+)
+
+// ContainerRun is what the lab saw of one kube-apiserver container: when it
+// was started, when it first answered /readyz with 200, when the kubelet
+// asked it to stop and when it exited. The timeline and the measurements
+// are made from these.
+type ContainerRun struct {
+	Node          string    `json:"node"`
+	ID            string    `json:"id"`
+	Image         string    `json:"image"`
+	Args          []string  `json:"-"`
+	Requested     time.Time `json:"requested"` // handed to the runner by the kubelet
+	Started       time.Time `json:"started"`   // process started
+	Ready         time.Time `json:"ready"`     // first /readyz 200 (zero: never)
+	StopRequested time.Time `json:"stopRequested"`
+	Exited        time.Time `json:"exited"`
+	ExitErr       string    `json:"exitErr,omitempty"`
+}
+
+// processRunner runs each emulated node's kube-apiserver container as a
+// real kube-apiserver process (talostest.PodRunner), and answers the
+// kubelet's liveness and readiness probes (talostest.Prober) with /livez
+// and /readyz over HTTPS as the cluster admin.
+type processRunner struct {
+	binDir string
+	gate   <-chan struct{} // closed once etcd and the node files are in place
+	client *http.Client    // admin client certificate, cluster CA
+
+	mu   sync.Mutex
+	runs []*ContainerRun
+	wake chan struct{} // closed and replaced on every change of runs
+}
+
+var (
+	_ talostest.PodRunner = (*processRunner)(nil)
+	_ talostest.Prober    = (*processRunner)(nil)
+)
+
+func newProcessRunner(binDir string, gate <-chan struct{}) *processRunner {
+	return &processRunner{binDir: binDir, gate: gate, wake: make(chan struct{})}
+}
+
+// setClient installs the probes' client once the certificates exist.
+func (r *processRunner) setClient(tlsConf *tls.Config) {
+	tr := &http.Transport{
+		TLSClientConfig:     tlsConf,
+		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+	}
+	r.mu.Lock()
+	r.client = &http.Client{Transport: tr, Timeout: time.Second} // kubelet's default probe timeout
+	r.mu.Unlock()
+}
+
+// BinaryFor maps an image such as registry.k8s.io/kube-apiserver:v1.34.4 to
+// DIR/v1.34.4/kube-apiserver: the image tag picks the binary.
+func BinaryFor(binDir, image string) (string, error) {
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return "", fmt.Errorf("image %q has no tag", image)
+	}
+	tag := image[i+1:]
+	if !strings.HasPrefix(tag, "v") {
+		tag = "v" + tag
+	}
+	return filepath.Join(binDir, tag, "kube-apiserver"), nil
+}
+
+func (r *processRunner) record(f func()) {
+	r.mu.Lock()
+	f()
+	close(r.wake)
+	r.wake = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// Runs returns a copy of every container run so far, oldest first.
+func (r *processRunner) Runs() []ContainerRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]ContainerRun, len(r.runs))
+	for i, c := range r.runs {
+		out[i] = *c
+	}
+	return out
+}
+
+// changed returns a channel closed at the next change of the runs.
+func (r *processRunner) changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wake
+}
+
+// Run implements talostest.PodRunner.
+func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.Writer) error {
+	run := &ContainerRun{Node: c.Node.IP, ID: c.ID, Image: c.Image, Requested: time.Now()}
+	r.record(func() { r.runs = append(r.runs, run) })
+	select {
+	case <-ctx.Done():
+		r.record(func() { run.Exited, run.ExitErr = time.Now(), "stopped before the lab was ready" })
+		return nil
+	case <-r.gate:
+	}
+	bin, err := BinaryFor(r.binDir, c.Image)
+	if err == nil {
+		if _, err = os.Stat(bin); err != nil {
+			err = fmt.Errorf("no kube-apiserver binary for image %s at %s (build it: make kube-apiserver)", c.Image, bin)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(logs, "E0000 failed to pull and unpack image %q: %v\n", c.Image, err)
+		r.record(func() { run.Exited, run.ExitErr = time.Now(), err.Error() })
+		return err
+	}
+	args := make([]string, 0, len(c.Args()))
+	for _, a := range c.Args() {
+		// kubelet expands $(POD_IP) from the pod's status: the node's address
+		args = append(args, strings.ReplaceAll(a, "$(POD_IP)", c.Node.IP))
+	}
+	run.Args = args
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	// Its own process group, so that a stop reaches everything it started,
+	// and SIGKILL when the lab process dies, so that nothing outlives it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that started the child ends: keep
+		// that thread for as long as the child runs (a goroutine that ends
+		// locked takes its thread with it, which is fine by then).
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		r.record(func() { run.Exited, run.ExitErr = time.Now(), err.Error() })
+		return err
+	}
+	r.record(func() { run.Started = time.Now() })
+
+	readyCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go r.watchReady(readyCtx, c, run)
+
+	select {
+	case err := <-exited:
+		stopWatch()
+		if err == nil {
+			err = errors.New("kube-apiserver exited with status 0")
+		}
+		r.record(func() { run.Exited, run.ExitErr = time.Now(), err.Error() })
+		return err
+	case <-ctx.Done():
+	}
+	stopWatch()
+	r.record(func() { run.StopRequested = time.Now() })
+	pgid := cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	var err2 error
+	select {
+	case err2 = <-exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		err2 = <-exited
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // anything left in the group
+	r.record(func() {
+		run.Exited = time.Now()
+		if err2 != nil {
+			run.ExitErr = err2.Error()
+		}
+	})
+	return nil
+}
+
+// watchReady polls /readyz every 25ms until the first 200: the moment the
+// measurements call "ready". Much finer than the kubelet's 1s probe.
+func (r *processRunner) watchReady(ctx context.Context, c talostest.Container, run *ContainerRun) {
+	t := time.NewTicker(25 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if r.get(ctx, c, "/readyz") {
+			r.record(func() { run.Ready = time.Now() })
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *processRunner) get(ctx context.Context, c talostest.Container, path string) bool {
+	r.mu.Lock()
+	client := r.client
+	r.mu.Unlock()
+	if client == nil {
+		return false
+	}
+	port, ok := c.Flag("secure-port")
+	if !ok {
+		port = "6443"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(c.Node.IP, port)+path, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Live implements talostest.Prober: /livez, as a kubelet liveness probe would.
+func (r *processRunner) Live(ctx context.Context, c talostest.Container) bool {
+	return r.get(ctx, c, "/livez")
+}
+
+// Ready implements talostest.Prober: /readyz.
+func (r *processRunner) Ready(ctx context.Context, c talostest.Container) bool {
+	return r.get(ctx, c, "/readyz")
+}
