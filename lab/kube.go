@@ -33,7 +33,9 @@ type APIError struct {
 	Message string
 }
 
-func (e *APIError) Error() string { return fmt.Sprintf("kube-apiserver: HTTP %d: %s", e.Code, e.Message) }
+func (e *APIError) Error() string {
+	return fmt.Sprintf("kube-apiserver: HTTP %d: %s", e.Code, e.Message)
+}
 
 // NewKubeClient reads an admin kubeconfig (embedded data, as Talos writes it).
 func NewKubeClient(kubeconfig []byte) (*KubeClient, error) {

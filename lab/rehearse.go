@@ -279,7 +279,9 @@ func waitServing(ctx context.Context, b *WebhookBackend, timeout time.Duration) 
 // verify checks the end state.
 func verify(ctx context.Context, l *Lab, tc *talos.Client, st recovery.State, before map[string]string, answeredBefore int64) []Check {
 	var checks []Check
-	add := func(name string, ok bool, detail string) { checks = append(checks, Check{Name: name, OK: ok, Detail: detail}) }
+	add := func(name string, ok bool, detail string) {
+		checks = append(checks, Check{Name: name, OK: ok, Detail: detail})
+	}
 
 	health, err := recovery.CheckHealth(ctx, tc)
 	ready := err == nil
