@@ -51,6 +51,7 @@ func validPlugin(p string) bool {
 // argValue is the meaning of one extraArgs key.
 type argValue struct {
 	present bool
+	null    bool // written as null or ~ (Talos reads it as an empty string)
 	list    bool
 	str     string   // string form, as written (after YAML unquoting)
 	items   []string // list form
@@ -98,7 +99,7 @@ func (v argValue) pluginList() PluginList {
 }
 
 func (v argValue) equal(o argValue) bool {
-	if v.present != o.present || v.list != o.list {
+	if v.present != o.present || v.list != o.list || v.null != o.null {
 		return false
 	}
 
@@ -107,6 +108,15 @@ func (v argValue) equal(o argValue) bool {
 	}
 
 	return v.str == o.str
+}
+
+// sameMeaning is equal up to what Talos cannot tell apart: null and the empty string.
+func (v argValue) sameMeaning(o argValue) bool {
+	if v.null || o.null {
+		return v.present == o.present && !v.list && !o.list && v.str == "" && o.str == ""
+	}
+
+	return v.equal(o)
 }
 
 // withPlugins adds the plugins not yet in v after the existing ones, keeping the form. A new key is a
@@ -375,7 +385,7 @@ func argValueOf(extra map[string]any, key string) (argValue, error) {
 
 	switch v := raw.(type) {
 	case nil:
-		return argValue{present: true}, nil
+		return argValue{present: true, null: true}, nil
 	case string:
 		return argValue{present: true, str: v}, nil
 	case []any:
@@ -427,6 +437,8 @@ func setArg(doc map[string]any, key string, v argValue) {
 	switch {
 	case !v.present:
 		delete(extra, key)
+	case v.null:
+		extra[key] = nil
 	case v.list:
 		items := make([]any, len(v.items))
 		for i, s := range v.items {

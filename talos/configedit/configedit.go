@@ -116,6 +116,7 @@ type KeyRecord struct {
 	Changed bool `json:"changed"`
 	// Present tells whether the key existed; Form, Value and List give its value.
 	Present bool     `json:"present"`
+	Null    bool     `json:"null,omitempty"` // written as null or ~
 	Form    Form     `json:"form,omitempty"`
 	Value   string   `json:"value,omitempty"` // FormString
 	List    []string `json:"list,omitempty"`  // FormList
@@ -334,11 +335,11 @@ func (k KeyRecord) value() argValue {
 		return argValue{present: true, list: true, items: slices.Clone(k.List)}
 	}
 
-	return argValue{present: true, str: k.Value}
+	return argValue{present: true, null: k.Null, str: k.Value}
 }
 
 func keyRecordOf(v argValue, changed bool) KeyRecord {
-	k := KeyRecord{Changed: changed, Present: v.present}
+	k := KeyRecord{Changed: changed, Present: v.present, Null: v.null}
 	if !v.present {
 		return k
 	}

@@ -83,13 +83,13 @@ var disableCases = []disableCase{
 	{
 		name: "plugin in the enable list", file: "enable-list.yaml", plugins: []string{vaw},
 		method: MethodText, removed: []string{vaw}, maxChanged: 2,
-		after: Args{Disable: list(FormString, vaw), Enable: list(FormList, "AlwaysPullImages")},
+		after:    Args{Disable: list(FormString, vaw), Enable: list(FormList, "AlwaysPullImages")},
 		contains: []string{"    extraArgs:\n      disable-admission-plugins: ValidatingAdmissionWebhook\n      enable-admission-plugins:\n        - AlwaysPullImages\n"},
 	},
 	{
 		name: "enable key emptied and dropped", file: "enable-only.yaml", plugins: []string{vaw},
 		method: MethodText, removed: []string{vaw}, maxChanged: 5,
-		after: Args{Disable: list(FormString, vaw), Enable: absent},
+		after:    Args{Disable: list(FormString, vaw), Enable: absent},
 		contains: []string{"      # webhooks on, whatever happens\n      audit-log-maxage: \"30\"\n"},
 	},
 	{
@@ -110,7 +110,7 @@ var disableCases = []disableCase{
 	{
 		name: "flow apiServer, plugin in the enable key", file: "flow.yaml", plugins: []string{vaw, maw},
 		method: MethodText, removed: []string{vaw}, maxChanged: 1,
-		after: Args{Disable: list(FormString, vaw, maw), Enable: absent},
+		after:    Args{Disable: list(FormString, vaw, maw), Enable: absent},
 		contains: []string{`extraArgs: {disable-admission-plugins: "ValidatingAdmissionWebhook,MutatingAdmissionWebhook", feature-gates: ServerSideApply=true}}`},
 	},
 	{

@@ -35,6 +35,10 @@ func FuzzDisableRestore(f *testing.F) {
 
 	f.Add(generatedConfig(f), uint8(0))
 
+	for i, c := range edgeShapes {
+		f.Add([]byte(c.in), uint8(i))
+	}
+
 	for i, c := range shapes(200) {
 		f.Add([]byte(c), uint8(i))
 	}

@@ -24,6 +24,8 @@ func mergeArgs(config []byte, cur, want args) ([]byte, error) {
 	} {
 		switch {
 		case k.want.equal(k.cur):
+		case k.want.null:
+			set[k.key] = nil
 		case k.want.present && k.want.list:
 			set[k.key] = k.want.items
 		case k.want.present:
@@ -72,7 +74,7 @@ func mergeArgs(config []byte, cur, want args) ([]byte, error) {
 		return nil, fmt.Errorf("read patched config: %w", err)
 	}
 
-	if !got.disable.equal(want.disable) || !got.enable.equal(want.enable) {
+	if !got.disable.sameMeaning(want.disable) || !got.enable.sameMeaning(want.enable) {
 		return nil, fmt.Errorf("patched config does not hold the intended values")
 	}
 

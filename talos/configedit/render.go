@@ -92,6 +92,14 @@ func doubleQuote(v string) string {
 // valueRenderer writes key with value v, as a new entry.
 func valueRenderer(key string, v argValue) renderer {
 	return func(layout, indent string, step int) string {
+		if v.null {
+			if layout == layoutFlow {
+				return key + ": null"
+			}
+
+			return indent + key + ": null\n"
+		}
+
 		if layout == layoutFlow {
 			if !v.list {
 				return key + ": " + renderScalar(v.str, 0, true)
