@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -115,6 +116,13 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	defer cancel()
 	if _, err := c.header(pctx); err != nil {
 		kv.Close()
+		var ue *UnreachableError
+		if errors.As(err, &ue) {
+			// gRPC only says "deadline exceeded": find out why, per endpoint.
+			if cause := diagnose(ctx, endpoints, tlsCfg); cause != nil {
+				ue.Err, ue.TLS = cause, looksLikeTLS(cause)
+			}
+		}
 		return nil, err
 	}
 	return c, nil
@@ -167,9 +175,55 @@ func (c *Client) wrap(err error) error {
 	return fmt.Errorf("etcd: %w", err)
 }
 
+// diagnose dials each endpoint itself (TCP, then the TLS handshake, then
+// one read, which is where a TLS 1.3 server's refusal of the client
+// certificate arrives) and returns the failures, or nil if all look fine.
+func diagnose(ctx context.Context, endpoints []string, tlsCfg *tls.Config) error {
+	var errs []error
+	for _, ep := range endpoints {
+		u, err := url.Parse(ep)
+		if err != nil {
+			continue
+		}
+		d := &net.Dialer{Timeout: 2 * time.Second}
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		conn, err := d.DialContext(dctx, "tcp", u.Host)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			continue
+		}
+		if tlsCfg == nil {
+			// Plain http:// to a TLS etcd: gRPC only times out; say what it is.
+			tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname()}) //nolint:gosec // detection only, nothing is sent
+			tc.SetDeadline(time.Now().Add(2 * time.Second))
+			if tc.Handshake() == nil {
+				errs = append(errs, fmt.Errorf("%s: the endpoint speaks TLS: use https:// with certificates", ep))
+			}
+		} else {
+			cfg := tlsCfg.Clone()
+			cfg.ServerName = u.Hostname()
+			cfg.NextProtos = []string{"h2"}
+			tc := tls.Client(conn, cfg)
+			tc.SetDeadline(time.Now().Add(2 * time.Second))
+			if err := tc.Handshake(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			} else {
+				tc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+				var ne net.Error
+				if _, err := tc.Read(make([]byte, 1)); err != nil && !(errors.As(err, &ne) && ne.Timeout()) && looksLikeTLS(err) {
+					errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+				}
+			}
+		}
+		conn.Close()
+	}
+	return errors.Join(errs...)
+}
+
 func looksLikeTLS(err error) bool {
 	s := err.Error()
-	for _, m := range []string{"x509", "tls:", "certificate", "authentication handshake"} {
+	for _, m := range []string{"x509", "tls:", "certificate", "authentication handshake", "first record does not look like a TLS handshake"} {
 		if strings.Contains(s, m) {
 			return true
 		}

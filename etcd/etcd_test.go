@@ -74,8 +74,21 @@ func TestConnectRefusesWithoutClientCertificate(t *testing.T) {
 	if !errors.As(err, &ue) {
 		t.Fatalf("foreign client certificate: got %v, want *UnreachableError", err)
 	}
+	if !ue.TLS || !strings.Contains(ue.Error(), "tls") {
+		t.Fatalf("foreign client certificate: the error should say TLS refused it: %v", ue)
+	}
 	if len(ue.Hints()) == 0 {
 		t.Fatal("no hints")
+	}
+	// Server certificate from an unknown CA.
+	_, err = etcd.Connect(ctx, etcd.Config{Endpoints: srv.Endpoints, CACertPEM: other.CertPEM, CertPEM: srv.CertPEM, KeyPEM: srv.KeyPEM, DialTimeout: 2 * time.Second})
+	if !errors.As(err, &ue) || !ue.TLS || !strings.Contains(ue.Error(), "x509") {
+		t.Fatalf("unknown server CA: %v", err)
+	}
+	// http:// to a TLS etcd.
+	_, err = etcd.Connect(ctx, etcd.Config{Endpoints: []string{strings.Replace(srv.Endpoints[0], "https", "http", 1)}, DialTimeout: time.Second})
+	if !errors.As(err, &ue) || !strings.Contains(ue.Error(), "speaks TLS") {
+		t.Fatalf("http to a TLS etcd: %v", err)
 	}
 	// No certificate at all: refused before dialing.
 	_, err = etcd.Connect(ctx, etcd.Config{Endpoints: srv.Endpoints, CACertFile: srv.CAFile})
@@ -94,7 +107,7 @@ func TestConnectUnreachable(t *testing.T) {
 	if !errors.As(err, &ue) || ue.TLS {
 		t.Fatalf("got %v, want a non-TLS *UnreachableError", err)
 	}
-	if !strings.Contains(ue.Error(), ep) || !strings.Contains(strings.Join(ue.Hints(), "\n"), "2379") {
+	if !strings.Contains(ue.Error(), ep) || !strings.Contains(ue.Error(), "connection refused") || !strings.Contains(strings.Join(ue.Hints(), "\n"), "2379") {
 		t.Fatalf("error %q / hints %q should name the endpoint and the Talos port", ue.Error(), ue.Hints())
 	}
 }

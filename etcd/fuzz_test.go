@@ -96,6 +96,18 @@ func TestEditDistanceAndClosest(t *testing.T) {
 	if got := closest("gatekeeper-validating", []string{"kyverno-policy", "gatekeeper-validating-webhook-configuration", "gk"}); got != "gatekeeper-validating-webhook-configuration" {
 		t.Errorf("closest = %q", got)
 	}
+	present := []string{"enc", "kyverno-resource-validating-webhook-cfg", "kyverno-resource-mutating-webhook-cfg"}
+	for typed, want := range map[string]string{
+		"kyverno-validating":                     "kyverno-resource-validating-webhook-cfg",
+		"kyverno-resource-validating-webhok-cfg": "kyverno-resource-validating-webhook-cfg",
+		"KYVERNO-RESOURCE-MUTATING":              "kyverno-resource-mutating-webhook-cfg",
+		"enx":                                    "enc",
+		"gatekeeper":                             "",
+	} {
+		if got := closest(typed, present); got != want {
+			t.Errorf("closest(%q) = %q, want %q", typed, got, want)
+		}
+	}
 	if closest("x", nil) != "" {
 		t.Error("closest of nothing")
 	}

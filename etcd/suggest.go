@@ -2,27 +2,47 @@ package etcd
 
 import "strings"
 
-// closest returns the candidate nearest to s ("" if none): a candidate that
-// contains s (the operator typed part of a long name) wins, the shortest
-// such; otherwise the one at the smallest edit distance.
+// closest returns the present name the operator most likely meant, or ""
+// when none is near. In order: a name containing what was typed (the
+// shortest), a name containing its characters in order (a shortened name such
+// as kyverno-validating for kyverno-resource-validating-webhook-cfg), then the
+// smallest edit distance if it is at most half the length.
 func closest(s string, candidates []string) string {
+	if s == "" {
+		return ""
+	}
 	ls := strings.ToLower(s)
-	best := ""
-	for _, c := range candidates {
-		if s != "" && strings.Contains(strings.ToLower(c), ls) && (best == "" || len(c) < len(best)) {
-			best = c
+	for _, match := range []func(c string) bool{
+		func(c string) bool { return strings.Contains(c, ls) },
+		func(c string) bool { return isSubsequence(ls, c) },
+	} {
+		best := ""
+		for _, c := range candidates {
+			if match(strings.ToLower(c)) && (best == "" || len(c) < len(best)) {
+				best = c
+			}
+		}
+		if best != "" {
+			return best
 		}
 	}
-	if best != "" {
-		return best
-	}
-	bestD := -1
+	best, bestD := "", -1
 	for _, c := range candidates {
-		if d := editDistance(s, c); bestD < 0 || d < bestD {
+		if d := editDistance(ls, strings.ToLower(c)); d*2 <= max(len(s), len(c)) && (bestD < 0 || d < bestD) {
 			best, bestD = c, d
 		}
 	}
 	return best
+}
+
+func isSubsequence(s, in string) bool {
+	i := 0
+	for j := 0; j < len(in) && i < len(s); j++ {
+		if in[j] == s[i] {
+			i++
+		}
+	}
+	return i == len(s)
 }
 
 // editDistance is the Levenshtein distance over bytes.

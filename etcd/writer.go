@@ -27,7 +27,8 @@ type Writer interface {
 }
 
 // NewWriter returns the writer that acts (dryRun false) or the one that only
-// reports (dryRun true), both for the etcd behind c.
+// reports (dryRun true), both for the etcd behind c. c may be nil for a
+// writer that only creates files (a snapshot streamed from the Talos API).
 func NewWriter(c *Client, dryRun bool) Writer {
 	if dryRun {
 		return DryRunWriter(c)
@@ -44,6 +45,8 @@ func RealWriter(c *Client) Writer { return realWriter{c} }
 // CreateFile checks that the file could be created, without creating it.
 func DryRunWriter(c *Client) Writer { return dryRunWriter{c} }
 
+var errNoClient = errors.New("writer has no etcd connection")
+
 type realWriter struct{ c *Client }
 
 func (realWriter) DryRun() bool { return false }
@@ -53,6 +56,9 @@ func (w realWriter) CreateFile(path string, fill func(io.Writer) error, verify f
 }
 
 func (w realWriter) Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if w.c == nil {
+		return nil, errNoClient
+	}
 	resp, err := w.c.kv.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 	return resp, w.c.wrap(err)
 }
@@ -79,6 +85,9 @@ func (dryRunWriter) CreateFile(path string, _ func(io.Writer) error, _ func(stri
 }
 
 func (w dryRunWriter) Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if w.c == nil {
+		return nil, errNoClient
+	}
 	resp, err := w.c.kv.Txn(ctx).If(cmps...).Then(readsOnly(then)...).Else(readsOnly(els)...).Commit()
 	return resp, w.c.wrap(err)
 }

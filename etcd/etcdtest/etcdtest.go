@@ -97,6 +97,9 @@ func Start(dir string, opts ...Option) (*Server, error) {
 	if ip := net.ParseIP(o.host); ip == nil || !ip.IsLoopback() {
 		return nil, fmt.Errorf("etcdtest listens on loopback only, not %q", o.host)
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	s := &Server{Dir: dir}
 	cfg := embed.NewConfig()
 	cfg.Name = "etcdtest"
