@@ -229,7 +229,10 @@ func firstLine(s string) string {
 // names, and the loopback identity's random UID.
 func (r StartupRequest) unknownPatterns() []*cel.AttributePatternType {
 	var p []*cel.AttributePatternType
-	roots := []string{varObject}
+	var roots []string
+	if r.hasObject() {
+		roots = append(roots, varObject)
+	}
 	if r.hasOldObject() {
 		roots = append(roots, varOldObject)
 	}

@@ -196,7 +196,10 @@ func celInputFor(t *testing.T, r StartupRequest) celInput {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := celInput{request: req, object: r.object(r.GVK()), unknown: r.unknownPatterns()}
+	in := celInput{request: req, unknown: r.unknownPatterns()}
+	if r.hasObject() {
+		in.object = r.object(r.GVK())
+	}
 	if r.hasOldObject() {
 		in.oldObject = r.object(r.GVK())
 	}

@@ -123,7 +123,7 @@ func (w *webhook) match(r StartupRequest, env matchEnv) matchResult {
 	matched := false
 	for i, rule := range w.rules {
 		if ruleMatches(rule, r.Operation, gvr, r.Subresource, r.Namespace) {
-			why = append(why, fmt.Sprintf("rule %d %s matches %s", i+1, describeRule(rule), r.String()))
+			why = append(why, fmt.Sprintf("rule %d %s matches", i+1, describeRule(rule)))
 			matched = true
 			break
 		}
@@ -160,7 +160,10 @@ func (w *webhook) match(r StartupRequest, env matchEnv) matchResult {
 	if err != nil {
 		return matchResult{outcome: outUnknown, why: append(why, err.Error())}
 	}
-	in := celInput{request: req, object: r.object(gvk), unknown: r.unknownPatterns()}
+	in := celInput{request: req, unknown: r.unknownPatterns()}
+	if r.hasObject() {
+		in.object = r.object(gvk)
+	}
 	if r.hasOldObject() {
 		in.oldObject = r.object(gvk)
 	}

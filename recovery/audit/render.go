@@ -31,13 +31,21 @@ func WriteTable(w io.Writer, r Report) error {
 			continue
 		}
 		ew.printf("\n%s %q (%s, %s): %s\n", strings.ToUpper(string(f.Risk)), f.Webhook, f.Configuration, f.Kind, strings.Join(f.Reasons, "; "))
+		// The fatal (and undecided) writes in full; the others by name.
 		tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  REQUEST\tOUTCOME\tEFFECT\tHOOK\tWHY")
+		var minor []string
 		for _, b := range f.Blocks {
-			effect := string(b.Effect)
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", b.Request, b.Outcome, effect, b.Hook, strings.Join(b.Why, "; "))
+			if !b.Fatal {
+				minor = append(minor, b.ID)
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", b.Request, b.Outcome, b.Effect, b.Hook, strings.Join(b.Why, "; "))
 		}
 		tw.Flush()
+		if len(minor) > 0 {
+			ew.printf("  also holds up %d non-fatal write(s): %s\n", len(minor), strings.Join(minor, ", "))
+		}
 		if f.Fix != "" {
 			ew.printf("  fix: add matchCondition %s: %s\n", ExcludeAPIServerName, f.Fix)
 		}

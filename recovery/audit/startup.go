@@ -308,11 +308,25 @@ func startupCatalogue() []StartupRequest {
 		add(StartupRequest{ID: "flowschema-" + strings.ToLower(op), Description: "APF bootstrap FlowSchema",
 			Operation: op, Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas", Kind: "FlowSchema", Name: "system-leader-election",
 			Effect: EffectExit, Hook: hookAPF, Deadline: apfDeadline, When: when, Source: srcAPF,
-			annotations: apfAnnotations, fields: []string{"spec", "status"}})
+			annotations: apfAnnotations, fields: []string{"spec", "status"}, fieldManager: "api-priority-and-fairness-config-producer-v1"})
 		add(StartupRequest{ID: "prioritylevel-" + strings.ToLower(op), Description: "APF bootstrap PriorityLevelConfiguration",
 			Operation: op, Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations", Kind: "PriorityLevelConfiguration", Name: "workload-high",
 			Effect: EffectExit, Hook: hookAPF, Deadline: apfDeadline, When: when, Source: srcAPF,
-			annotations: apfAnnotations, fields: []string{"spec", "status"}})
+			annotations: apfAnnotations, fields: []string{"spec", "status"}, fieldManager: "api-priority-and-fairness-config-producer-v1"})
+	}
+
+	// Bootstrap objects dropped from the built-in configuration are deleted
+	// by the same ensurer (removeDanglingBootstrapConfiguration); a failed
+	// delete fails the whole ensure pass.
+	for _, res := range []struct{ resource, kind, name string }{
+		{"flowschemas", "FlowSchema", "service-accounts"},
+		{"prioritylevelconfigurations", "PriorityLevelConfiguration", "workload-low"},
+	} {
+		add(StartupRequest{ID: strings.TrimSuffix(strings.ToLower(res.kind), "configuration") + "-delete", Description: "APF bootstrap " + res.kind + " no longer built in",
+			Operation: "DELETE", Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: res.resource, Kind: res.kind, Name: res.name,
+			Effect: EffectExit, Hook: hookAPF, Deadline: apfDeadline,
+			When: "upgrades that drop a suggested object that still carries autoupdate-spec", Source: srcAPF + ", pkg/registry/flowcontrol/ensurer/strategy.go",
+			annotations: apfAnnotations, fields: []string{"spec", "status"}, unknownName: true})
 	}
 
 	// APIServices of the built-in groups: autoregister-completion waits until
@@ -334,6 +348,11 @@ func startupCatalogue() []StartupRequest {
 		labels: map[string]string{labelAggregatorManage: "onstart"}, fields: []string{"spec", "status"}, unknownName: true})
 
 	// Non-fatal: logged, retried, or only after readiness.
+	add(StartupRequest{ID: "apiservice-delete", Description: "APIService of a group/version no longer served (autoregister)",
+		Operation: "DELETE", Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices", Kind: "APIService", Name: "v1beta3.flowcontrol.apiserver.k8s.io",
+		Effect: EffectDegraded, Hook: "poststarthook/kube-apiserver-autoregistration", Deadline: "retried; readiness waits only for the served ones",
+		When: "upgrades that stop serving a group/version", Source: srcAutoreg,
+		labels: map[string]string{labelAggregatorManage: "onstart"}, fields: []string{"spec", "status"}, unknownName: true})
 	add(StartupRequest{ID: "servicecidr-status", Description: "default ServiceCIDR Ready condition (server-side apply)",
 		Operation: "UPDATE", Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs", Subresource: "status", Kind: "ServiceCIDR", Name: "kubernetes",
 		Effect: EffectDegraded, Hook: hookServiceCIDR, Deadline: "logged and retried (a missing Ready condition counts as ready)",
@@ -373,7 +392,7 @@ func startupCatalogue() []StartupRequest {
 		labels: map[string]string{"kubernetes.io/service-name": "kubernetes"}, fields: []string{"addressType", "endpoints", "ports"}})
 	for _, op := range []string{"CREATE", "UPDATE"} {
 		add(StartupRequest{ID: "lease-identity-" + strings.ToLower(op), Description: "kube-apiserver identity Lease in kube-system",
-			Operation: op, Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Kind: "Lease", Namespace: "kube-system", Name: "apiserver-xxxxxxxxxxxxxxxxxxxxxxxxxx",
+			Operation: op, Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Kind: "Lease", Namespace: "kube-system", Name: "apiserver-<hash>",
 			Effect: EffectDegraded, Hook: "poststarthook/start-kube-apiserver-identity-lease-controller", Deadline: "retried every 10s",
 			When: "every start (create when missing, then renewed)", Source: srcLease,
 			labels: map[string]string{"apiserver.kubernetes.io/identity": "kube-apiserver", "kubernetes.io/hostname": "control-plane"}, fields: []string{"spec"}, unknownName: true})
@@ -389,7 +408,7 @@ func startupCatalogue() []StartupRequest {
 		Effect: EffectDegraded, Hook: "poststarthook/start-legacy-token-tracking-controller", Deadline: "logged and retried",
 		When: "when missing (first start of a cluster)", Source: srcLegacyCM, fields: []string{"data", "binaryData", "immutable"}})
 	add(StartupRequest{ID: "event-servicecidr", Description: "Event about the default ServiceCIDR (e.g. KubernetesDefaultServiceCIDRError)",
-		Operation: "CREATE", Group: "", Version: "v1", Resource: "events", Kind: "Event", Namespace: "default", Name: "kubernetes.0000000000000000",
+		Operation: "CREATE", Group: "", Version: "v1", Resource: "events", Kind: "Event", Namespace: "default", Name: "kubernetes.<hash>",
 		Effect: EffectDegraded, Hook: hookServiceCIDR, Deadline: "dropped",
 		When: "when the default ServiceCIDR controller reports a problem", Source: srcServiceCIDR,
 		minMinor: 33, unknownName: true,
@@ -416,6 +435,10 @@ func (r StartupRequest) admissionRequest(gvr schema.GroupVersionResource, gvk sc
 	case "UPDATE":
 		o := &metav1.UpdateOptions{FieldManager: r.fieldManager}
 		o.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("UpdateOptions"))
+		opts = o
+	case "DELETE":
+		o := &metav1.DeleteOptions{}
+		o.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
 		opts = o
 	}
 	return &admissionv1.AdmissionRequest{
@@ -482,8 +505,13 @@ func (r StartupRequest) object(gvk schema.GroupVersionKind) map[string]interface
 	}
 }
 
-// hasOldObject: UPDATE requests carry the stored object too.
-func (r StartupRequest) hasOldObject() bool { return r.Operation == "UPDATE" }
+// hasObject: every request but DELETE carries the new object.
+func (r StartupRequest) hasObject() bool { return r.Operation != "DELETE" }
+
+// hasOldObject: UPDATE and DELETE requests carry the stored object.
+func (r StartupRequest) hasOldObject() bool {
+	return r.Operation == "UPDATE" || r.Operation == "DELETE"
+}
 
 // unmodelledMetadata are metadata fields whose values the model cannot know
 // (server-set, random, or set only after mutating admission).
