@@ -279,6 +279,13 @@ func (n *Node) cancelRollback() {
 // reboot emulates the reboot after a REBOOT apply: the Talos API goes away for
 // ClusterOptions.RebootDuration, then the node comes back running its persistent config.
 func (n *Node) reboot() {
+	// the reboot sequence starts after the reply is on its way, as on a node
+	select {
+	case <-n.ctx.Done():
+		return
+	case <-time.After(100 * time.Millisecond):
+	}
+
 	n.logf("rebooting")
 
 	wasUp := n.up()

@@ -1,0 +1,4 @@
+package talostest
+
+// SetApplyHook makes ApplyConfiguration call f while it holds the node's apply lock.
+func SetApplyHook(o *ClusterOptions, f func(n *Node)) { o.applyHook = f }
