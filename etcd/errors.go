@@ -16,12 +16,17 @@ var (
 // ConfigError is an invalid connection configuration (flags), found before dialing.
 type ConfigError struct {
 	Reason string
+	// Hint replaces the default hint about connection flags.
+	Hint string
 }
 
 func (e *ConfigError) Error() string { return "etcd configuration: " + e.Reason }
 
 // Hints implements the hint convention of cmd/breakglass.
 func (e *ConfigError) Hints() []string {
+	if e.Hint != "" {
+		return []string{e.Hint}
+	}
 	return []string{
 		"give --etcd-endpoints with --etcd-cacert, --etcd-cert and --etcd-key (etcdctl's names), or a plain http:// endpoint for an etcd without TLS",
 	}
@@ -39,6 +44,9 @@ func (e *UnreachableError) Error() string {
 	what := "etcd unreachable"
 	if e.TLS {
 		what = "etcd refused the TLS connection"
+	}
+	if len(e.Endpoints) > 0 && strings.Contains(e.Err.Error(), e.Endpoints[0]) {
+		return fmt.Sprintf("%s: %v", what, e.Err) // the cause names its endpoints already
 	}
 	return fmt.Sprintf("%s at %s: %v", what, strings.Join(e.Endpoints, ","), e.Err)
 }

@@ -86,7 +86,7 @@ func ParseKind(s string) ([]Resource, error) {
 			return []Resource{r}, nil
 		}
 	}
-	return nil, &ConfigError{Reason: fmt.Sprintf("unknown --kind %q (one of %s)", s, strings.Join(KindValues, ", "))}
+	return nil, &ConfigError{Reason: fmt.Sprintf("unknown --kind %q", s), Hint: "--kind " + strings.Join(KindValues, "|")}
 }
 
 // normalizePrefix mirrors kube-apiserver, which joins its --etcd-prefix to "/".

@@ -1,0 +1,521 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+)
+
+func init() { commandRegistry = append(commandRegistry, etcdCommand) }
+
+// etcdFromTalos is the seam for a connection without --etcd-cert/--etcd-key:
+// it returns endpoints (https://NODE:2379 for the target nodes) and a client
+// certificate minted in memory from the etcd CA of the node's machine config
+// (os:admin; recovery asks talos for the CA, then etcd.MintClientCert).
+// Nil until wired; the commands then ask for explicit certificates.
+var etcdFromTalos func(ctx context.Context, g globalOptions) (etcd.Config, error)
+
+// etcdSnapshotFromTalos is the seam for a snapshot through the Talos API
+// (EtcdSnapshot, allowed for os:operator): the stream and the node it comes
+// from. Nil until wired; snapshot then needs etcd credentials.
+var etcdSnapshotFromTalos func(ctx context.Context, g globalOptions) (stream io.ReadCloser, node string, err error)
+
+// etcdFlags are etcdctl's connection flags, prefixed as in issue 3.
+type etcdFlags struct {
+	Endpoints            []string
+	CACert, Cert, Key    string
+	Prefix               string
+	explicitCertificates bool
+}
+
+func etcdConnFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "etcd-endpoints", Usage: "etcd client URLs (default: https://NODE:2379 for the target nodes); http:// for an etcd without TLS"},
+		&cli.StringFlag{Name: "etcd-cacert", Usage: "etcd CA certificate file (etcdctl --cacert)"},
+		&cli.StringFlag{Name: "etcd-cert", Usage: "etcd client certificate file (etcdctl --cert); without it one is minted from the Talos etcd CA, in memory, for one hour"},
+		&cli.StringFlag{Name: "etcd-key", Usage: "etcd client key file (etcdctl --key)"},
+		&cli.StringFlag{Name: "etcd-prefix", Value: etcd.DefaultPrefix, Usage: "kube-apiserver's --etcd-prefix"},
+	}
+}
+
+func kindFlag(def string) cli.Flag {
+	return &cli.StringFlag{Name: "kind", Value: def, Usage: "which admission objects: " + strings.Join(etcd.KindValues, "|")}
+}
+
+func readEtcdFlags(c *cli.Context) etcdFlags {
+	f := etcdFlags{
+		Endpoints: splitCSV(c.StringSlice("etcd-endpoints")),
+		CACert:    c.String("etcd-cacert"), Cert: c.String("etcd-cert"), Key: c.String("etcd-key"),
+		Prefix: c.String("etcd-prefix"),
+	}
+	f.explicitCertificates = f.Cert != "" || f.Key != ""
+	return f
+}
+
+func plainHTTP(endpoints []string) bool {
+	if len(endpoints) == 0 {
+		return false
+	}
+	for _, e := range endpoints {
+		if !strings.HasPrefix(e, "http://") {
+			return false
+		}
+	}
+	return true
+}
+
+// connectEtcd needs no Talos access with explicit certificates or plain
+// http:// endpoints; otherwise it asks the Talos seam for endpoints and a
+// minted certificate.
+func connectEtcd(ctx context.Context, g globalOptions, f etcdFlags) (*etcd.Client, error) {
+	cfg := etcd.Config{Endpoints: f.Endpoints, CACertFile: f.CACert, CertFile: f.Cert, KeyFile: f.Key, Prefix: f.Prefix}
+	if !f.explicitCertificates && !plainHTTP(f.Endpoints) {
+		if etcdFromTalos == nil {
+			return nil, usageError{"no etcd client certificate given",
+				"give --etcd-endpoints https://NODE:2379 --etcd-cacert CA --etcd-cert CERT --etcd-key KEY (talosctl -n NODE get etcdrootsecrets/etcdsecrets shows where Talos keeps them)"}
+		}
+		tc, err := etcdFromTalos(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		if len(f.Endpoints) > 0 {
+			tc.Endpoints = f.Endpoints
+		}
+		if f.CACert != "" { // an explicit CA file wins over the one from Talos
+			tc.CACertPEM, tc.CACertFile = nil, f.CACert
+		}
+		tc.Prefix = f.Prefix
+		cfg = tc
+	} else if len(f.Endpoints) == 0 {
+		return nil, usageError{"no etcd endpoints given", "--etcd-endpoints https://NODE:2379"}
+	}
+	return etcd.Connect(ctx, cfg)
+}
+
+func etcdCommand(s streams) *cli.Command {
+	withConn := func(flags ...cli.Flag) []cli.Flag { return append(etcdConnFlags(), flags...) }
+	return &cli.Command{
+		Name:  "etcd",
+		Usage: "find, back up, delete and restore admission objects straight in etcd (no API server needed)",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "webhooks",
+				Usage: "list every admission object in etcd, decoded",
+				Description: "Lists PREFIX/RESOURCE/ for validating and mutating webhook configurations, validating and\n" +
+					"mutating admission policies and their bindings (range reads of exactly those prefixes) and\n" +
+					"decodes each value. Encrypted, JSON and undecodable values are listed as such, never\n" +
+					"dropped. -o json gives the full objects. Read-only.\n\n" + exitCodeHelp(),
+				Flags: withConn(kindFlag("all")),
+				Action: func(c *cli.Context) error {
+					return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
+						kinds, err := etcd.ParseKind(c.String("kind"))
+						if err != nil {
+							return err
+						}
+						l, err := ec.List(ctx, kinds)
+						if err != nil {
+							return err
+						}
+						if g.json() {
+							return writeJSON(s.Out, l)
+						}
+						renderListing(s.Out, l)
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "backup",
+				Usage:     "back up admission objects to a verified file (all of the selected kinds when no NAME)",
+				ArgsUsage: "[NAME...]",
+				Description: "Writes FILE.part (0600, exclusive), fsyncs, renames without overwriting, fsyncs the directory,\n" +
+					"then reads the file back and checks every sha256. Never overwrites an existing file.\n" +
+					"Format: etcd/BACKUP_FORMAT.md.\n\n" + exitCodeHelp(),
+				Flags: withConn(kindFlag("all"),
+					&cli.StringFlag{Name: "out", Usage: "backup file (default: a new file under STATE-DIR/etcd/CLUSTER-ID/backups)"}),
+				Action: func(c *cli.Context) error {
+					return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
+						kinds, err := etcd.ParseKind(c.String("kind"))
+						if err != nil {
+							return err
+						}
+						out := c.String("out")
+						if out == "" {
+							dir, err := etcdStateDir(ctx, g, ec, "backups")
+							if err != nil {
+								return err
+							}
+							out = filepath.Join(dir, "etcd-backup-"+time.Now().UTC().Format("20060102T150405Z")+".json")
+						}
+						res, err := ec.BackupObjects(ctx, c.Args().Slice(), kinds, out, version, etcd.NewWriter(ec, g.DryRun))
+						if err != nil {
+							return err
+						}
+						if g.json() {
+							return writeJSON(s.Out, res)
+						}
+						verb := "backed up"
+						if res.DryRun {
+							verb = "would back up"
+						}
+						fmt.Fprintf(s.Out, "%s %d key(s) from etcd cluster %s at revision %d to %s\n", verb, len(res.Backup.Keys), res.Backup.ClusterID, res.Backup.Revision, res.Path)
+						for _, k := range res.Backup.Keys {
+							fmt.Fprintf(s.Out, "  %s (mod revision %d, sha256 %s)\n", k.Key, k.ModRevision, k.SHA256[:12])
+						}
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "delete",
+				Usage:     "delete admission objects from etcd, after a verified backup, guarded by mod revision",
+				ArgsUsage: "NAME...",
+				Description: "Resolves each NAME by listing (never a guessed key), shows the plan and asks. Then: optional full\n" +
+					"snapshot (--snapshot), the backup (written, read back, verified), and ONE transaction that\n" +
+					"deletes every key only if its mod revision is still the one backed up: if anything changed\n" +
+					"meanwhile, nothing is deleted (exit 6). The state directory records what was deleted and\n" +
+					"where the backup is. Undo with: breakglass etcd restore BACKUP. --dry-run checks all of\n" +
+					"this against the live etcd and writes nothing.\n\n" + exitCodeHelp(),
+				Flags: withConn(kindFlag("all"),
+					&cli.StringFlag{Name: "backup-dir", Usage: "where the backup goes (default: STATE-DIR/etcd/CLUSTER-ID/backups)"},
+					&cli.BoolFlag{Name: "snapshot", Usage: "also take a full etcd snapshot into the backup directory first"}),
+				Action: func(c *cli.Context) error {
+					return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
+						return runEtcdDelete(c, s, g, ec)
+					})
+				},
+			},
+			{
+				Name:      "restore",
+				Usage:     "put back the keys of a backup file that are absent (create-only, byte for byte)",
+				ArgsUsage: "FILE",
+				Description: "Verifies the file (format and every sha256), refuses one from another etcd cluster unless\n" +
+					"--force-cluster, shows per key what would happen and asks. Each key is created only if absent\n" +
+					"(a transaction on create revision 0); a key present with another value is a conflict, left\n" +
+					"alone (exit 6). Idempotent: re-running reports already-present-identical.\n\n" + exitCodeHelp(),
+				Flags: withConn(&cli.BoolFlag{Name: "force-cluster", Usage: "restore a backup taken from another etcd cluster ID"}),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return usageError{"restore takes exactly one backup FILE", "breakglass etcd restore FILE"}
+					}
+					return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
+						return runEtcdRestore(c, s, g, ec, c.Args().First())
+					})
+				},
+			},
+			{
+				Name:  "snapshot",
+				Usage: "save a full etcd snapshot to a new file, verified",
+				Description: "Straight from etcd when etcd certificates (or an http:// endpoint) are given, otherwise through\n" +
+					"the Talos API (EtcdSnapshot, os:operator is enough). Written FILE.part, checked while\n" +
+					"streaming (size a multiple of 512 plus a sha256 trailer that must match), renamed without\n" +
+					"overwriting, read back and checked again.\n\n" + exitCodeHelp(),
+				Flags: withConn(&cli.StringFlag{Name: "out", Required: true, Usage: "snapshot file to create"}),
+				Action: func(c *cli.Context) error {
+					return runEtcdSnapshot(c, s)
+				},
+			},
+		},
+	}
+}
+
+// withEtcd reads the flags, connects, runs fn and closes.
+func withEtcd(c *cli.Context, fn func(context.Context, globalOptions, *etcd.Client) error) error {
+	g, err := readGlobals(c)
+	if err != nil {
+		return err
+	}
+	ec, err := connectEtcd(c.Context, g, readEtcdFlags(c))
+	if err != nil {
+		return err
+	}
+	defer ec.Close()
+	return fn(c.Context, g, ec)
+}
+
+// etcdStateDir is STATE-DIR/etcd/CLUSTER-ID/SUB: records are per etcd cluster.
+func etcdStateDir(ctx context.Context, g globalOptions, ec *etcd.Client, sub string) (string, error) {
+	info, err := ec.Cluster(ctx)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(g.StateDir, "etcd", info.ClusterID.String(), sub), nil
+}
+
+func runEtcdDelete(c *cli.Context, s streams, g globalOptions, ec *etcd.Client) error {
+	ctx := c.Context
+	if c.NArg() == 0 {
+		return usageError{"delete needs at least one NAME", "breakglass etcd webhooks lists them"}
+	}
+	kinds, err := etcd.ParseKind(c.String("kind"))
+	if err != nil {
+		return err
+	}
+	plan, err := ec.PlanDelete(ctx, c.Args().Slice(), kinds)
+	if err != nil {
+		return err
+	}
+	opts := etcd.ExecuteOptions{BackupDir: c.String("backup-dir"), Snapshot: c.Bool("snapshot"), ToolVersion: version}
+	if opts.BackupDir == "" {
+		if opts.BackupDir, err = etcdStateDir(ctx, g, ec, "backups"); err != nil {
+			return err
+		}
+	}
+	if opts.RecordDir, err = etcdStateDir(ctx, g, ec, "deleted"); err != nil {
+		return err
+	}
+	w := etcd.NewWriter(ec, g.DryRun)
+	if !g.json() {
+		renderDeletePlan(s.Out, ec, plan, opts)
+	}
+	if !w.DryRun() {
+		if err := newConfirmer(s, g.Yes).Confirm(ctx, fmt.Sprintf("Delete %d key(s) from etcd?", len(plan.Objects))); err != nil {
+			return err
+		}
+	}
+	res, err := ec.Execute(ctx, plan, w, opts)
+	if g.json() && res != nil {
+		if werr := writeJSON(s.Out, res); werr != nil {
+			return werr
+		}
+	} else if res != nil {
+		renderDeleteResult(s.Out, res, err)
+	}
+	return err
+}
+
+func renderDeletePlan(w io.Writer, ec *etcd.Client, p *etcd.Plan, opts etcd.ExecuteOptions) {
+	fmt.Fprintf(w, "Plan: delete %d key(s) from etcd cluster %s (%s), read at revision %d\n", len(p.Objects), p.Cluster.ClusterID, strings.Join(ec.Endpoints(), ","), p.Cluster.Revision)
+	for _, o := range p.Objects {
+		fmt.Fprintf(w, "  %s %s\n    key %s, mod revision %d, %s\n", o.Kind, o.Name, o.Key, o.ModRevision, encodingNote(o))
+		for _, wh := range o.Webhooks {
+			fmt.Fprintf(w, "    webhook %s: failurePolicy %s, %s\n", wh.Name, wh.FailurePolicy, wh.Target())
+		}
+	}
+	if opts.Snapshot {
+		fmt.Fprintf(w, "  first: full etcd snapshot into %s\n", opts.BackupDir)
+	}
+	fmt.Fprintf(w, "  backup into %s (written, read back and verified before the delete)\n", opts.BackupDir)
+	fmt.Fprintln(w, "  one transaction, each key deleted only if its mod revision is unchanged")
+}
+
+func renderDeleteResult(w io.Writer, res *etcd.DeleteResult, err error) {
+	if res.Snapshot != nil {
+		if res.DryRun {
+			fmt.Fprintf(w, "would save snapshot %s\n", res.Snapshot.Path)
+		} else {
+			fmt.Fprintf(w, "snapshot %s (%d bytes, sha256 %s) verified\n", res.Snapshot.Path, res.Snapshot.Size, res.Snapshot.SHA256)
+		}
+	}
+	if res.Backup != nil {
+		if res.DryRun {
+			fmt.Fprintf(w, "would write backup %s\n", res.BackupPath)
+		} else {
+			fmt.Fprintf(w, "backup %s written and verified\n", res.BackupPath)
+		}
+	}
+	for _, k := range res.Deleted {
+		if res.DryRun {
+			fmt.Fprintf(w, "would delete %s (guard holds now)\n", k)
+		} else {
+			fmt.Fprintf(w, "deleted %s\n", k)
+		}
+	}
+	switch {
+	case err != nil:
+	case res.DryRun:
+		fmt.Fprintln(w, "Dry run: nothing was written.")
+	default:
+		if res.RecordPath != "" {
+			fmt.Fprintf(w, "recorded in %s\n", res.RecordPath)
+		}
+		fmt.Fprintf(w, "Undo with: breakglass etcd restore %s\n", res.BackupPath)
+	}
+}
+
+func runEtcdRestore(c *cli.Context, s streams, g globalOptions, ec *etcd.Client, path string) error {
+	ctx := c.Context
+	opts := etcd.RestoreOptions{ForceCluster: c.Bool("force-cluster")}
+	b, err := etcd.ReadBackup(path)
+	if err != nil {
+		return err
+	}
+	// The plan is a dry run against the live etcd: what each key would become.
+	plan, err := ec.Restore(ctx, b, etcd.DryRunWriter(ec), opts)
+	if plan == nil {
+		return err
+	}
+	plan.Path = path
+	w := etcd.NewWriter(ec, g.DryRun)
+	plan.DryRun = w.DryRun() // with nothing to restore, the plan is the outcome
+	todo := 0
+	for _, it := range plan.Items {
+		if it.Status == etcd.WouldRestore {
+			todo++
+		}
+	}
+	if w.DryRun() || todo == 0 {
+		if g.json() {
+			if werr := writeJSON(s.Out, plan); werr != nil {
+				return werr
+			}
+		} else {
+			renderRestore(s.Out, b, plan, true)
+			if w.DryRun() {
+				fmt.Fprintln(s.Out, "Dry run: nothing was written.")
+			}
+		}
+		return err
+	}
+	if !g.json() {
+		renderRestore(s.Out, b, plan, true)
+	}
+	if err := newConfirmer(s, g.Yes).Confirm(ctx, fmt.Sprintf("Restore %d key(s) into etcd?", todo)); err != nil {
+		return err
+	}
+	res, err := ec.Restore(ctx, b, w, opts)
+	if res == nil {
+		return err
+	}
+	res.Path = path
+	if g.json() {
+		if werr := writeJSON(s.Out, res); werr != nil {
+			return werr
+		}
+	} else {
+		renderRestore(s.Out, b, res, false)
+	}
+	return err
+}
+
+func renderRestore(w io.Writer, b *etcd.Backup, r *etcd.RestoreResult, header bool) {
+	if header {
+		fmt.Fprintf(w, "backup %s: %d key(s) from etcd cluster %s at revision %d, taken %s by breakglass %s\n",
+			r.Path, len(b.Keys), b.ClusterID, b.Revision, b.Time.Format("2006-01-02 15:04:05Z"), b.ToolVersion)
+		if b.ClusterID != r.Cluster.ClusterID {
+			fmt.Fprintf(w, "WARNING: this etcd is cluster %s (--force-cluster)\n", r.Cluster.ClusterID)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  KEY\tSTATUS")
+	for _, it := range r.Items {
+		fmt.Fprintf(tw, "  %s\t%s\n", it.Key, it.Status)
+	}
+	tw.Flush()
+}
+
+func runEtcdSnapshot(c *cli.Context, s streams) error {
+	g, err := readGlobals(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	f := readEtcdFlags(c)
+	out := c.String("out")
+	var info *etcd.SnapshotInfo
+	source := ""
+	if f.explicitCertificates || plainHTTP(f.Endpoints) || etcdSnapshotFromTalos == nil {
+		ec, err := connectEtcd(ctx, g, f)
+		if err != nil {
+			return err
+		}
+		defer ec.Close()
+		source = "etcd " + strings.Join(ec.Endpoints(), ",")
+		if info, err = ec.Snapshot(ctx, out, etcd.NewWriter(ec, g.DryRun)); err != nil {
+			return err
+		}
+	} else {
+		stream, node, err := etcdSnapshotFromTalos(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer stream.Close()
+		source = "the Talos API on node " + node
+		if info, err = etcd.WriteSnapshot(stream, out, etcd.NewWriter(nil, g.DryRun)); err != nil {
+			return err
+		}
+	}
+	if g.json() {
+		return writeJSON(s.Out, info)
+	}
+	if info.DryRun {
+		fmt.Fprintf(s.Out, "would save a snapshot from %s to %s\n", source, info.Path)
+		return nil
+	}
+	fmt.Fprintf(s.Out, "snapshot from %s saved to %s: %d bytes, sha256 %s, verified\n", source, info.Path, info.Size, info.SHA256)
+	return nil
+}
+
+func encodingNote(o etcd.Object) string {
+	switch {
+	case o.Encoding == etcd.EncodingEncrypt:
+		return "encrypted (" + o.EncryptionProvider + "), not decoded"
+	case o.DecodeError != "":
+		return string(o.Encoding) + ", NOT DECODABLE: " + o.DecodeError
+	}
+	return string(o.Encoding) + " " + o.APIVersion
+}
+
+func renderListing(w io.Writer, l *etcd.Listing) {
+	fmt.Fprintf(w, "etcd cluster %s, member %s, revision %d, prefix %s: %d admission object(s)\n", l.Cluster.ClusterID, l.Cluster.MemberID, l.Cluster.Revision, l.Prefix, len(l.Objects))
+	for _, o := range l.Objects {
+		fmt.Fprintf(w, "\n%s %s\n", o.Kind, o.Name)
+		fmt.Fprintf(w, "  key %s, mod revision %d, version %d, %s\n", o.Key, o.ModRevision, o.Version, encodingNote(o))
+		for _, wh := range o.Webhooks {
+			fmt.Fprintf(w, "  webhook %s\n", wh.Name)
+			fmt.Fprintf(w, "    failurePolicy %s, timeout %ds, %s\n", wh.FailurePolicy, wh.TimeoutSeconds, wh.Target())
+			for _, r := range wh.Rules {
+				scope := "*"
+				if r.Scope != nil {
+					scope = string(*r.Scope)
+				}
+				ops := make([]string, len(r.Operations))
+				for i, op := range r.Operations {
+					ops[i] = string(op)
+				}
+				fmt.Fprintf(w, "    rule %s groups=%s versions=%s resources=%s scope=%s\n", strings.Join(ops, ","),
+					listOrNone(r.APIGroups), listOrNone(r.APIVersions), listOrNone(r.Resources), scope)
+			}
+			fmt.Fprintf(w, "    namespaceSelector %s, objectSelector %s\n", selector(wh.NamespaceSelector), selector(wh.ObjectSelector))
+			for _, mc := range wh.MatchConditions {
+				fmt.Fprintf(w, "    matchCondition %s: %s\n", mc.Name, mc.Expression)
+			}
+			if len(wh.MatchConditions) == 0 {
+				fmt.Fprintln(w, "    no matchConditions")
+			}
+		}
+		if p := o.Policy; p != nil {
+			if p.PolicyName != "" {
+				fmt.Fprintf(w, "  binds policy %s", p.PolicyName)
+				if len(p.ValidationActions) > 0 {
+					fmt.Fprintf(w, ", actions %s", strings.Join(p.ValidationActions, ","))
+				}
+				fmt.Fprintln(w)
+			} else {
+				fmt.Fprintf(w, "  failurePolicy %s, %d validation(s), %d mutation(s), %d matchCondition(s)\n", p.FailurePolicy, p.Validations, p.Mutations, len(p.MatchConditions))
+			}
+			if m := p.MatchConstraints; m != nil {
+				for _, r := range m.ResourceRules {
+					fmt.Fprintf(w, "    matches groups=%s resources=%s\n", listOrNone(r.APIGroups), listOrNone(r.Resources))
+				}
+			}
+		}
+	}
+}
+
+// selector renders a label selector; an empty one matches everything.
+func selector(s *metav1.LabelSelector) string {
+	if s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0) {
+		return "(everything)"
+	}
+	return metav1.FormatLabelSelector(s)
+}
