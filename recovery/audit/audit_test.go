@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-func parseFile(t *testing.T, name string) []Configuration {
+func parseFile(t testing.TB, name string) []Configuration {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {

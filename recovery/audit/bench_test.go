@@ -1,0 +1,40 @@
+package audit
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkAuditTestdata audits every webhook of the test data against the
+// 1.34 model, with new-cluster writes.
+func BenchmarkAuditTestdata(b *testing.B) {
+	files, _ := filepath.Glob("testdata/*.yaml")
+	files = append(files, "testdata/list.json")
+	var cfgs []Configuration
+	for _, f := range files {
+		cfgs = append(cfgs, parseFile(b, filepath.Base(f))...)
+	}
+	n := 0
+	for _, c := range cfgs {
+		n += len(c.webhooks())
+	}
+	b.ReportMetric(float64(n), "webhooks")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Audit(cfgs, Options{IncludeNewCluster: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlanFixIncident is the fix of the incident's webhook, with both
+// audits and the ordinary-request check.
+func BenchmarkPlanFixIncident(b *testing.B) {
+	cfgs := parseFile(b, "incident-kyverno-like.yaml")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := PlanFix(cfgs, FixStyle{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
