@@ -314,3 +314,31 @@ func TestStartupModel(t *testing.T) {
 		}
 	}
 }
+
+func TestReportErr(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want error
+	}{
+		{"incident-kyverno-like.yaml", ErrDeadlockRisk},
+		{"authorizer-condition.yaml", ErrUnknownRisk},
+		{"slow-start.yaml", ErrSlowStartRisk},
+		{"cert-manager.yaml", nil},
+	} {
+		rep, err := Audit(parseFile(t, tc.file), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = rep.Err()
+		if tc.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.file, err)
+			}
+			continue
+		}
+		var re *RiskError
+		if !errors.Is(err, tc.want) || !errors.As(err, &re) || len(re.Hints()) == 0 || len(re.Webhooks) == 0 {
+			t.Errorf("%s: %v", tc.file, err)
+		}
+	}
+}

@@ -80,3 +80,52 @@ func (e *FixVerificationError) Error() string {
 }
 
 func (e *FixVerificationError) Unwrap() error { return ErrFixUnsafe }
+
+// Sentinels for what an audit found, so that a command can exit non-zero.
+var (
+	ErrDeadlockRisk  = errors.New("webhook can deadlock kube-apiserver start-up")
+	ErrUnknownRisk   = errors.New("webhook risk could not be decided")
+	ErrSlowStartRisk = errors.New("webhook can slow kube-apiserver start-up")
+)
+
+// RiskError is a report whose worst risk is not none.
+type RiskError struct {
+	Risk     Risk
+	Webhooks []string // "configuration/webhook" of each finding at that risk
+}
+
+func (e *RiskError) Error() string {
+	return fmt.Sprintf("audit: %d webhook(s) at risk %s: %s", len(e.Webhooks), e.Risk, strings.Join(e.Webhooks, ", "))
+}
+
+func (e *RiskError) Unwrap() error {
+	switch e.Risk {
+	case RiskDeadlock:
+		return ErrDeadlockRisk
+	case RiskUnknown:
+		return ErrUnknownRisk
+	}
+	return ErrSlowStartRisk
+}
+
+// Hints names the fix.
+func (e *RiskError) Hints() []string {
+	return []string{
+		"breakglass audit --fix: adds matchConditions " + ExcludeAPIServerExpression + " to the webhooks at risk",
+	}
+}
+
+// Err returns a *RiskError for the worst risk found, or nil when every
+// webhook is none.
+func (r Report) Err() error {
+	if r.Risk == RiskNone || r.Risk == "" {
+		return nil
+	}
+	e := &RiskError{Risk: r.Risk}
+	for _, f := range r.Findings {
+		if f.Risk == r.Risk {
+			e.Webhooks = append(e.Webhooks, f.Configuration+"/"+f.Webhook)
+		}
+	}
+	return e
+}
