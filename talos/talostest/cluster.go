@@ -343,6 +343,16 @@ func (c *Cluster) Talosconfig(r role.Role) (string, error) {
 	return path, nil
 }
 
+// TalosconfigBytes returns the talosconfig for the role (see TalosconfigFor) as YAML.
+func (c *Cluster) TalosconfigBytes(r role.Role) ([]byte, error) {
+	cfg, err := c.TalosconfigFor(r)
+	if err != nil {
+		return nil, err
+	}
+
+	return cfg.Bytes()
+}
+
 // OSCA, KubernetesCA and EtcdCA return the cluster's certificate authorities (PEM certificate and key).
 func (c *Cluster) OSCA() *x509.PEMEncodedCertificateAndKey         { return c.Secrets.Certs.OS }
 func (c *Cluster) KubernetesCA() *x509.PEMEncodedCertificateAndKey { return c.Secrets.Certs.K8s }

@@ -56,7 +56,7 @@ func newCluster(t *testing.T, opts talostest.ClusterOptions) *talostest.Cluster 
 	return c
 }
 
-func newClient(t *testing.T, c *talostest.Cluster, r role.Role) *client.Client {
+func newClient(t testing.TB, c *talostest.Cluster, r role.Role) *client.Client {
 	t.Helper()
 
 	path, err := c.Talosconfig(r)
@@ -141,7 +141,7 @@ func hasArg(cmd []string, arg string) bool {
 
 // withExtraArg returns the config with cluster.apiServer.extraArgs[key] = value added
 // by a plain text edit (the generated config has no extraArgs).
-func withExtraArg(t *testing.T, cfg []byte, key, value string) []byte {
+func withExtraArg(t testing.TB, cfg []byte, key, value string) []byte {
 	t.Helper()
 
 	const anchor = "    apiServer:\n"

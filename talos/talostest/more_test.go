@@ -109,7 +109,28 @@ func TestKubeconfigAndSecrets(t *testing.T) {
 		t.Fatalf("etcd root: %v", err)
 	}
 
+	etcd, err := safe.StateGet[*secrets.Etcd](client.WithNode(ctx, n.IP), admin.COSI,
+		resource.NewMetadata(secrets.NamespaceName, secrets.EtcdType, secrets.EtcdID, resource.VersionUndefined))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	etcdBlock, _ := pem.Decode(etcd.TypedSpec().EtcdAdmin.Crt)
+	etcdAdmin, _ := x509.ParseCertificate(etcdBlock.Bytes)
+	etcdCABlock, _ := pem.Decode(c.EtcdCA().Crt)
+	etcdCA, _ := x509.ParseCertificate(etcdCABlock.Bytes)
+	etcdPool := x509.NewCertPool()
+	etcdPool.AddCert(etcdCA)
+
+	if _, err := etcdAdmin.Verify(x509.VerifyOptions{Roots: etcdPool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("etcd admin certificate: %v", err)
+	}
+
 	reader := newClient(t, c, role.Reader)
+
+	_, err = safe.StateGet[*secrets.Etcd](client.WithNode(ctx, n.IP), reader.COSI,
+		resource.NewMetadata(secrets.NamespaceName, secrets.EtcdType, secrets.EtcdID, resource.VersionUndefined))
+	wantCode(t, err, codes.PermissionDenied)
 
 	_, err = safe.StateGet[*secrets.EtcdRoot](client.WithNode(ctx, n.IP), reader.COSI,
 		resource.NewMetadata(secrets.NamespaceName, secrets.EtcdRootType, secrets.EtcdRootID, resource.VersionUndefined))
@@ -257,4 +278,21 @@ func TestOneToMany(t *testing.T) {
 	_, err = safe.StateGet[*k8s.StaticPod](client.WithNodes(ctx, c.Nodes[0].IP, c.Nodes[1].IP), cl.COSI,
 		resource.NewMetadata(k8s.NamespaceName, k8s.StaticPodType, k8s.APIServerID, resource.VersionUndefined))
 	wantCode(t, err, codes.InvalidArgument)
+}
+
+func TestPodIPExpanded(t *testing.T) {
+	ctx := t.Context()
+	c := newCluster(t, talostest.ClusterOptions{ControlPlanes: 2})
+	cl := newClient(t, c, role.Admin)
+	n := c.Nodes[1]
+
+	if !hasArg(staticPodCommand(t, ctx, cl, n.IP), "--advertise-address=$(POD_IP)") {
+		t.Error("static pod should carry $(POD_IP) like Talos renders it")
+	}
+
+	waitFor(t, "running", func() bool { return n.Pod().Running })
+
+	if v, _ := n.Pod().Config.Flag("advertise-address"); v != n.IP {
+		t.Errorf("container runs with --advertise-address=%s, want %s", v, n.IP)
+	}
 }

@@ -528,7 +528,81 @@ func (n *Node) publishStatic(ctx context.Context, cfg *nodeConfig) error {
 	root := secrets.NewEtcdRoot(secrets.EtcdRootID)
 	root.TypedSpec().EtcdCA = cfg.prov.Cluster().Etcd().CA()
 
-	return n.st.Create(ctx, root)
+	if err := n.st.Create(ctx, root); err != nil {
+		return err
+	}
+
+	certs, err := n.etcdCerts(root.TypedSpec().EtcdCA)
+	if err != nil {
+		return fmt.Errorf("issuing etcd certificates: %w", err)
+	}
+
+	etcd := secrets.NewEtcd()
+	*etcd.TypedSpec() = *certs
+
+	return n.st.Create(ctx, etcd)
+}
+
+// etcdCerts issues the node's etcd certificates from the etcd CA, as machined's
+// secrets.EtcdController does: server and peer certificates for the node's addresses,
+// client certificates "talos" (admin) and "kube-apiserver".
+func (n *Node) etcdCerts(caPEM *x509.PEMEncodedCertificateAndKey) (*secrets.EtcdCertsSpec, error) {
+	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(caPEM)
+	if err != nil {
+		return nil, err
+	}
+
+	issue := func(cn string, usage []stdx509.ExtKeyUsage, ips []net.IP, dns []string) (*x509.PEMEncodedCertificateAndKey, error) {
+		kp, err := x509.NewKeyPair(ca,
+			x509.CommonName(cn),
+			x509.IPAddresses(ips),
+			x509.DNSNames(dns),
+			x509.NotAfter(time.Now().Add(365*24*time.Hour)),
+			x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
+			x509.ExtKeyUsage(usage),
+		)
+		if err != nil {
+			return nil, err
+		}
+
+		return x509.NewCertificateAndKeyFromKeyPair(kp), nil
+	}
+
+	both := []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth, stdx509.ExtKeyUsageClientAuth}
+	client := []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}
+	ips := []net.IP{net.ParseIP(n.IP), net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
+	dns := []string{n.Name, "localhost"}
+
+	var spec secrets.EtcdCertsSpec
+
+	if spec.Etcd, err = issue(n.Name, both, ips, dns); err != nil {
+		return nil, err
+	}
+
+	if spec.EtcdPeer, err = issue(n.Name, both, ips[:1], dns[:1]); err != nil {
+		return nil, err
+	}
+
+	if spec.EtcdAdmin, err = issue("talos", client, nil, nil); err != nil {
+		return nil, err
+	}
+
+	if spec.EtcdAPIServer, err = issue("kube-apiserver", client, nil, nil); err != nil {
+		return nil, err
+	}
+
+	return &spec, nil
+}
+
+// EtcdCerts returns the etcd certificates the node serves as the EtcdSecrets resource
+// (server and peer for its addresses, clients "talos" and "kube-apiserver"), nil on a worker.
+func (n *Node) EtcdCerts() *secrets.EtcdCertsSpec {
+	r, err := n.st.Get(n.ctx, secrets.NewEtcd().Metadata())
+	if err != nil {
+		return nil
+	}
+
+	return r.(*secrets.Etcd).TypedSpec()
 }
 
 func (n *Node) setPersistentLocked(cfg *nodeConfig) {

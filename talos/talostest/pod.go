@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -289,7 +290,7 @@ func (k *kubelet) runOnce(ctx context.Context, spec ContainerConfig) (error, kil
 	k.mu.Lock()
 	rec := &containerRecord{
 		Container: Container{
-			ContainerConfig: spec,
+			ContainerConfig: expandPodIP(spec, k.n.IP),
 			ID:              newContainerID(),
 			Name:            "kube-apiserver",
 			Pod:             "kube-system/kube-apiserver-" + k.n.Name,
@@ -421,4 +422,15 @@ func (k *kubelet) isRunning(r *containerRecord) bool {
 	defer k.mu.Unlock()
 
 	return r.running
+}
+
+// expandPodIP substitutes $(POD_IP) in the command, as kubelet expands the env var
+// Talos declares from status.podIP (the node IP: the pod uses the host network).
+func expandPodIP(c ContainerConfig, ip string) ContainerConfig {
+	cmd := make([]string, len(c.Command))
+	for i, a := range c.Command {
+		cmd[i] = strings.ReplaceAll(a, "$(POD_IP)", ip)
+	}
+
+	return ContainerConfig{Image: c.Image, Command: cmd}
 }
