@@ -1,0 +1,104 @@
+package runbooks
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Duration is a time span written the way Go and kubectl write them ("90s",
+// "5m", "1h30m"). A bare number is refused: "300" could mean seconds or
+// minutes, and at 3 a.m. nobody should have to guess.
+type Duration time.Duration
+
+// Durations in runbooks must lie in this range.
+const (
+	minDuration = time.Second
+	maxDuration = 24 * time.Hour
+)
+
+// ParseDuration reads a duration with a unit, between 1s and 24h.
+func ParseDuration(s string) (Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, fmt.Errorf("empty duration (want a duration such as 30s, 5m or 1h)")
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if strings.Trim(s, "0123456789") == "" {
+			return 0, fmt.Errorf("duration %q has no unit (want a duration such as %ss or %sm)", s, s, s)
+		}
+		return 0, fmt.Errorf("bad duration %q (want a duration such as 30s, 5m or 1h)", s)
+	}
+	if d < minDuration || d > maxDuration {
+		return 0, fmt.Errorf("duration %q out of range (between %s and %s)", s, Duration(minDuration), Duration(maxDuration))
+	}
+	return Duration(d), nil
+}
+
+// Std is d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// String writes d the short way: "30m", "1h30m", "90s" becomes "1m30s".
+// ParseDuration reads it back to the same value.
+func (d Duration) String() string {
+	t := time.Duration(d)
+	if t == 0 {
+		return "0s"
+	}
+	if t < 0 || t%time.Second != 0 {
+		return t.String()
+	}
+	var b strings.Builder
+	if h := t / time.Hour; h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+		t -= h * time.Hour
+	}
+	if m := t / time.Minute; m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+		t -= m * time.Minute
+	}
+	if s := t / time.Second; s > 0 {
+		fmt.Fprintf(&b, "%ds", s)
+	}
+	return b.String()
+}
+
+// IsZero reports an unset duration (omitted from YAML and JSON).
+func (d Duration) IsZero() bool { return d == 0 }
+
+// UnmarshalYAML accepts a string with a unit only.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!str" && n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+		return fmt.Errorf("want a duration such as 30s, 5m or 1h, got %s", describe(n))
+	}
+	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// MarshalYAML writes the short form ("30m").
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// MarshalJSON writes the short form as a JSON string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"5m\"")
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
