@@ -167,10 +167,7 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 	if slow <= 0 {
 		slow = DefaultSlowTimeout
 	}
-	env := matchEnv{namespaceLabels: opts.NamespaceLabels, runtimeConfig: map[string]bool{}, newCluster: opts.IncludeNewCluster}
-	for _, rc := range opts.RuntimeConfig {
-		env.runtimeConfig[rc] = true
-	}
+	env := newMatchEnv(opts)
 	rep := Report{KubernetesVersion: version, SlowTimeoutSeconds: slow.Seconds(), Findings: []Finding{}, Risk: RiskNone}
 	for ci, c := range cfgs {
 		for _, w := range c.webhooks() {
@@ -193,6 +190,14 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 		return a.webhookIndex < b.webhookIndex
 	})
 	return rep, nil
+}
+
+func newMatchEnv(opts Options) matchEnv {
+	env := matchEnv{namespaceLabels: opts.NamespaceLabels, runtimeConfig: map[string]bool{}, newCluster: opts.IncludeNewCluster}
+	for _, rc := range opts.RuntimeConfig {
+		env.runtimeConfig[rc] = true
+	}
+	return env
 }
 
 func auditWebhook(w *webhook, reqs []StartupRequest, env matchEnv, slow time.Duration) Finding {

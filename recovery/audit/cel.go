@@ -3,6 +3,7 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -213,9 +214,12 @@ func describeUnknown(val ref.Val) string {
 	case strings.Contains(s, varAuthorizer):
 		return "the authorizer, which the audit cannot model"
 	default:
-		return "values the audit does not model (" + s + ")"
+		return "values the audit does not model (" + strings.TrimSpace(exprIDs.ReplaceAllString(s, "")) + ")"
 	}
 }
+
+// exprIDs are the expression ids cel-go appends to unknown attributes.
+var exprIDs = regexp.MustCompile(` \(\d+\)`)
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

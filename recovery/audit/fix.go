@@ -194,7 +194,7 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 	for ci, c := range cfgs {
 		orig := indexWebhooks(c.webhooks())
 		for _, pw := range plan.patched[ci].webhooks() {
-			for _, msg := range ordinaryDiffs(orig[pw.index], pw) {
+			for _, msg := range ordinaryDiffs(orig[pw.index], pw, newMatchEnv(style.Audit)) {
 				msg = fmt.Sprintf("webhook %q in %q: %s", pw.name, c.Name(), msg)
 				if style.Exclusion == ExcludeAPIServer {
 					problems = append(problems, msg)
@@ -212,10 +212,10 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 
 // ordinaryDiffs lists the ordinary requests whose match outcome differs
 // between the original and the patched webhook.
-func ordinaryDiffs(orig, patched *webhook) []string {
+func ordinaryDiffs(orig, patched *webhook, env matchEnv) []string {
 	var out []string
 	for _, r := range ordinaryRequests() {
-		a, b := orig.match(r, matchEnv{}), patched.match(r, matchEnv{})
+		a, b := orig.match(r, env), patched.match(r, env)
 		if a.outcome != b.outcome {
 			out = append(out, fmt.Sprintf("%s by %s changes from %s to %s", r.String(), r.userInfo().Username, a.outcome, b.outcome))
 		}

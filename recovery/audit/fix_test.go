@@ -200,13 +200,13 @@ func TestOrdinaryRequestsCheck(t *testing.T) {
 	orig := cfgs[0].webhooks()[0]
 	ok := cfgs[0].deepCopy()
 	ok.setMatchConditions(0, []admissionregistrationv1.MatchCondition{{Name: "a", Expression: ExcludeAPIServerExpression}})
-	if d := ordinaryDiffs(orig, ok.webhooks()[0]); len(d) != 0 {
+	if d := ordinaryDiffs(orig, ok.webhooks()[0], matchEnv{}); len(d) != 0 {
 		t.Fatalf("username exclusion changes ordinary requests: %v", d)
 	}
 	// Excluding system:masters would also let cluster admins through: caught.
 	bad := cfgs[0].deepCopy()
 	bad.setMatchConditions(0, []admissionregistrationv1.MatchCondition{{Name: "a", Expression: "!('system:masters' in request.userInfo.groups)"}})
-	d := ordinaryDiffs(orig, bad.webhooks()[0])
+	d := ordinaryDiffs(orig, bad.webhooks()[0], matchEnv{})
 	if len(d) == 0 || !strings.Contains(strings.Join(d, "\n"), "kubernetes-admin") {
 		t.Fatalf("diffs %v", d)
 	}
