@@ -1,0 +1,492 @@
+package diagnose
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Verdict is the conclusion, one of four; commands map each to its own
+// exit code.
+type Verdict string
+
+// Verdicts.
+const (
+	Healthy           Verdict = "healthy"            // kube-apiserver ready on every node
+	AdmissionDeadlock Verdict = "admission-deadlock" // admission refuses kube-apiserver's own start-up writes
+	OtherFailure      Verdict = "other-failure"      // not ready, for a known reason that is not admission
+	Unknown           Verdict = "unknown"            // could not tell: nodes unread, or no known signature
+)
+
+// Report is the diagnosis: the verdict, the objects to blame, the
+// evidence behind it, and the next command.
+type Report struct {
+	Verdict Verdict `json:"verdict"`
+	// Summary says what is wrong in one sentence.
+	Summary string `json:"summary"`
+	// Culprits are the admission objects that refuse the start-up writes.
+	Culprits []Culprit `json:"culprits,omitempty"`
+	// Findings are the signatures seen, causes first.
+	Findings []Finding `json:"findings"`
+	// Next lists exact commands, the recommended one first.
+	Next []string `json:"next,omitempty"`
+	// Notes are things worth knowing that do not change the verdict.
+	Notes    []string  `json:"notes,omitempty"`
+	Evidence *Evidence `json:"evidence"`
+}
+
+// Finding is one signature seen on one or more nodes.
+type Finding struct {
+	Signature string   `json:"signature"`
+	Class     Class    `json:"class"`
+	Subject   string   `json:"subject,omitempty"`
+	Meaning   string   `json:"meaning"`
+	Nodes     []string `json:"nodes"`
+	Count     int      `json:"count"` // matching log lines and readyz checks, all nodes
+	Lines     []Line   `json:"lines"` // distinct lines, the most frequent first, at most Options.MaxLines
+}
+
+// Line is a piece of evidence: the first occurrence of a line, how often
+// it occurred (ignoring time stamp and process id) and on which nodes.
+type Line struct {
+	Nodes  []string `json:"nodes"`
+	Source Source   `json:"source"`
+	Text   string   `json:"text"`
+	Count  int      `json:"count"`
+}
+
+// Culprit is an admission object that refuses kube-apiserver's start-up
+// writes.
+type Culprit struct {
+	// Kind is ValidatingWebhookConfiguration, MutatingWebhookConfiguration,
+	// ValidatingAdmissionPolicy or MutatingAdmissionPolicy.
+	Kind string `json:"kind,omitempty"`
+	// Name is the object's name: what to delete. Empty when etcd was not
+	// read, or holds no such object.
+	Name string `json:"name,omitempty"`
+	// Webhook is the webhook's name inside the configuration, as logged.
+	Webhook       string `json:"webhook,omitempty"`
+	FailurePolicy string `json:"failurePolicy,omitempty"`
+	Target        string `json:"target,omitempty"`
+	Key           string `json:"key,omitempty"`
+	// Plugin is the admission plugin that calls it (what to disable).
+	Plugin string `json:"plugin,omitempty"`
+	// FoundInEtcd tells whether the object was found in etcd.
+	FoundInEtcd bool `json:"foundInEtcd"`
+}
+
+// Admission plugins a culprit can belong to.
+const (
+	PluginValidatingWebhook = "ValidatingAdmissionWebhook"
+	PluginMutatingWebhook   = "MutatingAdmissionWebhook"
+	PluginValidatingPolicy  = "ValidatingAdmissionPolicy"
+	PluginMutatingPolicy    = "MutatingAdmissionPolicy"
+)
+
+// nodeState is what is known of one node's kube-apiserver.
+type nodeState int
+
+const (
+	stateUnknown nodeState = iota
+	stateReady
+	stateNotReady
+)
+
+func (ne NodeEvidence) state() nodeState {
+	if r := ne.Readyz; r != nil && r.Error == "" {
+		if r.Ready {
+			return stateReady
+		}
+		return stateNotReady
+	}
+	if p := ne.Pod; p != nil && p.Found {
+		if p.Ready && p.Running {
+			return stateReady
+		}
+		return stateNotReady
+	}
+	if ne.Pod != nil && !ne.Pod.Found {
+		return stateNotReady // kubelet has not reported the pod
+	}
+	return stateUnknown
+}
+
+// Analyze draws the conclusion from the evidence. It reads nothing.
+func Analyze(ev *Evidence, opts Options) *Report {
+	opts = opts.withDefaults()
+	r := &Report{Evidence: ev, Findings: findings(ev, opts.MaxLines)}
+
+	var ready, notReady, unknown []string
+	for _, ne := range ev.Nodes {
+		switch ne.state() {
+		case stateReady:
+			ready = append(ready, ne.Node)
+		case stateNotReady:
+			notReady = append(notReady, ne.Node)
+		default:
+			unknown = append(unknown, ne.Node)
+		}
+		if len(ne.DisabledPlugins) > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("node %s runs kube-apiserver with --disable-admission-plugins=%s: policies are bypassed until it is reverted (breakglass admission restore)", ne.Node, strings.Join(ne.DisabledPlugins, ",")))
+		}
+	}
+	if ev.Etcd.Error != "" {
+		r.Notes = append(r.Notes, "etcd was not read: "+ev.Etcd.Error)
+	}
+	if ev.HealthError != "" {
+		r.Notes = append(r.Notes, "readyz was not asked: "+ev.HealthError)
+	}
+
+	admission := r.byClass(ClassAdmission)
+	failures := r.byClass(ClassFailure)
+	startupStuck := r.has("default-servicecidr", "poststarthook-failed", "readyz-service-cidr", "readyz-rbac-bootstrap", "readyz-autoregister", "readyz-priority-classes", "readyz-ip-repair")
+
+	switch {
+	case len(admission) > 0 && (len(notReady) > 0 || (startupStuck && len(ready) == 0)):
+		r.Verdict = AdmissionDeadlock
+		r.Culprits = culprits(admission, ev.Etcd)
+		r.deadlock(notReady, ev)
+	case len(notReady) > 0 && len(failures) > 0:
+		r.Verdict = OtherFailure
+		f := failures[0]
+		r.Summary = fmt.Sprintf("kube-apiserver is not ready on %s: %s", nodeList(notReady, len(ev.Nodes)), f.Meaning)
+		if f.Subject != "" {
+			r.Summary += " (" + f.Subject + ")"
+		}
+		for _, f := range failures {
+			if s, ok := SignatureByID(f.Signature); ok && s.Next != "" {
+				r.addNext(fill(s.Next, f, ev))
+			}
+		}
+	case len(notReady) > 0:
+		r.Verdict = Unknown
+		r.Summary = fmt.Sprintf("kube-apiserver is not ready on %s, and its last log lines show no known cause", nodeList(notReady, len(ev.Nodes)))
+		if stuck := r.symptoms(); stuck != "" {
+			r.Summary += "; start-up is stuck at " + stuck
+		}
+		for _, n := range notReady {
+			ne := nodeByName(ev, n)
+			r.addNext(fmt.Sprintf("talosctl -n %s logs -k kube-system/kube-apiserver-%s:kube-apiserver --tail 1000", n, ne.NodeName))
+		}
+		if s := suspects(ev.Etcd); s != "" {
+			r.Notes = append(r.Notes, "fail-closed webhooks in etcd that could block start-up: "+s)
+		}
+	case len(unknown) > 0:
+		r.Verdict = Unknown
+		r.Summary = fmt.Sprintf("could not read kube-apiserver's state on %s", nodeList(unknown, len(ev.Nodes)))
+		for _, n := range unknown {
+			ne := nodeByName(ev, n)
+			if len(ne.Errors) > 0 {
+				r.Summary += fmt.Sprintf("; %s", ne.Errors[0])
+			}
+			r.addNext(fmt.Sprintf("talosctl -n %s version", n))
+		}
+	default:
+		r.Verdict = Healthy
+		r.Summary = fmt.Sprintf("kube-apiserver is ready on %s", nodeList(ready, len(ev.Nodes)))
+		if len(admission) > 0 {
+			r.Notes = append(r.Notes, "admission failures were logged, but kube-apiserver is ready: no deadlock now")
+		}
+	}
+	return r
+}
+
+func (r *Report) deadlock(notReady []string, ev *Evidence) {
+	var who []string
+	plugins := map[string]bool{}
+	var names []string
+	ambiguous := map[string]bool{}
+	for _, c := range r.Culprits {
+		if c.Webhook != "" {
+			ambiguous[c.Webhook] = ambiguous[c.Webhook] || countWebhook(r.Culprits, c.Webhook) > 1
+		}
+	}
+	for _, c := range r.Culprits {
+		desc := ""
+		switch {
+		case c.Webhook != "" && c.Name != "":
+			desc = fmt.Sprintf("webhook %q of %s %s (failurePolicy %s, %s)", c.Webhook, c.Kind, c.Name, c.FailurePolicy, c.Target)
+		case c.Webhook != "":
+			desc = fmt.Sprintf("webhook %q", c.Webhook)
+		default:
+			desc = fmt.Sprintf("%s %s", c.Kind, c.Name)
+		}
+		who = append(who, desc)
+		if c.Plugin != "" {
+			plugins[c.Plugin] = true
+		} else {
+			plugins[PluginValidatingWebhook], plugins[PluginMutatingWebhook] = true, true
+		}
+		if c.FoundInEtcd && (c.Kind == "ValidatingWebhookConfiguration" || c.Kind == "MutatingWebhookConfiguration") && !ambiguous[c.Webhook] && !contains(names, c.Name) {
+			names = append(names, c.Name)
+		}
+	}
+	where := "kube-apiserver cannot finish its start-up"
+	if len(notReady) > 0 {
+		where = "kube-apiserver is not ready on " + nodeList(notReady, len(ev.Nodes))
+	}
+	r.Summary = fmt.Sprintf("admission deadlock: %s refuses kube-apiserver's own start-up writes; %s", strings.Join(who, ", "), where)
+	if s := r.symptoms(); s != "" {
+		r.Summary += " (stuck at " + s + ")"
+	}
+	if len(names) > 0 {
+		r.addNext("breakglass recover --delete " + strings.Join(names, ","))
+	}
+	var ps []string
+	for _, p := range []string{PluginValidatingWebhook, PluginMutatingWebhook, PluginValidatingPolicy, PluginMutatingPolicy} {
+		if plugins[p] {
+			ps = append(ps, p)
+		}
+	}
+	r.addNext("breakglass admission disable --plugins " + strings.Join(ps, ","))
+	if !ev.Etcd.Asked || ev.Etcd.Error != "" {
+		r.Notes = append(r.Notes, "etcd was not read, so the configuration holding the webhook is not named: run again with etcd access (--etcd-endpoints, or an os:admin talosconfig)")
+	}
+	for w, amb := range ambiguous {
+		if amb {
+			r.Notes = append(r.Notes, fmt.Sprintf("webhook name %q appears in several configurations: check which one before deleting", w))
+		}
+	}
+}
+
+func countWebhook(cs []Culprit, w string) int {
+	n := 0
+	for _, c := range cs {
+		if c.Webhook == w && c.FoundInEtcd {
+			n++
+		}
+	}
+	return n
+}
+
+// symptoms names what start-up is stuck at, from the findings.
+func (r *Report) symptoms() string {
+	var out []string
+	for _, f := range r.Findings {
+		switch f.Signature {
+		case "default-servicecidr":
+			out = appendOnce(out, "the default ServiceCIDR")
+		case "poststarthook-failed":
+			out = appendOnce(out, "PostStartHook "+f.Subject+" (exits)")
+		case "readyz-service-cidr", "readyz-rbac-bootstrap", "readyz-autoregister", "readyz-priority-classes", "readyz-ip-repair":
+			out = appendOnce(out, f.Subject)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func (r *Report) byClass(c Class) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Class == c {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (r *Report) has(ids ...string) bool {
+	for _, f := range r.Findings {
+		if contains(ids, f.Signature) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Report) addNext(cmd string) {
+	if cmd != "" && !contains(r.Next, cmd) {
+		r.Next = append(r.Next, cmd)
+	}
+}
+
+// culprits maps the webhooks and policies named in the findings to the
+// objects in etcd.
+func culprits(admission []Finding, ee EtcdEvidence) []Culprit {
+	var out []Culprit
+	seen := map[string]bool{}
+	for _, f := range admission {
+		if f.Subject == "" || seen[f.Signature+"/"+f.Subject] {
+			continue
+		}
+		seen[f.Signature+"/"+f.Subject] = true
+		found := false
+		switch f.Signature {
+		case "policy-denied":
+			for _, o := range ee.Objects {
+				if o.Name == f.Subject && (o.Kind == "ValidatingAdmissionPolicy" || o.Kind == "MutatingAdmissionPolicy") {
+					found = true
+					out = append(out, Culprit{Kind: o.Kind, Name: o.Name, FailurePolicy: o.Failure, Key: o.Key, Plugin: o.Kind, FoundInEtcd: true})
+				}
+			}
+			if !found {
+				out = append(out, Culprit{Kind: "ValidatingAdmissionPolicy", Name: f.Subject, Plugin: PluginValidatingPolicy})
+			}
+		default:
+			for _, o := range ee.Objects {
+				for _, w := range o.Webhooks {
+					if w.Name != f.Subject {
+						continue
+					}
+					found = true
+					plugin := PluginValidatingWebhook
+					if o.Kind == "MutatingWebhookConfiguration" {
+						plugin = PluginMutatingWebhook
+					}
+					out = append(out, Culprit{Kind: o.Kind, Name: o.Name, Webhook: w.Name, FailurePolicy: w.FailurePolicy, Target: w.Target, Key: o.Key, Plugin: plugin, FoundInEtcd: true})
+				}
+			}
+			if !found {
+				out = append(out, Culprit{Webhook: f.Subject})
+			}
+		}
+	}
+	return out
+}
+
+// suspects lists the fail-closed webhooks in etcd.
+func suspects(ee EtcdEvidence) string {
+	var out []string
+	for _, o := range ee.Objects {
+		for _, w := range o.Webhooks {
+			if w.FailurePolicy == "Fail" {
+				out = append(out, fmt.Sprintf("%s %s (webhook %q, %s)", o.Kind, o.Name, w.Name, w.Target))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// findings matches every log line and failing readyz check of every node,
+// and groups the matches by signature and subject.
+func findings(ev *Evidence, maxLines int) []Finding {
+	type key struct{ id, subject string }
+	type lineAcc struct {
+		line  Line
+		order int
+	}
+	type acc struct {
+		f     Finding
+		lines map[string]*lineAcc // by line key
+	}
+	groups := map[key]*acc{}
+	var order []key
+	n := 0
+	add := func(m Match, node string, src Source, text, lk string) {
+		k := key{m.ID, m.Subject}
+		a := groups[k]
+		if a == nil {
+			s, _ := SignatureByID(m.ID)
+			a = &acc{f: Finding{Signature: m.ID, Class: s.Class, Subject: m.Subject, Meaning: s.Meaning}, lines: map[string]*lineAcc{}}
+			groups[k] = a
+			order = append(order, k)
+		}
+		a.f.Count++
+		a.f.Nodes = appendOnce(a.f.Nodes, node)
+		if la := a.lines[lk]; la != nil {
+			la.line.Count++
+			la.line.Nodes = appendOnce(la.line.Nodes, node)
+			return
+		}
+		n++
+		a.lines[lk] = &lineAcc{line: Line{Nodes: []string{node}, Source: src, Text: text, Count: 1}, order: n}
+	}
+	for _, ne := range ev.Nodes {
+		for _, l := range ne.Logs {
+			for _, m := range MatchLine(l) {
+				add(m, ne.Node, SourceLog, l, lineKey(l))
+			}
+		}
+		if r := ne.Readyz; r != nil && r.Error == "" {
+			for _, c := range r.FailingChecks {
+				text := "[-]" + c + " failed"
+				add(MatchReadyzCheck(c), ne.Node, SourceReadyz, text, text)
+			}
+		}
+	}
+	out := make([]Finding, 0, len(order))
+	for _, k := range order {
+		a := groups[k]
+		var ls []*lineAcc
+		for _, la := range a.lines {
+			ls = append(ls, la)
+		}
+		// Most frequent first, then first seen.
+		sort.Slice(ls, func(i, j int) bool {
+			if ls[i].line.Count != ls[j].line.Count {
+				return ls[i].line.Count > ls[j].line.Count
+			}
+			return ls[i].order < ls[j].order
+		})
+		for i, la := range ls {
+			if i == maxLines {
+				break
+			}
+			a.f.Lines = append(a.f.Lines, la.line)
+		}
+		out = append(out, a.f)
+	}
+	rank := map[Class]int{ClassAdmission: 0, ClassFailure: 1, ClassSymptom: 2, ClassInfo: 3}
+	tableIndex := map[string]int{}
+	for i, s := range Signatures {
+		tableIndex[s.ID] = i
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if rank[a.Class] != rank[b.Class] {
+			return rank[a.Class] < rank[b.Class]
+		}
+		if tableIndex[a.Signature] != tableIndex[b.Signature] {
+			return tableIndex[a.Signature] < tableIndex[b.Signature]
+		}
+		return a.Count > b.Count
+	})
+	return out
+}
+
+// fill puts the first node showing the finding into a Next template.
+func fill(tmpl string, f Finding, ev *Evidence) string {
+	node, name := "NODE", "NODENAME"
+	if len(f.Nodes) > 0 {
+		node = f.Nodes[0]
+		if ne := nodeByName(ev, node); ne.NodeName != "" {
+			name = ne.NodeName
+		}
+	}
+	return strings.NewReplacer("{node}", node, "{nodeName}", name, "{subject}", f.Subject).Replace(tmpl)
+}
+
+func nodeByName(ev *Evidence, node string) NodeEvidence {
+	for _, ne := range ev.Nodes {
+		if ne.Node == node {
+			return ne
+		}
+	}
+	return NodeEvidence{}
+}
+
+func nodeList(nodes []string, total int) string {
+	if len(nodes) == total && total > 1 {
+		return fmt.Sprintf("all %d nodes (%s)", total, strings.Join(nodes, ", "))
+	}
+	if len(nodes) == 1 {
+		return "node " + nodes[0]
+	}
+	return fmt.Sprintf("nodes %s", strings.Join(nodes, ", "))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func appendOnce(list []string, s string) []string {
+	if contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}

@@ -1,0 +1,275 @@
+package diagnose
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+// Nodes is what diagnose reads from the Talos nodes; *talos.Client is one.
+// Every call only reads.
+type Nodes interface {
+	Nodes() []string
+	NodeName(ctx context.Context, node string) (string, error)
+	ReadAPIServerPod(ctx context.Context, node string) (talos.APIServerPod, error)
+	ReadAPIServerStatus(ctx context.Context, node, nodeName string) (talos.PodStatus, error)
+	APIServerLogs(ctx context.Context, node, nodeName string, tail int) ([]string, error)
+}
+
+// Objects lists admission objects; *etcd.Client is one.
+type Objects interface {
+	List(ctx context.Context, resources []etcd.Resource) (*etcd.Listing, error)
+	Endpoints() []string
+}
+
+// Readyz is one look at a node's /readyz?verbose.
+type Readyz struct {
+	Node          string   `json:"node"`
+	Ready         bool     `json:"ready"`
+	FailingChecks []string `json:"failingChecks,omitempty"`
+	// Error says why readyz could not be asked (connection refused, ...).
+	Error string `json:"error,omitempty"`
+}
+
+// Options tune Run. The readyz probe is a function so that this package
+// does not import recovery (recovery imports diagnose): callers pass an
+// adapter over recovery.CheckHealth.
+type Options struct {
+	// Tail is how many kube-apiserver log lines to read per node; default 200.
+	Tail int
+	// Health asks /readyz?verbose on every node; nil: not asked.
+	Health func(ctx context.Context) ([]Readyz, error)
+	// EtcdError says why etcd is not read when the etcd client is nil
+	// (connection failed); nil with a nil client means not asked.
+	EtcdError error
+	// Resources are the admission resources listed from etcd; nil: all.
+	Resources []etcd.Resource
+	// MaxLines is how many distinct evidence lines a finding shows;
+	// default 3.
+	MaxLines int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Tail <= 0 {
+		o.Tail = 200
+	}
+	if o.MaxLines <= 0 {
+		o.MaxLines = 3
+	}
+	return o
+}
+
+// Evidence is everything read, before any conclusion.
+type Evidence struct {
+	Nodes       []NodeEvidence `json:"nodes"`
+	Etcd        EtcdEvidence   `json:"etcd"`
+	HealthError string         `json:"healthError,omitempty"` // readyz could not be asked at all
+	HealthAsked bool           `json:"healthAsked"`
+}
+
+// NodeEvidence is what one control-plane node showed.
+type NodeEvidence struct {
+	Node     string `json:"node"`
+	NodeName string `json:"nodeName,omitempty"`
+	// Pod is kubelet's view of the kube-apiserver static pod; nil when unread.
+	Pod *Pod `json:"pod,omitempty"`
+	// Image and the admission flags of the rendered static pod.
+	Image            string   `json:"image,omitempty"`
+	EnabledPlugins   []string `json:"enabledPlugins,omitempty"`
+	DisabledPlugins  []string `json:"disabledPlugins,omitempty"`
+	Readyz           *Readyz  `json:"readyz,omitempty"`
+	LogLinesRead     int      `json:"logLinesRead"`
+	Errors           []string `json:"errors,omitempty"` // what could not be read, and why
+	Logs             []string `json:"-"`
+	unreachable      bool
+	podRead, logRead bool
+}
+
+// Pod is the kube-apiserver static pod status.
+type Pod struct {
+	Found         bool       `json:"found"`
+	Ready         bool       `json:"ready"`
+	Running       bool       `json:"running"`
+	Restarts      int        `json:"restarts"`
+	WaitingReason string     `json:"waitingReason,omitempty"`
+	StartedAt     *time.Time `json:"startedAt,omitempty"`
+}
+
+// EtcdEvidence is the admission objects found in etcd.
+type EtcdEvidence struct {
+	Asked     bool              `json:"asked"`
+	Endpoints []string          `json:"endpoints,omitempty"`
+	Error     string            `json:"error,omitempty"`
+	Revision  int64             `json:"revision,omitempty"`
+	Objects   []AdmissionObject `json:"objects,omitempty"`
+}
+
+// AdmissionObject is one admission object in etcd, reduced to what a
+// diagnosis needs.
+type AdmissionObject struct {
+	Kind      string         `json:"kind"`
+	Name      string         `json:"name"`
+	Key       string         `json:"key"`
+	Encoding  string         `json:"encoding"`
+	Webhooks  []WebhookBrief `json:"webhooks,omitempty"`
+	Policy    string         `json:"policy,omitempty"` // a binding's policy name
+	Failure   string         `json:"failurePolicy,omitempty"`
+	Undecoded string         `json:"undecoded,omitempty"` // why the value could not be read
+}
+
+// WebhookBrief is one webhook of a configuration.
+type WebhookBrief struct {
+	Name          string `json:"name"`
+	FailurePolicy string `json:"failurePolicy"`
+	Target        string `json:"target"`
+	Rules         int    `json:"rules"`
+	Conditions    int    `json:"matchConditions"`
+}
+
+// Run collects the evidence and concludes. It changes nothing anywhere.
+// ec may be nil (etcd not reachable, or not asked: see Options.EtcdError).
+// Node failures become evidence; the error is only for a cancelled context
+// or a talosconfig without nodes.
+func Run(ctx context.Context, tc *talos.Client, ec *etcd.Client, opts Options) (*Report, error) {
+	var objs Objects
+	if ec != nil {
+		objs = ec
+	}
+	ev, err := Gather(ctx, tc, objs, opts)
+	if err != nil {
+		return nil, err
+	}
+	return Analyze(ev, opts), nil
+}
+
+// ErrNoNodes means there is nothing to diagnose.
+var ErrNoNodes = errors.New("no target nodes: the talosconfig context names none")
+
+// Gather reads from every node in parallel, then /readyz (when
+// opts.Health is set) and etcd (when objs is not nil).
+func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evidence, error) {
+	opts = opts.withDefaults()
+	list := nodes.Nodes()
+	if len(list) == 0 {
+		return nil, ErrNoNodes
+	}
+	ev := &Evidence{Nodes: make([]NodeEvidence, len(list))}
+	var wg sync.WaitGroup
+	for i, n := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev.Nodes[i] = gatherNode(ctx, nodes, n, opts.Tail)
+		}()
+	}
+	if opts.Health != nil {
+		ev.HealthAsked = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hs, err := opts.Health(ctx)
+			if err != nil {
+				ev.HealthError = err.Error()
+			}
+			for _, h := range hs {
+				for i := range list {
+					if list[i] == h.Node {
+						h := h
+						ev.Nodes[i].Readyz = &h
+					}
+				}
+			}
+		}()
+	}
+	if objs != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev.Etcd = gatherEtcd(ctx, objs, opts.Resources)
+		}()
+	} else if opts.EtcdError != nil {
+		ev.Etcd = EtcdEvidence{Asked: true, Error: opts.EtcdError.Error()}
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvidence {
+	ne := NodeEvidence{Node: node}
+	fail := func(err error) {
+		ne.Errors = append(ne.Errors, err.Error())
+		if errors.Is(err, talos.ErrUnreachable) {
+			ne.unreachable = true
+		}
+	}
+	name, err := nodes.NodeName(ctx, node)
+	if err != nil {
+		fail(err)
+		return ne
+	}
+	ne.NodeName = name
+	if pod, err := nodes.ReadAPIServerPod(ctx, node); err != nil {
+		fail(err)
+	} else {
+		ne.Image = pod.Image
+		ne.EnabledPlugins = splitList(pod.Flags["enable-admission-plugins"])
+		ne.DisabledPlugins = pod.DisabledPlugins()
+	}
+	if st, err := nodes.ReadAPIServerStatus(ctx, node, name); err != nil {
+		fail(err)
+	} else {
+		p := &Pod{Found: st.Found, Ready: st.Ready, Running: st.Running, Restarts: st.RestartCount, WaitingReason: st.WaitingReason}
+		if !st.StartedAt.IsZero() {
+			t := st.StartedAt
+			p.StartedAt = &t
+		}
+		ne.Pod, ne.podRead = p, true
+	}
+	if lines, err := nodes.APIServerLogs(ctx, node, name, tail); err != nil {
+		fail(err)
+		ne.Logs = lines
+	} else {
+		ne.Logs, ne.logRead = lines, true
+	}
+	ne.LogLinesRead = len(ne.Logs)
+	return ne
+}
+
+func gatherEtcd(ctx context.Context, objs Objects, resources []etcd.Resource) EtcdEvidence {
+	ee := EtcdEvidence{Asked: true, Endpoints: objs.Endpoints()}
+	l, err := objs.List(ctx, resources)
+	if err != nil {
+		ee.Error = err.Error()
+		return ee
+	}
+	ee.Revision = l.Cluster.Revision
+	for _, o := range l.Objects {
+		ao := AdmissionObject{Kind: o.Kind, Name: o.Name, Key: o.Key, Encoding: string(o.Encoding), Undecoded: o.DecodeError}
+		for _, w := range o.Webhooks {
+			ao.Webhooks = append(ao.Webhooks, WebhookBrief{Name: w.Name, FailurePolicy: w.FailurePolicy, Target: w.Target(), Rules: len(w.Rules), Conditions: len(w.MatchConditions)})
+		}
+		if o.Policy != nil {
+			ao.Policy, ao.Failure = o.Policy.PolicyName, o.Policy.FailurePolicy
+		}
+		ee.Objects = append(ee.Objects, ao)
+	}
+	return ee
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

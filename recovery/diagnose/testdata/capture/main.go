@@ -1,0 +1,282 @@
+// Command capture runs the real kube-apiserver binaries (built by
+// lab/scripts) against an embedded etcd in the failure modes diagnose
+// recognises, and writes their logs and /readyz?verbose to
+// recovery/diagnose/testdata/real/. It is how the test excerpts were taken:
+//
+//	go run ./recovery/diagnose/testdata/capture -bin .cache/kube-apiserver/v1.34.4/kube-apiserver -out recovery/diagnose/testdata/real
+//
+// Everything listens on loopback; the webhook URL points at a closed
+// loopback port.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+)
+
+func main() {
+	bin := flag.String("bin", ".cache/kube-apiserver/v1.34.4/kube-apiserver", "kube-apiserver binary")
+	out := flag.String("out", "recovery/diagnose/testdata/real", "output directory")
+	only := flag.String("only", "", "comma-separated scenarios (default all)")
+	flag.StringVar(&oldBin, "old", ".cache/kube-apiserver/v1.32.13/kube-apiserver", "kube-apiserver binary of the version before the upgrade")
+	flag.Parse()
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	scenarios := []struct {
+		name string
+		run  func(bin, out string) error
+	}{
+		{"overlapped", overlapped},
+		{"fresh", deadlock},
+		{"upgrade", upgrade},
+		{"etcd-down", etcdDown},
+		{"etcd-x509", etcdX509},
+		{"poststarthook", postStartHook},
+	}
+	for _, s := range scenarios {
+		if *only != "" && !strings.Contains(","+*only+",", ","+s.name+",") {
+			continue
+		}
+		log.Printf("scenario %s", s.name)
+		if err := s.run(*bin, filepath.Join(*out, s.name)); err != nil {
+			log.Printf("scenario %s: %v", s.name, err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func webhook(conditions ...admissionregistrationv1.MatchCondition) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "kyverno-resource-validating-webhook-cfg", UID: "0b6f3a1e-1", Generation: 1,
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:         "validate.kyverno.svc-fail",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr("https://127.0.0.1:" + strconv.Itoa(closedPort()) + "/validate/fail")},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr(admissionregistrationv1.AllScopes)},
+			}},
+			FailurePolicy:           ptr(admissionregistrationv1.Fail),
+			MatchPolicy:             ptr(admissionregistrationv1.Equivalent),
+			NamespaceSelector:       &metav1.LabelSelector{},
+			ObjectSelector:          &metav1.LabelSelector{},
+			SideEffects:             ptr(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:          ptr(int32(10)),
+			AdmissionReviewVersions: []string{"v1"},
+			MatchConditions:         conditions,
+		}},
+	}
+}
+
+func closedPort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 1
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// base writes service-account keys and a token file into dir and returns the common flags.
+func base(dir string, port int) []string {
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	pub, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+	os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+	os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte("admintoken,admin,1,system:masters\n"), 0o600)
+	os.MkdirAll(filepath.Join(dir, "certs"), 0o700)
+	return []string{
+		"--service-cluster-ip-range=10.1.0.0/20", "--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--advertise-address=127.0.0.1", "--cert-dir=" + filepath.Join(dir, "certs"),
+		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=" + filepath.Join(dir, "sa.pub"),
+		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"), "--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode=RBAC", "--anonymous-auth=true",
+	}
+}
+
+// runFor runs the binary for at most d, writing its output to out+".log",
+// and /readyz?verbose to out+".readyz" shortly before stopping it.
+func runFor(bin, out string, port int, d time.Duration, args ...string) error {
+	f, err := os.Create(out + ".log")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	readyzAt := time.After(d - 3*time.Second)
+	for {
+		select {
+		case err := <-done:
+			fmt.Fprintf(f, "# exited: %v\n", err)
+			return nil
+		case <-readyzAt:
+			readyz(port, out+".readyz")
+		}
+	}
+}
+
+func readyz(port int, path string) {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest("GET", "https://127.0.0.1:"+strconv.Itoa(port)+"/readyz?verbose", nil)
+	req.Header.Set("Authorization", "Bearer admintoken")
+	resp, err := c.Do(req)
+	if err != nil {
+		os.WriteFile(path, []byte("# error: "+err.Error()+"\n"), 0o644)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	os.WriteFile(path, append([]byte(fmt.Sprintf("# HTTP %d\n", resp.StatusCode)), b...), 0o644)
+}
+
+func withEtcd(tlsOn bool, fn func(srv *etcdtest.Server, dir string) error) error {
+	dir, err := os.MkdirTemp("", "capture")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var opts []etcdtest.Option
+	if !tlsOn {
+		opts = append(opts, etcdtest.Plain())
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "etcd"), 0o700); err != nil {
+		return err
+	}
+	srv, err := etcdtest.Start(filepath.Join(dir, "etcd"), opts...)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	return fn(srv, dir)
+}
+
+func put(srv *etcdtest.Server, key string, val []byte) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Put(context.Background(), key, string(val))
+	return err
+}
+
+func seedWebhook(srv *etcdtest.Server, conds ...admissionregistrationv1.MatchCondition) error {
+	v, err := etcdtest.EncodeProtobuf(webhook(conds...), admissionregistrationv1.SchemeGroupVersion)
+	if err != nil {
+		return err
+	}
+	return put(srv, "/registry/validatingwebhookconfigurations/kyverno-resource-validating-webhook-cfg", v)
+}
+
+func deadlock(bin, out string) error {
+	return withEtcd(false, func(srv *etcdtest.Server, dir string) error {
+		if err := seedWebhook(srv); err != nil {
+			return err
+		}
+		port := closedPort()
+		return runFor(bin, out, port, 25*time.Second, append(base(dir, port), "--etcd-servers="+srv.Endpoints[0])...)
+	})
+}
+
+// postStartHook is the upgrade with the incident's kind exclusions: the
+// ServiceCIDR is created, the RBAC bootstrap roles are not (LAB.md).
+func postStartHook(bin, out string) error {
+	return upgradeWith(bin, out, 120*time.Second,
+		admissionregistrationv1.MatchCondition{Name: "not-servicecidr", Expression: `!(request.kind.kind == "ServiceCIDR")`},
+		admissionregistrationv1.MatchCondition{Name: "not-ipaddress", Expression: `!(request.kind.kind == "IPAddress")`})
+}
+
+func overlapped(bin, out string) error {
+	dir, err := os.MkdirTemp("", "capture")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	port := closedPort()
+	return runFor(bin, out, port, 15*time.Second, append(base(dir, port), "--etcd-servers=http://127.0.0.1:"+strconv.Itoa(closedPort()),
+		"--enable-admission-plugins=NodeRestriction,ValidatingAdmissionWebhook", "--disable-admission-plugins=ValidatingAdmissionWebhook")...)
+}
+
+func etcdDown(bin, out string) error {
+	dir, err := os.MkdirTemp("", "capture")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	port := closedPort()
+	return runFor(bin, out, port, 30*time.Second, append(base(dir, port), "--etcd-servers=https://127.0.0.1:"+strconv.Itoa(closedPort()))...)
+}
+
+// etcdX509 gives kube-apiserver a client certificate from another CA.
+func etcdX509(bin, out string) error {
+	return withEtcd(true, func(srv *etcdtest.Server, dir string) error {
+		other, err := etcdtest.NewCA()
+		if err != nil {
+			return err
+		}
+		crt, key, err := other.IssueClient("kube-apiserver", time.Hour)
+		if err != nil {
+			return err
+		}
+		os.WriteFile(filepath.Join(dir, "other.crt"), crt, 0o600)
+		os.WriteFile(filepath.Join(dir, "other.key"), key, 0o600)
+		os.WriteFile(filepath.Join(dir, "other-ca.crt"), other.CertPEM, 0o600)
+		port := closedPort()
+		return runFor(bin, out, port, 30*time.Second, append(base(dir, port), "--etcd-servers="+srv.Endpoints[0],
+			"--etcd-cafile="+filepath.Join(dir, "other-ca.crt"), "--etcd-certfile="+filepath.Join(dir, "other.crt"), "--etcd-keyfile="+filepath.Join(dir, "other.key"))...)
+	})
+}
+
+var oldBin string
+
+// upgrade is the incident: the old version creates its bootstrap objects,
+// the webhook is added, then the new version starts on the same etcd.
+func upgrade(bin, out string) error { return upgradeWith(bin, out, 30*time.Second) }
+
+func upgradeWith(bin, out string, d time.Duration, conds ...admissionregistrationv1.MatchCondition) error {
+	return withEtcd(false, func(srv *etcdtest.Server, dir string) error {
+		port := closedPort()
+		args := append(base(dir, port), "--etcd-servers="+srv.Endpoints[0])
+		if err := runFor(oldBin, out+"-old", port, 15*time.Second, args...); err != nil {
+			return err
+		}
+		os.Remove(out + "-old.log")
+		os.Remove(out + "-old.readyz")
+		if err := seedWebhook(srv, conds...); err != nil {
+			return err
+		}
+		return runFor(bin, out, port, d, args...)
+	})
+}
