@@ -20,12 +20,11 @@ import (
 // and k8s.io/apiserver/pkg/cel/environment/base.go (the base options of 1.34).
 //
 // Differences, on purpose:
-//   - `request` and `namespaceObject` are declared dyn instead of Kubernetes'
-//     object types. Stored expressions already passed Kubernetes' type check,
-//     and at run time Kubernetes binds `request` to the unstructured map of
-//     an admissionv1.AdmissionRequest, exactly as done here, so a missing
-//     optional field (request.namespace of a cluster-scoped object) is the
-//     same "no such key" error.
+//   - `request` has Kubernetes' object type (celtypes.go) and, as in
+//     Kubernetes, is bound at run time to the unstructured map of an
+//     admissionv1.AdmissionRequest, so a missing optional field
+//     (request.namespace of a cluster-scoped object) is the same "no such
+//     key" error. `namespaceObject` is declared dyn (it is null for webhooks).
 //   - The Kubernetes-only libraries (url, regex find, lists isSorted/sum/...,
 //     quantity, ip, cidr, format, semver) are not bound; an expression using
 //     them does not compile here and is reported unknown, never safe.
@@ -77,7 +76,6 @@ func matchConditionEnv() (*cel.Env, error) {
 			cel.Variable(varObject, cel.DynType),
 			cel.Variable(varOldObject, cel.DynType),
 			cel.Variable(varNamespaceObject, cel.DynType),
-			cel.Variable(varRequest, cel.DynType),
 			cel.Variable(varAuthorizer, authorizerT),
 			cel.Variable(varRequestResourceAuthorizer, resourceCheckT),
 			member("path", "authorizer_path", []*cel.Type{authorizerT, cel.StringType}, pathCheckT),
@@ -98,7 +96,12 @@ func matchConditionEnv() (*cel.Env, error) {
 			member("allowed", "decision_allowed", []*cel.Type{decisionT}, cel.BoolType),
 			member("reason", "decision_reason", []*cel.Type{decisionT}, cel.StringType),
 		}
-		celEnv, celEnvErr = cel.NewEnv(opts...)
+		base, err := cel.NewEnv(opts...)
+		if err != nil {
+			celEnvErr = err
+			return
+		}
+		celEnv, celEnvErr = withRequestType(base)
 	})
 	return celEnv, celEnvErr
 }
