@@ -231,7 +231,10 @@ func dropParts(s string, removed []string) string {
 }
 
 // decodeDocs parses every YAML document in config.
-func decodeDocs(config []byte) ([]*yaml.Node, error) {
+func decodeDocs(config []byte) (_ []*yaml.Node, err error) {
+	// yaml.v3 has panicked on malformed input before; the machinery loader guards against it too.
+	defer recoverYAML(&err)
+
 	dec := yaml.NewDecoder(strings.NewReader(string(config)))
 
 	var docs []*yaml.Node
@@ -317,7 +320,7 @@ func readArgs(config []byte) (args, error) {
 	}
 
 	var doc map[string]any
-	if err := root.Decode(&doc); err != nil {
+	if err := decodeNode(root, &doc); err != nil {
 		return args{}, fmt.Errorf("decode v1alpha1 document: %w", err)
 	}
 
@@ -449,4 +452,24 @@ func setArg(doc map[string]any, key string, v argValue) {
 	default:
 		extra[key] = v.str
 	}
+}
+
+func recoverYAML(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("parse machine config: %v", p)
+	}
+}
+
+// decodeNode is node.Decode that turns a panic into an error.
+func decodeNode(n *yaml.Node, v any) (err error) {
+	defer recoverYAML(&err)
+
+	return n.Decode(v)
+}
+
+// unmarshal is yaml.Unmarshal that turns a panic into an error.
+func unmarshal(b []byte, v any) (err error) {
+	defer recoverYAML(&err)
+
+	return yaml.Unmarshal(b, v)
 }

@@ -683,3 +683,28 @@ func BenchmarkDisableRestore(b *testing.B) {
 		}
 	}
 }
+
+func TestRestoreTwice(t *testing.T) {
+	for _, file := range []string{"enable-only.yaml", "no-apiserver.yaml", "flow.yaml", "list-block.yaml"} {
+		in := readTestdata(t, file)
+
+		res, err := Disable(in, Options{Plugins: []string{vaw, maw}})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		once, err := Restore(res.Config, res.Record)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		twice, err := Restore(once, res.Record)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if string(once) != string(in) || string(twice) != string(in) {
+			t.Errorf("%s: restore is not idempotent:\n%s", file, twice)
+		}
+	}
+}

@@ -491,7 +491,7 @@ func decodeAll(b []byte) ([]any, int, error) {
 	docs := make([]any, len(nodes))
 
 	for i, n := range nodes {
-		if err := n.Decode(&docs[i]); err != nil {
+		if err := decodeNode(n, &docs[i]); err != nil {
 			return nil, 0, fmt.Errorf("decode document %d: %w", i+1, err)
 		}
 	}

@@ -90,6 +90,23 @@ func checkDisableRestore(t *testing.T, in []byte, sel uint8) {
 			}
 		}
 
+		if opts.StringOnly && res.After.Disable.Form != FormString {
+			t.Fatalf("string-only node got a %s value", res.After.Disable.Form)
+		}
+
+		if out, err := RemovePlugins(res.Config, res.Added); err == nil {
+			left, err := Disabled(out)
+			if err != nil {
+				t.Fatalf("RemovePlugins result does not parse: %v\n%s", err, out)
+			}
+
+			for _, p := range res.Added {
+				if slices.Contains(left, p) {
+					t.Fatalf("RemovePlugins left %s:\n%s", p, out)
+				}
+			}
+		}
+
 		again, err := Disable(res.Config, opts)
 		if err != nil || again.Changed {
 			t.Fatalf("second disable: changed %v, err %v", again.Changed, err)
@@ -98,6 +115,12 @@ func checkDisableRestore(t *testing.T, in []byte, sel uint8) {
 		back, err := Restore(res.Config, res.Record)
 		if res.Method != MethodText {
 			return
+		}
+
+		// A text edit touches a handful of lines: the disable key (up to three lines when it creates
+		// apiServer and extraArgs, or one per added list item) and the enable key.
+		if n := diffLines(in, res.Config); n > 12 {
+			t.Fatalf("text edit changed %d lines\ninput:\n%s\nresult:\n%s", n, in, res.Config)
 		}
 
 		if err != nil {

@@ -73,3 +73,29 @@ func changedLines(a, b []byte) int {
 
 	return max(len(al)-i-j, len(bl)-i-j)
 }
+
+// diffLines counts the lines deleted plus the lines inserted between a and b (longest common subsequence).
+func diffLines(a, b []byte) int {
+	al := strings.SplitAfter(string(a), "\n")
+	bl := strings.SplitAfter(string(b), "\n")
+
+	prev := make([]int, len(bl)+1)
+	cur := make([]int, len(bl)+1)
+
+	for i := 1; i <= len(al); i++ {
+		for j := 1; j <= len(bl); j++ {
+			switch {
+			case al[i-1] == bl[j-1]:
+				cur[j] = prev[j-1] + 1
+			case prev[j] >= cur[j-1]:
+				cur[j] = prev[j]
+			default:
+				cur[j] = cur[j-1]
+			}
+		}
+
+		prev, cur = cur, prev
+	}
+
+	return len(al) + len(bl) - 2*prev[len(bl)]
+}

@@ -39,7 +39,7 @@ func scalarReadsAs(c, v string, flow bool) bool {
 
 	for _, d := range docs {
 		var n yaml.Node
-		if err := yaml.Unmarshal([]byte(d), &n); err != nil || len(n.Content) != 1 {
+		if err := unmarshal([]byte(d), &n); err != nil || len(n.Content) != 1 {
 			return false
 		}
 

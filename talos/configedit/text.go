@@ -279,7 +279,7 @@ func (t *text) scalarSpan(n *yaml.Node, flow bool) (int, int, error) {
 	}
 
 	var got string
-	if err := yaml.Unmarshal(t.b[start:end], &got); err != nil || got != n.Value {
+	if err := unmarshal(t.b[start:end], &got); err != nil || got != n.Value {
 		return 0, 0, refuse("cannot read the quoted scalar at line %d", n.Line)
 	}
 
