@@ -49,8 +49,12 @@ func (c *Client) Snapshot(ctx context.Context, path string, w Writer) (*Snapshot
 // EtcdSnapshot) into a new file at path through w: PATH.part, checked while
 // streaming (size a multiple of 512 plus 32, the last 32 bytes the sha256 of
 // the rest; a failing stream leaves no file), renamed without overwriting,
-// then read back and checked again. With a dry-run writer r is not read.
+// then read back and checked again. With a dry-run writer r is not read;
+// a nil w writes for real.
 func WriteSnapshot(r io.Reader, path string, w Writer) (*SnapshotInfo, error) {
+	if w == nil {
+		w = RealWriter(nil)
+	}
 	info := &SnapshotInfo{Path: path, DryRun: w.DryRun()}
 	err := w.CreateFile(path, func(f io.Writer) error {
 		size, sum, err := copySnapshot(f, r)

@@ -13,36 +13,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 func init() { commandRegistry = append(commandRegistry, etcdCommand) }
 
-// etcdFromTalos is the seam for a connection without --etcd-cert/--etcd-key:
-// it returns endpoints (https://NODE:2379 for the target nodes) and a client
-// certificate minted in memory from the etcd CA of the node's machine config
-// (os:admin; recovery asks talos for the CA, then etcd.MintClientCert).
-// Nil until wired; the commands then ask for explicit certificates.
-var etcdFromTalos func(ctx context.Context, g globalOptions) (etcd.Config, error)
-
-// etcdSnapshotFromTalos is the seam for a snapshot through the Talos API
-// (EtcdSnapshot, allowed for os:operator): the stream and the node it comes
-// from. Nil until wired; snapshot then needs etcd credentials.
-var etcdSnapshotFromTalos func(ctx context.Context, g globalOptions) (stream io.ReadCloser, node string, err error)
-
 // etcdFlags are etcdctl's connection flags, prefixed as in issue 3.
 type etcdFlags struct {
-	Endpoints            []string
-	CACert, Cert, Key    string
-	Prefix               string
-	explicitCertificates bool
+	Endpoints         []string
+	CACert, Cert, Key string
+	Prefix            string
 }
 
 func etcdConnFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "etcd-endpoints", Usage: "etcd client URLs (default: https://NODE:2379 for the target nodes); http:// for an etcd without TLS"},
-		&cli.StringFlag{Name: "etcd-cacert", Usage: "etcd CA certificate file (etcdctl --cacert)"},
-		&cli.StringFlag{Name: "etcd-cert", Usage: "etcd client certificate file (etcdctl --cert); without it one is minted from the Talos etcd CA, in memory, for one hour"},
-		&cli.StringFlag{Name: "etcd-key", Usage: "etcd client key file (etcdctl --key)"},
+		&cli.StringSliceFlag{Name: "etcd-endpoints", EnvVars: []string{"ETCDCTL_ENDPOINTS"}, Usage: "etcd client URLs (default: https://NODE:2379 for the target nodes); http:// for an etcd without TLS"},
+		&cli.StringFlag{Name: "etcd-cacert", EnvVars: []string{"ETCDCTL_CACERT"}, Usage: "etcd CA certificate file (etcdctl --cacert)"},
+		&cli.StringFlag{Name: "etcd-cert", EnvVars: []string{"ETCDCTL_CERT"}, Usage: "etcd client certificate file (etcdctl --cert); without it one is minted from the Talos etcd CA, in memory, for one hour"},
+		&cli.StringFlag{Name: "etcd-key", EnvVars: []string{"ETCDCTL_KEY"}, Usage: "etcd client key file (etcdctl --key)"},
 		&cli.StringFlag{Name: "etcd-prefix", Value: etcd.DefaultPrefix, Usage: "kube-apiserver's --etcd-prefix"},
 	}
 }
@@ -57,7 +46,6 @@ func readEtcdFlags(c *cli.Context) etcdFlags {
 		CACert:    c.String("etcd-cacert"), Cert: c.String("etcd-cert"), Key: c.String("etcd-key"),
 		Prefix: c.String("etcd-prefix"),
 	}
-	f.explicitCertificates = f.Cert != "" || f.Key != ""
 	return f
 }
 
@@ -73,32 +61,30 @@ func plainHTTP(endpoints []string) bool {
 	return true
 }
 
-// connectEtcd needs no Talos access with explicit certificates or plain
-// http:// endpoints; otherwise it asks the Talos seam for endpoints and a
-// minted certificate.
+// needsTalos mirrors recovery.ConnectEtcd: explicit certificates with
+// endpoints, or plain http:// endpoints, need no Talos access at all.
+func (f etcdFlags) needsTalos() bool {
+	if len(f.Endpoints) == 0 {
+		return true
+	}
+	return !(f.Cert != "" && f.Key != "") && !plainHTTP(f.Endpoints)
+}
+
+// connectEtcd connects with the given certificates, or mints a one-hour
+// client certificate in memory from the etcd CA read through the Talos API
+// (os:admin), with https://NODE:2379 as default endpoints.
 func connectEtcd(ctx context.Context, g globalOptions, f etcdFlags) (*etcd.Client, error) {
-	cfg := etcd.Config{Endpoints: f.Endpoints, CACertFile: f.CACert, CertFile: f.Cert, KeyFile: f.Key, Prefix: f.Prefix}
-	if !f.explicitCertificates && !plainHTTP(f.Endpoints) {
-		if etcdFromTalos == nil {
-			return nil, usageError{"no etcd client certificate given",
-				"give --etcd-endpoints https://NODE:2379 --etcd-cacert CA --etcd-cert CERT --etcd-key KEY (talosctl -n NODE get etcdrootsecrets/etcdsecrets shows where Talos keeps them)"}
-		}
-		tc, err := etcdFromTalos(ctx, g)
-		if err != nil {
+	var tc *talos.Client
+	if f.needsTalos() {
+		var err error
+		if tc, err = connectTalos(ctx, g); err != nil {
 			return nil, err
 		}
-		if len(f.Endpoints) > 0 {
-			tc.Endpoints = f.Endpoints
-		}
-		if f.CACert != "" { // an explicit CA file wins over the one from Talos
-			tc.CACertPEM, tc.CACertFile = nil, f.CACert
-		}
-		tc.Prefix = f.Prefix
-		cfg = tc
-	} else if len(f.Endpoints) == 0 {
-		return nil, usageError{"no etcd endpoints given", "--etcd-endpoints https://NODE:2379"}
+		defer tc.Close()
 	}
-	return etcd.Connect(ctx, cfg)
+	return recovery.ConnectEtcd(ctx, tc, recovery.EtcdOptions{
+		Endpoints: f.Endpoints, CACert: f.CACert, Cert: f.Cert, Key: f.Key, Prefix: f.Prefix,
+	})
 }
 
 func etcdCommand(s streams) *cli.Command {
@@ -423,7 +409,8 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 	out := c.String("out")
 	var info *etcd.SnapshotInfo
 	source := ""
-	if f.explicitCertificates || plainHTTP(f.Endpoints) || etcdSnapshotFromTalos == nil {
+	if len(f.Endpoints) > 0 || f.Cert != "" {
+		// Straight from etcd.
 		ec, err := connectEtcd(ctx, g, f)
 		if err != nil {
 			return err
@@ -434,13 +421,28 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 			return err
 		}
 	} else {
-		stream, node, err := etcdSnapshotFromTalos(ctx, g)
+		// Through the Talos API: os:operator is enough, no etcd certificate needed.
+		tc, err := connectTalos(ctx, g)
 		if err != nil {
 			return err
 		}
-		defer stream.Close()
-		source = "the Talos API on node " + node
-		if info, err = etcd.WriteSnapshot(stream, out, etcd.NewWriter(nil, g.DryRun)); err != nil {
+		defer tc.Close()
+		nodes := tc.Nodes()
+		if len(nodes) == 0 {
+			return usageError{"no target node for the snapshot", "-n NODE"}
+		}
+		source = "the Talos API on node " + nodes[0]
+		w := etcd.NewWriter(nil, g.DryRun)
+		if w.DryRun() {
+			// The stream is not even opened.
+			info, err = etcd.WriteSnapshot(strings.NewReader(""), out, w)
+		} else {
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(tc.EtcdSnapshot(ctx, nodes[0], pw)) }()
+			info, err = etcd.WriteSnapshot(pr, out, w)
+			pr.Close()
+		}
+		if err != nil {
 			return err
 		}
 	}

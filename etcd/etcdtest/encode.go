@@ -2,10 +2,13 @@ package etcdtest
 
 import (
 	"bytes"
+	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1alpha1 "k8s.io/api/admissionregistration/v1alpha1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -45,4 +48,31 @@ func EncodeJSON(obj runtime.Object, gv schema.GroupVersion) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// FailClosedWebhook is the incident's webhook configuration: failurePolicy
+// Fail, every resource, CREATE and UPDATE, with the defaults kube-apiserver
+// fills in, calling url (keep it on loopback).
+func FailClosedWebhook(name, url string) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	all := admissionregistrationv1.AllScopes
+	timeout := int32(10)
+	webhook := strings.ReplaceAll(name, "/", "-") + ".breakglass.test"
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "6c1e9f0e-0000-4000-8000-000000000001", Generation: 1,
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:         webhook,
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: &all},
+			}},
+			FailurePolicy: &fail, MatchPolicy: &equivalent, SideEffects: &none, TimeoutSeconds: &timeout,
+			NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{},
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
 }
