@@ -125,7 +125,8 @@ func compileCondition(name, expression string) compiledCondition {
 		c.compileErr = iss.Err()
 		return c
 	}
-	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
+	// Kubernetes requires exactly bool, not dyn (plugin/cel/compile.go).
+	if !ast.OutputType().IsExactType(cel.BoolType) {
 		c.compileErr = fmt.Errorf("must evaluate to bool but got %v", ast.OutputType())
 		return c
 	}
