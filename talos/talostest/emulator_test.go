@@ -3,6 +3,7 @@ package talostest_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
@@ -440,6 +442,61 @@ func TestStringOnlyNode(t *testing.T) {
 
 	if !hasArg(staticPodCommand(t, ctx, cl, n.IP), "--disable-admission-plugins=ValidatingAdmissionWebhook") {
 		t.Error("static pod lacks the flag")
+	}
+
+	// a v1.13 client reads no extraArgs from an older node's APIServerConfig
+	asc, err := safe.StateGet[*k8s.APIServerConfig](client.WithNode(ctx, n.IP), cl.COSI,
+		resource.NewMetadata(k8s.ControlPlaneNamespaceName, k8s.APIServerConfigType, k8s.APIServerConfigID, resource.VersionUndefined))
+	if err != nil || len(asc.TypedSpec().ExtraArgs) != 0 || asc.TypedSpec().Image == "" {
+		t.Errorf("APIServerConfig from a v1.12 node: %v %v", asc, err)
+	}
+}
+
+func TestAPIServerConfigExtraArgs(t *testing.T) {
+	ctx := t.Context()
+	c := newCluster(t, talostest.ClusterOptions{})
+	cl := newClient(t, c, role.Admin)
+	n := c.Nodes[0]
+
+	list := withExtraArg(t, n.RunningConfig(), "disable-admission-plugins", "\n                - ValidatingAdmissionWebhook\n                - MutatingAdmissionWebhook")
+	if _, err := apply(ctx, cl, n.IP, list, machine.ApplyConfigurationRequest_NO_REBOOT, false, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	asc, err := safe.StateGet[*k8s.APIServerConfig](client.WithNode(ctx, n.IP), cl.COSI,
+		resource.NewMetadata(k8s.ControlPlaneNamespaceName, k8s.APIServerConfigType, k8s.APIServerConfigID, resource.VersionUndefined))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got := asc.TypedSpec().ExtraArgs["disable-admission-plugins"].Values; len(got) != 2 || got[0] != "ValidatingAdmissionWebhook" {
+		t.Errorf("extraArgs: %v", got)
+	}
+
+	// a list value gives the flag once per item, as Talos' argsbuilder does
+	cmd := staticPodCommand(t, ctx, cl, n.IP)
+	if !hasArg(cmd, "--disable-admission-plugins=ValidatingAdmissionWebhook") || !hasArg(cmd, "--disable-admission-plugins=MutatingAdmissionWebhook") {
+		t.Errorf("command: %v", cmd)
+	}
+
+	// machined's own log tells what happened
+	logs, err := readAll(cl.Logs(client.WithNode(ctx, n.IP), "system", common.ContainerDriver_CONTAINERD, "machined", false, -1))
+	if err != nil || !strings.Contains(string(logs), "apply config request: mode no_reboot") {
+		t.Errorf("machined log: %v\n%s", err, logs)
+	}
+
+	// a flag Talos manages itself is refused when rendering: the pod stays as it was
+	denied := withExtraArg(t, c.ControlPlaneConfig, "etcd-servers", "https://10.0.0.1:2379")
+	if _, err := apply(ctx, cl, n.IP, denied, machine.ApplyConfigurationRequest_NO_REBOOT, false, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := n.Rendered(); err == nil || !strings.Contains(err.Error(), `extra arg "etcd-servers" is not allowed`) {
+		t.Errorf("render error: %v", err)
+	}
+
+	if got := staticPodCommand(t, ctx, cl, n.IP); !slices.Equal(got, cmd) {
+		t.Error("static pod changed although rendering failed")
 	}
 }
 
