@@ -25,7 +25,8 @@ func createFile(path string, fill func(io.Writer) error, verify func(path string
 	f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s exists, left by an interrupted run? inspect and remove it: %w", part, &FileExistsError{Path: part})
+			// Left by an interrupted run: someone should look before it goes.
+			return &FileExistsError{Path: part}
 		}
 		return fmt.Errorf("create %s: %w", part, err)
 	}

@@ -103,8 +103,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		TLS:         tlsCfg,
 		DialTimeout: timeout,
 		// The client logs to stderr by default; this package never writes output itself.
-		Logger:  zap.NewNop(),
-		Context: ctx,
+		Logger: zap.NewNop(),
 		// Enough for a full snapshot listing of a large cluster.
 		MaxCallRecvMsgSize: 1<<31 - 1,
 	})

@@ -7,8 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func seedBackup(t testing.TB) []byte {
@@ -177,3 +182,31 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 }
 
 var errEOF = io.EOF
+
+// An object last written in the v1beta1 days keeps that version in etcd,
+// with v1beta1's defaults (Ignore, 30s) when the fields are unset.
+func TestDecodeOldV1beta1Webhook(t *testing.T) {
+	obj := &admissionregistrationv1beta1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "old"},
+		Webhooks:   []admissionregistrationv1beta1.ValidatingWebhook{{Name: "old.example.com"}},
+	}
+	b, err := etcdtest.EncodeProtobuf(obj, admissionregistrationv1beta1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := decodeObject(ValidatingWebhookConfigurations, "old", "/registry/validatingwebhookconfigurations/old", b, 1, 1, 1)
+	if !o.Decodable() || o.APIVersion != "admissionregistration.k8s.io/v1beta1" || len(o.Webhooks) != 1 ||
+		o.Webhooks[0].FailurePolicy != "Ignore" || o.Webhooks[0].TimeoutSeconds != 30 || o.Webhooks[0].Target() != "none" {
+		t.Fatalf("%+v", o)
+	}
+	// A value of the wrong kind under a resource is reported, not trusted.
+	o = decodeObject(MutatingWebhookConfigurations, "old", "/registry/mutatingwebhookconfigurations/old", b, 1, 1, 1)
+	if o.Decodable() || !strings.Contains(o.DecodeError, "does not belong") {
+		t.Fatalf("%+v", o)
+	}
+	// A truncated protobuf value is undecodable, and still listed with its bytes.
+	o = decodeObject(ValidatingWebhookConfigurations, "old", "/registry/validatingwebhookconfigurations/old", b[:len(b)/2], 1, 1, 1)
+	if o.Decodable() || o.DecodeError == "" || o.Encoding != EncodingProtobuf || len(o.Value) != len(b)/2 {
+		t.Fatalf("%+v", o)
+	}
+}
