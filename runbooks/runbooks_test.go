@@ -183,9 +183,13 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "testdata/render/webhook-deadlock.txt", b.Bytes())
-	for _, line := range strings.Split(b.String(), "\n") {
-		if len(line) > renderWidth {
-			t.Errorf("line longer than %d: %q", renderWidth, line)
+	for _, each := range Builtin() {
+		var out bytes.Buffer
+		Render(&out, each)
+		for _, line := range strings.Split(out.String(), "\n") {
+			if len(line) > renderWidth {
+				t.Errorf("%s: line longer than %d: %q", each.Metadata.Name, renderWidth, line)
+			}
 		}
 	}
 
