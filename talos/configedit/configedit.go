@@ -8,16 +8,22 @@
 // Two methods exist:
 //   - "text": a careful splice of the text of the extraArgs mapping, located through yaml.v3 node
 //     positions and checked by parsing the result again. It handles block and flow style, quoted keys
-//     and values, string and list values, and missing extraArgs or apiServer keys. It refuses what it
-//     does not understand (CRLF line ends, anchors and aliases, tags, multi-line scalars or flow
-//     collections, values on the line after their key, ...).
+//     and values, string and list values, missing extraArgs or apiServer keys, comments, any
+//     indentation, other documents (of any kind, known to this machinery or not) and CRLF line ends
+//     (when used throughout). It refuses what it does not understand (mixed line ends, anchors and
+//     aliases, tags, multi-line scalars or flow collections, a value on the line after its key, an
+//     empty (null) extraArgs or apiServer, a last line without newline where it must insert, ...).
 //   - "merge": the machinery strategic merge (configpatcher) used when the text edit refuses. It keeps
 //     the meaning of every document but re-encodes them all and drops every comment, and it cannot read
 //     document kinds this machinery does not know. A restore after a merge puts the values back but can
 //     never give the original bytes.
 //
-// Every output is checked with the machinery config loader when the input passes it (an input with a
-// document kind unknown to this machinery cannot be loaded; then only the yaml check applies).
+// Every output is parsed again and compared, meaning for meaning, with the input plus the intended
+// change, and checked with the machinery config loader when the input passes it. An input the loader
+// refuses (one with a document kind unknown to this machinery, say) is checked through its v1alpha1
+// document alone. The values are read with yaml.v3: a config it cannot parse is an error.
+//
+// The functions are pure: config text in, config text out; they never modify their input slice.
 package configedit
 
 import (
@@ -176,7 +182,18 @@ func Disable(config []byte, opts Options) (Result, error) {
 	res.After = Args{Disable: newDisable.pluginList(), Enable: newEnable.pluginList()}
 	res.Changed = true
 
-	out, rec, textErr := disableText(config, cur, want, len(removed) > 0)
+	var rec Record
+
+	out, textErr := withLF(config, func(lf []byte) ([]byte, error) {
+		var (
+			b   []byte
+			err error
+		)
+
+		b, rec, err = disableText(lf, cur, want, len(removed) > 0)
+
+		return b, err
+	})
 	if textErr == nil {
 		rec.Method = MethodText
 		res.Method = MethodText
@@ -224,7 +241,7 @@ func Restore(config []byte, rec Record) ([]byte, error) {
 		return nil, err
 	}
 
-	out, textErr := restoreText(config, cur, rec)
+	out, textErr := withLF(config, func(lf []byte) ([]byte, error) { return restoreText(lf, cur, rec) })
 	if textErr == nil {
 		return out, nil
 	}
@@ -271,7 +288,7 @@ func RemovePlugins(config []byte, plugins []string) ([]byte, error) {
 	want := cur
 	want.disable = newDisable
 
-	out, textErr := removeText(config, cur, want)
+	out, textErr := withLF(config, func(lf []byte) ([]byte, error) { return removeText(lf, cur, want) })
 	if textErr == nil {
 		return out, nil
 	}

@@ -150,8 +150,15 @@ var disableCases = []disableCase{
 		method: MethodMerge, after: Args{Disable: list(FormString, "AlwaysPullImages", vaw), Enable: absent},
 	},
 	{
-		name: "CRLF falls back to the strategic merge", file: "string.yaml", plugins: []string{vaw},
+		name: "CRLF line ends", file: "enable-only.yaml", plugins: []string{vaw},
 		input:  func(b []byte) []byte { return []byte(strings.ReplaceAll(string(b), "\n", "\r\n")) },
+		method: MethodText, removed: []string{vaw}, maxChanged: 5,
+		after:    Args{Disable: list(FormString, vaw), Enable: absent},
+		contains: []string{"    extraArgs:\r\n      disable-admission-plugins: ValidatingAdmissionWebhook\r\n      feature-gates"},
+	},
+	{
+		name: "mixed line ends fall back to the strategic merge", file: "string.yaml", plugins: []string{vaw},
+		input:  func(b []byte) []byte { return []byte(strings.Replace(string(b), "\n", "\r\n", 3)) },
 		method: MethodMerge, after: Args{Disable: list(FormString, "AlwaysPullImages", "PodNodeSelector", vaw), Enable: absent},
 	},
 }

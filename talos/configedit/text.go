@@ -33,9 +33,35 @@ type span struct {
 	key, val          *yaml.Node
 }
 
+// withLF runs a text edit on a config with LF line ends. A config written with CRLF throughout is
+// edited as LF and written back with CRLF; one with other carriage returns is refused.
+func withLF(config []byte, edit func([]byte) ([]byte, error)) ([]byte, error) {
+	crs := bytes.Count(config, []byte("\r"))
+	if crs == 0 {
+		return edit(config)
+	}
+
+	if crs != bytes.Count(config, []byte("\r\n")) || crs != bytes.Count(config, []byte("\n")) {
+		return nil, refuse("config mixes line ends")
+	}
+
+	out, err := edit(bytes.ReplaceAll(config, []byte("\r\n"), []byte("\n")))
+	if err != nil {
+		return nil, err
+	}
+
+	out = bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n"))
+
+	if err := loaderCheck(config, out); err != nil {
+		return nil, err
+	}
+
+	return out, nil
+}
+
 func parseText(b []byte) (*text, error) {
 	if bytes.IndexByte(b, '\r') >= 0 {
-		return nil, refuse("config has carriage returns (CRLF line ends)")
+		return nil, refuse("config has carriage returns")
 	}
 
 	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
