@@ -209,6 +209,14 @@ func TestDisable(t *testing.T) {
 
 			if !tc.notLoadable {
 				mustLoad(t, res.Config)
+			} else {
+				// The loader cannot read the whole config: check the v1alpha1 document alone.
+				doc, err := v1alpha1Text(res.Config)
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				mustLoad(t, doc)
 			}
 
 			if tc.method == MethodText {
@@ -540,6 +548,14 @@ func TestStringOnly(t *testing.T) {
 }
 
 func TestInvalidPlugins(t *testing.T) {
+	if err := ValidatePlugins([]string{vaw, maw, "ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"}); err != nil {
+		t.Errorf("ValidatePlugins: %v", err)
+	}
+
+	if err := ValidatePlugins([]string{vaw, "no"}); !errors.Is(err, ErrInvalidPlugin) {
+		t.Errorf("ValidatePlugins: err = %v, want ErrInvalidPlugin", err)
+	}
+
 	for _, plugins := range [][]string{
 		nil,
 		{""},
