@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/lab"
+)
+
+func init() { commandRegistry = append(commandRegistry, labCommand) }
+
+func labCommand(s streams) *cli.Command {
+	nodes := &cli.IntFlag{Name: "nodes", Value: 1, Usage: "emulated control-plane nodes (1 to 3 fit 127.0.0.11-13)"}
+	return &cli.Command{
+		Name:  "lab",
+		Usage: "reproduce the incident locally with real etcd and kube-apiserver on emulated Talos nodes",
+		Description: "Needs the lab's kube-apiserver binaries (make kube-apiserver; found through $" + lab.KubeBinDirEnv + "\n" +
+			"or .cache/kube-apiserver of the checkout). Everything listens on loopback only. See lab/README.md.\n\n" + exitCodeHelp(),
+		Subcommands: []*cli.Command{
+			{
+				Name:  "up",
+				Usage: "start a lab in the foreground (Ctrl-C stops it) and print what to try",
+				Description: "Starts etcd and N emulated Talos control-plane nodes on 127.0.0.11.. with the real ports\n" +
+					"(Talos API 50000, kube-apiserver 6443, etcd 2379 on the first node), each running a real\n" +
+					"kube-apiserver as its static pod. With --scenario, plays it until the incident is there.\n" +
+					"Writes DIR/talosconfig (os:admin) and DIR/kubeconfig; recreates the lab's own files in DIR.",
+				Flags: []cli.Flag{
+					nodes,
+					&cli.StringFlag{Name: "scenario", Usage: "scenario to play: " + strings.Join(lab.Scenarios(), ", ")},
+					&cli.StringFlag{Name: "dir", Value: filepath.Join(os.TempDir(), "breakglass-lab"), Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
+				},
+				Action: func(c *cli.Context) error {
+					if err := checkNodes(c.Int("nodes")); err != nil {
+						return err
+					}
+					return lab.Up(c.Context, lab.UpOptions{Nodes: c.Int("nodes"), Scenario: c.String("scenario"), Dir: c.String("dir"), Out: s.Out})
+				},
+			},
+			{
+				Name:  "rehearse",
+				Usage: "reproduce the incident, recover with breakglass's own code paths, verify, print a timeline",
+				Description: "Plays the " + lab.ScenarioKyvernoServiceCIDR + " scenario on a fresh lab with free ports, then runs\n" +
+					"admission disable (" + strings.Join(lab.RecoveryPlugins, ",") + "), waits until kube-apiserver is ready,\n" +
+					"admission restore, waits again, and verifies: ready with webhooks on, flag gone from the running pod,\n" +
+					"machine configs byte-identical to before, webhook backend answering reviews again.\n" +
+					"Exits 0 only if every check holds.\n\n" + exitCodeHelp(),
+				Flags: []cli.Flag{nodes},
+				Action: func(c *cli.Context) error {
+					if err := checkNodes(c.Int("nodes")); err != nil {
+						return err
+					}
+					_, err := lab.Rehearse(c.Context, lab.RehearseOptions{Nodes: c.Int("nodes"), Out: s.Out, ToolVersion: version})
+					return err
+				},
+			},
+			{
+				Name:  "bench",
+				Usage: "rehearse on 1 and 3 nodes and compare breakglass's time with kube-apiserver's own restart-to-ready",
+				Flags: []cli.Flag{&cli.IntSliceFlag{Name: "nodes", Value: cli.NewIntSlice(1, 3), Usage: "node counts to rehearse on"}},
+				Action: func(c *cli.Context) error {
+					for _, n := range c.IntSlice("nodes") {
+						if err := checkNodes(n); err != nil {
+							return err
+						}
+					}
+					_, err := lab.Bench(c.Context, c.IntSlice("nodes"), lab.RehearseOptions{ToolVersion: version}, s.Out)
+					return err
+				},
+			},
+		},
+	}
+}
+
+func checkNodes(n int) error {
+	if n < 1 || n > 9 {
+		return usageError{"--nodes must be between 1 and 9", "use --nodes 1 or --nodes 3"}
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
+)
+
+// needBinaries returns the kube-apiserver directory, skipping (with the
+// reason) when the binaries are not built, except under CI=true, where a
+// missing binary fails the run.
+func needBinaries(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end lab test: skipped with -short")
+	}
+	dir, err := FindKubeBinDir()
+	if err == nil {
+		err = CheckBinaries(dir, OldVersion, NewVersion)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and the lab cannot run: %v (build them: make kube-apiserver)", err)
+		}
+		t.Skipf("lab e2e test skipped: %v (build them: make kube-apiserver, or set %s)", err, KubeBinDirEnv)
+	}
+	return dir
+}
+
+// testWriter sends lab output to the test log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func startLab(t *testing.T, nodes int, kubelet talostest.KubeletOptions) *Lab {
+	t.Helper()
+	bin := needBinaries(t)
+	ctx := context.Background()
+	if kubelet == (talostest.KubeletOptions{}) {
+		kubelet = DefaultKubelet()
+	}
+	l, err := Start(ctx, Options{Dir: t.TempDir(), Nodes: nodes, KubeBinDir: bin, Kubelet: kubelet, Log: testWriter{t}})
+	if err != nil {
+		t.Fatalf("start lab: %v", err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+func configHashes(t *testing.T, ctx context.Context, tc *talos.Client, nodes []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, ip := range nodes {
+		cfg, err := tc.ReadMachineConfig(ctx, ip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[ip] = cfg.Hash()
+	}
+	return out
+}
+
+// TestDeadlockAndBothWebhookPlugins reproduces the incident on one node and
+// shows why the recovery disables two plugins: with only
+// ValidatingAdmissionWebhook off, the fail-closed mutating webhook still
+// blocks the default ServiceCIDR; with both off, kube-apiserver is ready;
+// the restore puts the config back byte for byte.
+func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
+	// A short start-up grace, so that the crash loop shows within seconds.
+	kubelet := DefaultKubelet()
+	kubelet.StartupGrace = 6 * time.Second
+	l := startLab(t, 1, kubelet)
+	ctx := context.Background()
+	tl := NewTimeline(testWriter{t})
+	ev, err := RunScenario(ctx, l, ScenarioKyvernoServiceCIDR, tl)
+	if err != nil {
+		t.Fatalf("scenario: %v", err)
+	}
+	node := l.Nodes()[0]
+	if len(ev) != 1 || !slices.Contains(ev[0].FailingChecks, DeadlockCheck) || ev[0].LogLines == 0 {
+		t.Fatalf("deadlock evidence incomplete: %+v", ev)
+	}
+	if l.Webhook.Serving() {
+		t.Fatal("the webhook backend answers during the deadlock: the service network should be down")
+	}
+	if ok, err := l.EtcdKeyExists(ctx, "/registry/servicecidrs/kubernetes"); err != nil || ok {
+		t.Fatalf("default ServiceCIDR exists during the deadlock (%v, %v)", ok, err)
+	}
+	tc, err := l.TalosClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	name, err := tc.NodeName(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kubelet kills the unlive container and backs off: seen through the Talos API.
+	var st talos.PodStatus
+	err = tc.WatchAPIServer(withTimeout(t, ctx, time.Minute), node, name, 200*time.Millisecond, func(o talos.PodObservation) bool {
+		st = o.Status
+		return o.Status.RestartCount >= 1
+	})
+	if err != nil {
+		t.Fatalf("no restart of the deadlocked kube-apiserver: %+v: %v", st, err)
+	}
+	t.Logf("deadlocked kube-apiserver restarted by the kubelet: restarts %d, waiting %q", st.RestartCount, st.WaitingReason)
+	before := configHashes(t, ctx, tc, l.Nodes())
+
+	state := recovery.State{Dir: filepath.Join(l.Dir, "state")}
+	disable := func(plugins ...string) {
+		t.Helper()
+		p, err := recovery.PlanDisable(ctx, tc, state, recovery.AdmissionOptions{Plugins: plugins, Wait: true, WaitTimeout: 2 * time.Minute})
+		if err != nil {
+			t.Fatalf("plan disable %v: %v", plugins, err)
+		}
+		if err := p.Execute(ctx, tc, state); err != nil {
+			t.Fatalf("disable %v: %v", plugins, err)
+		}
+	}
+
+	// Only the validating plugin off: still deadlocked, now on the mutating webhook.
+	disable("ValidatingAdmissionWebhook")
+	api, err := l.machineryClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		logs, _ := ReadAPIServerLogs(ctx, api, node, name, 0)
+		ready, failing, _ := kube.Readyz(ctx)
+		if ready {
+			t.Fatal("kube-apiserver became ready with only ValidatingAdmissionWebhook disabled: the mutating webhook should still block the ServiceCIDR")
+		}
+		cur := l.Current()[node]
+		if slices.Contains(failing, DeadlockCheck) && strings.Contains(logs, `failed calling webhook "mutate.kyverno.svc-fail"`) &&
+			slices.ContainsFunc(cur.Args, func(a string) bool { return a == "--disable-admission-plugins=ValidatingAdmissionWebhook" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with ValidatingAdmissionWebhook disabled: want readyz failing on %s and the mutating webhook failing in the logs; readyz failing %v", DeadlockCheck, failing)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if l.Webhook.Serving() {
+		t.Fatal("the webhook backend came back although the ServiceCIDR cannot be created")
+	}
+
+	// Both off: ready, the ServiceCIDR is created, the backend comes back.
+	disable("MutatingAdmissionWebhook")
+	if _, err := recovery.WaitReady(ctx, tc, recovery.HealthOptions{Timeout: 2 * time.Minute}); err != nil {
+		t.Fatalf("not ready with both webhook plugins disabled: %v", err)
+	}
+	if ok, err := l.EtcdKeyExists(ctx, "/registry/servicecidrs/kubernetes"); err != nil || !ok {
+		t.Fatalf("default ServiceCIDR missing after recovery (%v, %v)", ok, err)
+	}
+	if err := waitServing(ctx, l.Webhook, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := recovery.PlanRestore(ctx, tc, state, recovery.AdmissionOptions{Wait: true, WaitTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Execute(ctx, tc, state); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if _, err := recovery.WaitReady(ctx, tc, recovery.HealthOptions{Timeout: 2 * time.Minute}); err != nil {
+		t.Fatalf("not ready after restore: %v", err)
+	}
+	after := configHashes(t, ctx, tc, l.Nodes())
+	if after[node] != before[node] {
+		t.Errorf("config after restore is not byte-identical to the config before the first disable: %s != %s", after[node], before[node])
+	}
+	pod, err := tc.ReadAPIServerPod(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := pod.Flags["disable-admission-plugins"]; ok {
+		t.Errorf("static pod still has --disable-admission-plugins=%s", v)
+	}
+	n0 := l.Webhook.Answered()
+	if err := ProbeWebhook(ctx, kube, l.Webhook, "after"); err != nil || l.Webhook.Answered() <= n0 {
+		t.Errorf("webhook not called after the restore: %v", err)
+	}
+}
+
+// TestRehearse runs the whole rehearsal, as `breakglass lab rehearse` does,
+// on one and on three nodes.
+func TestRehearse(t *testing.T) {
+	for _, nodes := range []int{1, 3} {
+		t.Run(map[int]string{1: "1-node", 3: "3-nodes"}[nodes], func(t *testing.T) {
+			bin := needBinaries(t)
+			var out bytes.Buffer
+			rep, err := Rehearse(context.Background(), RehearseOptions{Nodes: nodes, Dir: t.TempDir(), KubeBinDir: bin, Out: &out})
+			t.Log("\n" + out.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Deadlock) != nodes {
+				t.Errorf("deadlock seen on %d nodes, want %d", len(rep.Deadlock), nodes)
+			}
+			wantChecks := 4 + 3*nodes
+			if len(rep.Checks) != wantChecks {
+				t.Errorf("%d checks, want %d", len(rep.Checks), wantChecks)
+			}
+			for _, m := range []Measurement{rep.Disable, rep.Restore} {
+				if m.Floor <= 0 || m.Total < m.Floor || m.Notice < 0 {
+					t.Errorf("implausible measurement %+v", m)
+				}
+			}
+			for _, s := range []string{"timeline:", "measurements", "webhooks answer reviews again", "config byte-identical"} {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("report lacks %q", s)
+				}
+			}
+		})
+	}
+}
+
+func withTimeout(t *testing.T, ctx context.Context, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,139 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// UpOptions tune Up.
+type UpOptions struct {
+	Nodes      int
+	Scenario   string // "" boots OldVersion and stops there
+	Dir        string // talosconfig, kubeconfig, state, certificates, etcd data
+	KubeBinDir string
+	Out        io.Writer
+	// Lab overrides ports and addresses; zero ports mean the real ones
+	// (50000, 6443, 2379) here.
+	Lab Options
+}
+
+// Up starts a lab in the foreground with the real Talos ports, plays the
+// scenario if one is named, prints what to try next, and tears everything
+// down when ctx ends (Ctrl-C).
+func Up(ctx context.Context, opts UpOptions) error {
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if opts.Scenario != "" && opts.Scenario != ScenarioKyvernoServiceCIDR {
+		return fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, opts.Scenario, strings.Join(Scenarios(), ", "))
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return err
+	}
+	// A previous lab's data would not match this lab's new CAs: start afresh,
+	// removing only what the lab itself writes.
+	for _, sub := range []string{"etcd", "nodes", "talos", "state", "talosconfig", "kubeconfig"} {
+		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+			return err
+		}
+	}
+	lo := opts.Lab
+	lo.Dir, lo.Nodes, lo.KubeBinDir, lo.Log = dir, opts.Nodes, opts.KubeBinDir, out
+	if lo.TalosPort == 0 {
+		lo.TalosPort = 50000
+	}
+	if lo.APIPort == 0 {
+		lo.APIPort = 6443
+	}
+	if lo.EtcdPort == 0 {
+		lo.EtcdPort = 2379
+	}
+	if lo.Kubelet.BackoffBase == 0 {
+		lo.Kubelet = DefaultKubelet()
+	}
+	if opts.Scenario != "" {
+		if lo.KubeBinDir == "" {
+			if lo.KubeBinDir, err = FindKubeBinDir(); err != nil {
+				return err
+			}
+		}
+		if err := CheckBinaries(lo.KubeBinDir, OldVersion, NewVersion); err != nil {
+			return err
+		}
+	}
+	l, err := Start(ctx, lo)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "lab: stopping (kube-apiserver processes, Talos nodes, webhook backend, etcd)")
+		l.Close()
+		fmt.Fprintln(out, "lab: stopped")
+	}()
+	tl := NewTimeline(out)
+	if opts.Scenario == "" {
+		if err := tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", lo.versionOr(), len(l.Nodes())), func() error {
+			return l.WaitReady(ctx, 3*time.Minute)
+		}); err != nil {
+			return err
+		}
+	} else if _, err := RunScenario(ctx, l, opts.Scenario, tl); err != nil {
+		return err
+	}
+	kube := filepath.Join(dir, "kubeconfig")
+	if kc, err := l.Cluster.AdminKubeconfig(); err == nil {
+		_ = os.WriteFile(kube, kc, 0o600)
+	}
+	l.PrintNext(out, opts.Scenario != "")
+	<-ctx.Done()
+	return nil
+}
+
+func (o Options) versionOr() string {
+	if o.Version == "" {
+		return OldVersion
+	}
+	return o.Version
+}
+
+// PrintNext prints the lab's addresses and the exact commands to try.
+func (l *Lab) PrintNext(w io.Writer, deadlocked bool) {
+	tc := "--talosconfig " + l.Talosconfig
+	sd := "--state-dir " + filepath.Join(l.Dir, "state")
+	first := l.Cluster.Nodes[0]
+	fmt.Fprintf(w, "\nlab is up:\n")
+	for i, n := range l.Cluster.ControlPlanes() {
+		fmt.Fprintf(w, "  node %s (%s): Talos API %s, kube-apiserver %s\n", n.IP, n.Name, n.Addr, l.APIServers()[i])
+	}
+	fmt.Fprintf(w, "  etcd %s (client certificates from cluster.etcd.ca)\n", strings.Join(l.Etcd.Endpoints, ","))
+	fmt.Fprintf(w, "  webhook backend %s (answers only while the service network is up)\n", l.Webhook.URL("/"))
+	fmt.Fprintf(w, "  talosconfig %s (os:admin), kubeconfig %s\n", l.Talosconfig, filepath.Join(l.Dir, "kubeconfig"))
+	fmt.Fprintf(w, "\ntry next (in another terminal):\n")
+	cmds := []string{
+		fmt.Sprintf("breakglass %s %s apiserver wait --timeout 10s", tc, sd),
+		fmt.Sprintf("talosctl %s -n %s logs -k kube-system/kube-apiserver-%s:kube-apiserver --tail 20", tc, first.IP, first.Name),
+		fmt.Sprintf("breakglass %s %s admission disable --plugins %s", tc, sd, strings.Join(RecoveryPlugins, ",")),
+		fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),
+		fmt.Sprintf("breakglass %s %s admission status", tc, sd),
+		fmt.Sprintf("breakglass %s %s admission restore", tc, sd),
+		fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),
+	}
+	if !deadlocked {
+		cmds = []string{
+			fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),
+			fmt.Sprintf("breakglass %s %s admission status", tc, sd),
+			fmt.Sprintf("kubectl --kubeconfig %s get --raw /version", filepath.Join(l.Dir, "kubeconfig")),
+		}
+	}
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
+	fmt.Fprintf(w, "\nCtrl-C stops the lab and removes nothing but its processes.\n")
+}
