@@ -296,3 +296,31 @@ func TestPodIPExpanded(t *testing.T) {
 		t.Errorf("container runs with --advertise-address=%s, want %s", v, n.IP)
 	}
 }
+
+func TestForeignClientCertificateRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+
+	c := newCluster(t, talostest.ClusterOptions{})
+	other := newCluster(t, talostest.ClusterOptions{IPs: []string{"127.0.0.21"}})
+
+	// other's OS CA signs the client certificate; the CA to trust is c's, so the
+	// client accepts the server, and the server must refuse the client
+	cfg, err := other.TalosconfigWith(role.MakeSet(role.Admin), []string{c.Nodes[0].Addr}, []string{c.Nodes[0].IP})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.Contexts[cfg.Context].CA = base64.StdEncoding.EncodeToString(c.OSCA().Crt)
+
+	cl, err := client.New(ctx, client.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close() //nolint:errcheck
+
+	_, err = cl.Version(client.WithNode(ctx, c.Nodes[0].IP))
+	if err == nil || !strings.Contains(err.Error(), "unknown certificate authority") {
+		t.Fatalf("a client certificate from another CA: %v", err)
+	}
+}
