@@ -10,7 +10,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -85,10 +87,45 @@ func exitCodeOf(err error) int {
 	case errors.Is(err, recovery.ErrInvalidInput), errors.Is(err, talos.ErrConfig):
 		return exitUsage
 	}
-	if isCLIUsage(err) {
+	if code, ok := etcdExitCode(err); ok {
+		return code
+	}
+	var rbErr *runbooks.LoadError
+	if errors.As(err, &rbErr) || isCLIUsage(err) {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// etcdExitCode maps the etcd package's typed errors.
+func etcdExitCode(err error) (int, bool) {
+	var (
+		cfg       *etcd.ConfigError
+		unreach   *etcd.UnreachableError
+		notFound  *etcd.NotFoundError
+		ambiguous *etcd.AmbiguousNameError
+		empty     *etcd.EmptyPlanError
+		changed   *etcd.ChangedError
+		conflict  *etcd.ConflictError
+		exists    *etcd.FileExistsError
+		badFile   *etcd.BackupFileError
+		foreign   *etcd.ForeignClusterError
+		prefix    *etcd.PrefixMismatchError
+		snap      *etcd.SnapshotError
+	)
+	switch {
+	case errors.As(err, &unreach):
+		return exitUnreachable, true
+	case errors.As(err, &changed), errors.As(err, &conflict):
+		return exitConflict, true
+	case errors.As(err, &badFile), errors.As(err, &snap):
+		return exitCorrupt, true
+	case errors.As(err, &foreign), errors.As(err, &prefix):
+		return exitRefused, true
+	case errors.As(err, &cfg), errors.As(err, &notFound), errors.As(err, &ambiguous), errors.As(err, &empty), errors.As(err, &exists):
+		return exitUsage, true
+	}
+	return 0, false
 }
 
 // reportError prints err the way an engineer mid-incident needs it: what

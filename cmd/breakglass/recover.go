@@ -1,0 +1,336 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+func init() {
+	commandRegistry = append(commandRegistry, recoverCommand, resumeCommand, revertCommand, journalCommand, lockCommand)
+}
+
+func recoverCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:      "recover",
+		Usage:     "the whole incident in one guided command (runbook webhook-deadlock by default)",
+		ArgsUsage: " ",
+		Description: "Runs a runbook step by step: preflight (Talos reachable, role, control planes, the cluster lock),\n" +
+			"a short diagnosis, disable the admission plugins, wait for the API server, optionally remove the\n" +
+			"named webhook configurations from etcd (verified backup and snapshot first), wait for the\n" +
+			"webhook's backend, restore the plugins exactly, verify. Each step says what it does and why\n" +
+			"before it runs, asks before changing anything (removing an object asks to type its name), and is\n" +
+			"written to the incident journal before and after. --dry-run walks the whole runbook changing\n" +
+			"nothing, with the nodes' own dry runs: the rehearsal on staging. An interrupted run continues\n" +
+			"with: breakglass resume.\n\n" + exitCodeHelp(),
+		Flags: recoverFlags(),
+		Action: func(c *cli.Context) error {
+			return runRecover(c, s)
+		},
+	}
+}
+
+func recoverFlags() []cli.Flag {
+	return append(etcdConnFlags(),
+		&cli.StringFlag{Name: "runbook", Value: "webhook-deadlock", Usage: "a built-in runbook name, or a runbook file"},
+		&cli.StringSliceFlag{Name: "delete", Usage: "remove these webhook configurations from etcd (after a verified backup); KIND/NAME for another kind"},
+		&cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins to disable (default: the runbook's)"},
+		&cli.DurationFlag{Name: "revert-after", Usage: "disable in Talos try mode: the nodes revert by themselves after this long"},
+		&cli.BoolFlag{Name: "keep-disabled", Usage: "stop before putting the plugins back (restore later with: breakglass admission restore)"},
+	)
+}
+
+func runRecover(c *cli.Context, s streams) error {
+	g, err := readGlobals(c)
+	if err != nil {
+		return err
+	}
+	name, steps, err := guidedSteps(c)
+	if err != nil {
+		return err
+	}
+	opts := recovery.RecoverOptions{Runbook: name, Steps: steps, KeepDisabled: c.Bool("keep-disabled"),
+		DryRun: g.DryRun, Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
+	return runGuided(c, s, g, func(ui recovery.UI, tc talosClient) (*recovery.RecoverResult, error) {
+		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, opts)
+	})
+}
+
+func resumeCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:      "resume",
+		Usage:     "continue an interrupted incident from its last completed step",
+		ArgsUsage: "[INCIDENT-ID]",
+		Description: "Reads the incident journal (the newest incident when no ID is given) and runs the steps that\n" +
+			"did not complete, with the options the incident was started with. Steps are idempotent: a\n" +
+			"step that had already taken effect notices it.\n\n" + exitCodeHelp(),
+		Action: func(c *cli.Context) error {
+			g, err := readGlobals(c)
+			if err != nil {
+				return err
+			}
+			return runGuided(c, s, g, func(ui recovery.UI, tc talosClient) (*recovery.RecoverResult, error) {
+				return recovery.Resume(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, c.Args().First())
+			})
+		},
+	}
+}
+
+func revertCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:      "revert",
+		Usage:     "undo what an incident changed: the admission flag, and removed objects when asked",
+		ArgsUsage: "[INCIDENT-ID]",
+		Description: "Puts disable/enable-admission-plugins back to the recorded values on every node. With --objects,\n" +
+			"also restores the objects the incident removed from etcd, from their verified backups, creating\n" +
+			"only keys that are absent. Idempotent.\n\n" + exitCodeHelp(),
+		Flags: append(etcdConnFlags(),
+			&cli.BoolFlag{Name: "objects", Usage: "also restore the objects the incident removed from etcd"}),
+		Action: func(c *cli.Context) error {
+			g, err := readGlobals(c)
+			if err != nil {
+				return err
+			}
+			return runGuided(c, s, g, func(ui recovery.UI, tc talosClient) (*recovery.RecoverResult, error) {
+				return recovery.Revert(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, c.Args().First(), c.Bool("objects"), g.DryRun, etcdOptions(c), version)
+			})
+		},
+	}
+}
+
+// runGuided connects, runs a guided flow and renders its result.
+func runGuided(c *cli.Context, s streams, g globalOptions, fn func(recovery.UI, talosClient) (*recovery.RecoverResult, error)) error {
+	tc, err := connectTalos(c.Context, g)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	res, err := fn(newTerminalUI(s, g.Yes), tc)
+	if res == nil {
+		return err
+	}
+	if g.json() {
+		if werr := writeJSON(s.Out, res); werr != nil {
+			return werr
+		}
+	} else {
+		renderRecoverResult(s.Out, res)
+	}
+	return err
+}
+
+func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
+	fmt.Fprintf(w, "\nIncident %s: %s in %s", res.Incident, res.Outcome, time.Duration(res.Elapsed).Round(time.Millisecond))
+	if res.DryRun {
+		fmt.Fprint(w, " (dry run: nothing was changed)")
+	}
+	fmt.Fprintln(w)
+	for _, st := range res.Steps {
+		fmt.Fprintf(w, "  %-8s %-18s %8s  %s\n", st.Outcome, st.Name, time.Duration(st.Elapsed).Round(time.Millisecond), st.Message)
+	}
+	fmt.Fprintf(w, "Journal: %s\n", res.Journal)
+	for _, n := range res.Next {
+		fmt.Fprintf(w, "Next: %s\n", n)
+	}
+}
+
+type talosClient = *talos.Client
+
+// connectEtcdVia reaches etcd with the given certificates, or with one
+// minted from the Talos etcd CA when none is given.
+func connectEtcdVia(c *cli.Context, g globalOptions) (*etcd.Client, error) {
+	opts := etcdOptions(c)
+	var tc *talos.Client
+	if len(opts.Endpoints) == 0 || opts.Cert == "" {
+		var err error
+		if tc, err = connectTalos(c.Context, g); err != nil && !plainHTTP(opts.Endpoints) {
+			return nil, err
+		}
+		if tc != nil {
+			defer tc.Close()
+		}
+	}
+	return recovery.ConnectEtcd(c.Context, tc, opts)
+}
+
+func etcdOptions(c *cli.Context) recovery.EtcdOptions {
+	f := readEtcdFlags(c)
+	return recovery.EtcdOptions{Endpoints: f.Endpoints, CACert: f.CACert, Cert: f.Cert, Key: f.Key, Prefix: f.Prefix}
+}
+
+func journalCommand(s streams) *cli.Command {
+	state := func(c *cli.Context) (recovery.State, globalOptions, error) {
+		g, err := readGlobals(c)
+		return recovery.State{Dir: g.StateDir}, g, err
+	}
+	return &cli.Command{
+		Name:  "journal",
+		Usage: "the incident journals: list, show, timeline",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list the incidents in the state directory",
+				Action: func(c *cli.Context) error {
+					st, g, err := state(c)
+					if err != nil {
+						return err
+					}
+					list, err := st.Incidents()
+					if err != nil {
+						return err
+					}
+					if g.json() {
+						return writeJSON(s.Out, map[string]any{"incidents": list})
+					}
+					for _, i := range list {
+						dry := ""
+						if i.DryRun {
+							dry = " (dry run)"
+						}
+						fmt.Fprintf(s.Out, "%s  %-11s %-18s %s by %s, last step %s%s\n", i.ID, i.State, i.Runbook, i.Started.Local().Format(time.RFC3339), i.By, orNone(i.LastStep), dry)
+					}
+					if len(list) == 0 {
+						fmt.Fprintln(s.Out, "no incident yet")
+					}
+					return nil
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "print an incident's journal records (the newest incident by default)",
+				ArgsUsage: "[INCIDENT-ID]",
+				Action: func(c *cli.Context) error {
+					st, g, err := state(c)
+					if err != nil {
+						return err
+					}
+					j, entries, err := st.OpenIncident(c.Args().First())
+					if err != nil {
+						return err
+					}
+					j.Close()
+					if g.json() {
+						return writeJSON(s.Out, map[string]any{"incident": j.Meta(), "entries": entries})
+					}
+					for _, e := range entries {
+						line := fmt.Sprintf("%s  %-8s %-18s %-8s %s", e.Time.Local().Format("15:04:05.000"), e.Kind, e.Step, e.Outcome, e.Message)
+						if e.Error != "" {
+							line += " error: " + e.Error
+						}
+						fmt.Fprintln(s.Out, line)
+					}
+					return nil
+				},
+			},
+			{
+				Name:      "timeline",
+				Usage:     "the incident's steps with times and durations, for the postmortem",
+				ArgsUsage: "[INCIDENT-ID]",
+				Flags:     []cli.Flag{&cli.StringFlag{Name: "format", Value: "text", Usage: "text or markdown"}},
+				Action: func(c *cli.Context) error {
+					st, g, err := state(c)
+					if err != nil {
+						return err
+					}
+					j, entries, err := st.OpenIncident(c.Args().First())
+					if err != nil {
+						return err
+					}
+					j.Close()
+					meta, rows := recovery.Timeline(entries)
+					if g.json() {
+						return writeJSON(s.Out, map[string]any{"incident": meta, "timeline": rows})
+					}
+					switch c.String("format") {
+					case "text", "markdown":
+					default:
+						return usageError{"unknown format " + c.String("format"), "use --format text or --format markdown"}
+					}
+					recovery.RenderTimeline(s.Out, meta, rows, c.String("format") == "markdown")
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func lockCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:  "lock",
+		Usage: "the cluster lock that keeps two breakglass runs apart",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "status",
+				Usage: "say who holds the cluster lock",
+				Flags: etcdConnFlags(),
+				Action: func(c *cli.Context) error {
+					g, err := readGlobals(c)
+					if err != nil {
+						return err
+					}
+					ec, err := connectEtcdVia(c, g)
+					if err != nil {
+						return err
+					}
+					defer ec.Close()
+					h, err := recovery.ReadLock(c.Context, ec)
+					if err != nil {
+						return err
+					}
+					if g.json() {
+						return writeJSON(s.Out, map[string]any{"holder": h})
+					}
+					if h == nil {
+						fmt.Fprintln(s.Out, "the cluster lock is free")
+						return nil
+					}
+					fmt.Fprintf(s.Out, "held by %s (%s, incident %s) since %s\n", h.By, h.Command, h.Incident, h.Since.Local().Format(time.RFC3339))
+					return nil
+				},
+			},
+			{
+				Name:  "break",
+				Usage: "remove the cluster lock whoever holds it (when its holder is gone)",
+				Flags: etcdConnFlags(),
+				Action: func(c *cli.Context) error {
+					g, err := readGlobals(c)
+					if err != nil {
+						return err
+					}
+					ec, err := connectEtcdVia(c, g)
+					if err != nil {
+						return err
+					}
+					defer ec.Close()
+					h, err := recovery.ReadLock(c.Context, ec)
+					if err != nil {
+						return err
+					}
+					if h == nil {
+						fmt.Fprintln(s.Out, "the cluster lock is free: nothing to break")
+						return nil
+					}
+					fmt.Fprintf(s.Out, "The lock is held by %s (%s, incident %s) since %s.\n", h.By, h.Command, h.Incident, h.Since.Local().Format(time.RFC3339))
+					if g.DryRun {
+						fmt.Fprintln(s.Out, "Dry run: the lock was not broken.")
+						return nil
+					}
+					if err := newConfirmer(s, g.Yes).Confirm(c.Context, "Break it? Only if that run is really gone."); err != nil {
+						return err
+					}
+					if _, err := recovery.BreakLock(c.Context, ec); err != nil {
+						return err
+					}
+					fmt.Fprintln(s.Out, "lock broken")
+					return nil
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
+)
+
+func init() { commandRegistry = append(commandRegistry, runbookCommand) }
+
+// guidedSteps resolves the runbook (a built-in name or a file) and applies
+// the command line's overrides to it.
+func guidedSteps(c *cli.Context) (string, []recovery.Step, error) {
+	rb, err := runbooks.Resolve(c.String("runbook"))
+	if err != nil {
+		return "", nil, err
+	}
+	o := runbooks.Overrides{Plugins: splitCSV(c.StringSlice("plugins")), Delete: splitCSV(c.StringSlice("delete"))}
+	if d := c.Duration("revert-after"); d > 0 {
+		o.RevertAfter = runbooks.Duration(d)
+	}
+	if len(o.Plugins) == 0 {
+		o.Plugins = nil
+	}
+	if rb, err = rb.WithOverrides(o); err != nil {
+		return "", nil, err
+	}
+	return rb.Metadata.Name, recovery.StepsOf(rb), nil
+}
+
+func runbookCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:  "runbook",
+		Usage: "the runbooks that sequence a guided recovery: list, show, run",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list the built-in runbooks",
+				Action: func(c *cli.Context) error {
+					g, err := readGlobals(c)
+					if err != nil {
+						return err
+					}
+					if g.json() {
+						return writeJSON(s.Out, map[string]any{"runbooks": runbooks.Builtin()})
+					}
+					for _, rb := range runbooks.Builtin() {
+						fmt.Fprintf(s.Out, "%-28s %d steps  %s\n", rb.Metadata.Name, len(rb.Spec.Steps), firstSentence(rb.Metadata.Description))
+					}
+					return nil
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "show a runbook's steps, actions and parameters",
+				ArgsUsage: "NAME|FILE",
+				Action: func(c *cli.Context) error {
+					g, err := readGlobals(c)
+					if err != nil {
+						return err
+					}
+					if c.Args().Len() != 1 {
+						return usageError{"runbook show takes one runbook name or file", "list them with: breakglass runbook list"}
+					}
+					rb, err := runbooks.Resolve(c.Args().First())
+					if err != nil {
+						return err
+					}
+					if g.json() {
+						return writeJSON(s.Out, rb)
+					}
+					return runbooks.Render(s.Out, rb)
+				},
+			},
+			{
+				Name:      "run",
+				Usage:     "run a runbook as a guided recovery (like recover --runbook NAME|FILE)",
+				ArgsUsage: "NAME|FILE",
+				Flags:     recoverFlags(),
+				Action: func(c *cli.Context) error {
+					if c.Args().Len() != 1 {
+						return usageError{"runbook run takes one runbook name or file", "list them with: breakglass runbook list"}
+					}
+					if err := c.Set("runbook", c.Args().First()); err != nil {
+						return err
+					}
+					return runRecover(c, s)
+				},
+			},
+		},
+	}
+}
+
+// firstSentence shortens a description for a one-line listing.
+func firstSentence(s string) string {
+	if i := strings.Index(s, ". "); i >= 0 {
+		s = s[:i+1]
+	}
+	if len(s) > 110 {
+		s = s[:107] + "..."
+	}
+	return s
+}

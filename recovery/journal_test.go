@@ -1,0 +1,58 @@
+package recovery
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A journal written by one run is read back whole by the next (resume), and
+// a record torn by a crash is ignored, not fatal.
+func TestJournalRoundTrip(t *testing.T) {
+	st := State{Dir: t.TempDir()}
+	j, err := st.NewIncident(IncidentMeta{Nodes: []string{"127.0.0.11"}, Runbook: "webhook-deadlock"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(j.Append(Entry{Kind: "begin", Step: "disable", Action: "admission.disable"}))
+	must(j.Append(Entry{Kind: "end", Step: "disable", Outcome: OutcomeOK, Elapsed: Duration(1500 * time.Millisecond), Data: map[string]any{"backup": "/x"}}))
+	must(j.Append(Entry{Kind: "begin", Step: "wait"}))
+	must(j.Close())
+	// A crash in the middle of a write leaves half a line.
+	f, err := os.OpenFile(filepath.Join(j.Dir, "journal.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	must(err)
+	_, err = f.WriteString(`{"kind":"end","step":"wa`)
+	must(err)
+	must(f.Close())
+
+	j2, entries, err := st.OpenIncident("")
+	must(err)
+	defer j2.Close()
+	if j2.ID != j.ID || len(entries) != 4 {
+		t.Fatalf("reopened %s with %d entries, want %s with 4", j2.ID, len(entries), j.ID)
+	}
+	if got := time.Duration(entries[2].Elapsed); got != 1500*time.Millisecond {
+		t.Errorf("elapsed read back as %s", got)
+	}
+	done := CompletedSteps(entries)
+	if !done["disable"] || done["wait"] {
+		t.Errorf("completed steps = %v, want only disable", done)
+	}
+	list, err := st.Incidents()
+	must(err)
+	if len(list) != 1 || list[0].State != "interrupted" || list[0].LastStep != "wait" {
+		t.Errorf("incidents = %+v", list)
+	}
+	info, err := os.Stat(filepath.Join(j.Dir, "journal.jsonl"))
+	must(err)
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("journal mode %v, want 0600", info.Mode().Perm())
+	}
+}

@@ -1,0 +1,611 @@
+package recovery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+// Step is one step of a guided recovery, as a runbook names it, with the
+// parameters of its action.
+type Step struct {
+	Name        string `json:"name"`
+	Action      string `json:"action"`
+	Description string `json:"description,omitempty"`
+	Confirm     bool   `json:"confirm,omitempty"`
+	Optional    bool   `json:"optional,omitempty"`
+
+	Plugins     []string      `json:"plugins,omitempty"`     // admission.disable
+	RevertAfter time.Duration `json:"revertAfter,omitempty"` // admission.disable
+	Timeout     time.Duration `json:"timeout,omitempty"`     // apiserver.wait, webhook.wait, verify
+	Kind        string        `json:"kind,omitempty"`        // etcd.delete
+	Names       []string      `json:"names,omitempty"`       // etcd.delete
+	TailLines   int           `json:"tailLines,omitempty"`   // diagnose
+}
+
+// UI is how a guided recovery talks to the operator: the command supplies
+// a terminal (spinner, prompts) or plain lines for automation.
+type UI interface {
+	Begin(index, total int, s Step)
+	End(s Step, outcome string, elapsed time.Duration, message string)
+	Progress(node, msg string)
+	Show(text string) // a plan to read before a confirmation
+	Confirm(ctx context.Context, question string) error
+	ConfirmTyped(ctx context.Context, question, word string) error
+}
+
+// RecoverOptions are what the operator asked for; they are stored in the
+// incident record so that a resume continues the same way.
+type RecoverOptions struct {
+	Runbook      string        `json:"runbook"`
+	Steps        []Step        `json:"steps"` // the runbook's, with the command line's overrides
+	KeepDisabled bool          `json:"keepDisabled,omitempty"`
+	DryRun       bool          `json:"dryRun,omitempty"`
+	Etcd         EtcdOptions   `json:"etcd"`
+	ToolVersion  string        `json:"toolVersion"`
+	Command      string        `json:"command"` // recover, resume, revert: for the lock and the journal
+}
+
+// StepResult is the outcome of one step.
+type StepResult struct {
+	Name    string   `json:"name"`
+	Action  string   `json:"action"`
+	Outcome string   `json:"outcome"`
+	Message string   `json:"message,omitempty"`
+	Elapsed Duration `json:"elapsed"`
+}
+
+// RecoverResult is the whole run.
+type RecoverResult struct {
+	Incident string       `json:"incident"`
+	Journal  string       `json:"journal"`
+	DryRun   bool         `json:"dryRun"`
+	Steps    []StepResult `json:"steps"`
+	Outcome  string       `json:"outcome"` // completed, failed, aborted
+	Elapsed  Duration     `json:"elapsed"`
+	Next     []string     `json:"next,omitempty"` // the commands to run next
+}
+
+// errSkip ends a step as skipped, with the reason as its message.
+type errSkip struct{ reason string }
+
+func (e errSkip) Error() string { return e.reason }
+
+func skip(format string, args ...any) error { return errSkip{fmt.Sprintf(format, args...)} }
+
+// run is the state of one guided recovery.
+type run struct {
+	tc      *talos.Client
+	st      State
+	ui      UI
+	opts    RecoverOptions
+	journal *Journal
+	ec      *etcd.Client
+	etcdErr error
+	lock    *Lock
+	cluster string
+	done    map[string]bool // steps completed in an earlier run (resume)
+	entries []Entry         // the journal so far (resume, revert)
+}
+
+// Recover runs a guided recovery: each step says what it will do and why,
+// asks before changing anything, and is journaled before and after.
+func Recover(ctx context.Context, tc *talos.Client, st State, ui UI, opts RecoverOptions) (*RecoverResult, error) {
+	if len(opts.Steps) == 0 {
+		return nil, invalidInput("", "the runbook %q has no steps", opts.Runbook)
+	}
+	r := &run{tc: tc, st: st, ui: ui, opts: opts, done: map[string]bool{}}
+	rawOpts, err := json.Marshal(opts)
+	if err != nil {
+		return nil, err
+	}
+	j, err := st.NewIncident(IncidentMeta{Nodes: tc.Nodes(), Runbook: opts.Runbook, Options: rawOpts, ToolVersion: opts.ToolVersion, DryRun: opts.DryRun}, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("create the incident journal: %w", err)
+	}
+	r.journal = j
+	return r.execute(ctx)
+}
+
+// Resume continues an interrupted incident from its last completed step,
+// with the options it was started with.
+func Resume(ctx context.Context, tc *talos.Client, st State, ui UI, id string) (*RecoverResult, error) {
+	j, entries, err := st.OpenIncident(id)
+	if err != nil {
+		return nil, err
+	}
+	var opts RecoverOptions
+	if err := json.Unmarshal(j.Meta().Options, &opts); err != nil {
+		return nil, fmt.Errorf("incident %s: cannot read its options: %w", j.ID, err)
+	}
+	if _, state := incidentState(entries); state == "completed" {
+		return nil, invalidInput("see it with: breakglass journal show "+j.ID, "incident %s is already completed", j.ID)
+	}
+	r := &run{tc: tc, st: st, ui: ui, opts: opts, journal: j, done: CompletedSteps(entries), entries: entries}
+	if err := j.Append(Entry{Kind: "note", Message: fmt.Sprintf("resumed by %s; completed steps are not run again", whoami())}); err != nil {
+		return nil, err
+	}
+	return r.execute(ctx)
+}
+
+// Revert undoes what an incident changed: it puts the admission plugins
+// back as recorded and, when objects is set, restores the objects the
+// incident removed from etcd from their verified backups (create-only:
+// an object someone re-created meanwhile is left alone and reported).
+func Revert(ctx context.Context, tc *talos.Client, st State, ui UI, id string, objects, dryRun bool, etcdOpts EtcdOptions, toolVersion string) (*RecoverResult, error) {
+	j, entries, err := st.OpenIncident(id)
+	if err != nil {
+		return nil, err
+	}
+	steps := []Step{{Name: "revert-admission", Action: "admission.restore", Confirm: true,
+		Description: "Put disable-admission-plugins and enable-admission-plugins back to the values recorded before the incident."}}
+	if objects {
+		steps = append(steps, Step{Name: "revert-objects", Action: "etcd.restore", Confirm: true,
+			Description: "Put back the objects this incident removed from etcd, from their verified backups, only where absent."})
+	}
+	opts := RecoverOptions{Runbook: "revert", Steps: steps, DryRun: dryRun, Etcd: etcdOpts, ToolVersion: toolVersion, Command: "revert"}
+	r := &run{tc: tc, st: st, ui: ui, opts: opts, journal: j, done: map[string]bool{}, entries: entries}
+	if err := j.Append(Entry{Kind: "note", Message: fmt.Sprintf("revert started by %s", whoami())}); err != nil {
+		return nil, err
+	}
+	return r.execute(ctx)
+}
+
+func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
+	defer r.journal.Close()
+	defer r.close(ctx)
+	start := time.Now()
+	res := &RecoverResult{Incident: r.journal.ID, Journal: filepath.Join(r.journal.Dir, "journal.jsonl"), DryRun: r.opts.DryRun}
+	var runErr error
+	for i, s := range r.opts.Steps {
+		if r.done[s.Name] {
+			res.Steps = append(res.Steps, StepResult{Name: s.Name, Action: s.Action, Outcome: OutcomeSkipped, Message: "completed in an earlier run"})
+			continue
+		}
+		r.ui.Begin(i+1, len(r.opts.Steps), s)
+		if err := r.journal.Append(Entry{Kind: "begin", Step: s.Name, Action: s.Action, Message: s.Description}); err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		t0 := time.Now()
+		msg, data, err := r.step(ctx, s)
+		sr := StepResult{Name: s.Name, Action: s.Action, Outcome: OutcomeOK, Message: msg, Elapsed: Duration(time.Since(t0))}
+		end := Entry{Kind: "end", Step: s.Name, Action: s.Action, Outcome: OutcomeOK, Message: msg, Elapsed: sr.Elapsed, Data: data}
+		var sk errSkip
+		switch {
+		case err == nil:
+		case errors.As(err, &sk):
+			sr.Outcome, sr.Message = OutcomeSkipped, sk.reason
+			end.Outcome, end.Message = OutcomeSkipped, sk.reason
+		case errors.Is(err, ErrAborted) || ctx.Err() != nil:
+			sr.Outcome, end.Outcome, end.Error = OutcomeAborted, OutcomeAborted, err.Error()
+			sr.Message = err.Error()
+			runErr = err
+		case s.Optional:
+			// An optional step may fail without failing the run; it says so.
+			sr.Outcome, sr.Message = OutcomeSkipped, "optional step failed: "+err.Error()
+			end.Outcome, end.Message, end.Error = OutcomeSkipped, sr.Message, err.Error()
+		default:
+			sr.Outcome, end.Outcome, end.Error = OutcomeFailed, OutcomeFailed, err.Error()
+			sr.Message = err.Error()
+			runErr = err
+		}
+		if jerr := r.journal.Append(end); jerr != nil && runErr == nil {
+			runErr = fmt.Errorf("journal: %w", jerr)
+		}
+		r.ui.End(s, sr.Outcome, time.Duration(sr.Elapsed), sr.Message)
+		res.Steps = append(res.Steps, sr)
+		if runErr != nil {
+			break
+		}
+	}
+	res.Elapsed = Duration(time.Since(start))
+	res.Outcome = "completed"
+	switch {
+	case errors.Is(runErr, ErrAborted) || ctx.Err() != nil:
+		res.Outcome = "aborted"
+	case runErr != nil:
+		res.Outcome = "failed"
+	}
+	res.Next = r.next(res, runErr)
+	_ = r.journal.Append(Entry{Kind: "finish", Outcome: res.Outcome, Elapsed: res.Elapsed, Message: strings.Join(res.Next, "; ")})
+	return res, runErr
+}
+
+// next names what the operator should run after this run.
+func (r *run) next(res *RecoverResult, runErr error) []string {
+	id := r.journal.ID
+	var out []string
+	switch {
+	case r.opts.DryRun:
+		out = append(out, "run it for real: the same command without --dry-run")
+	case runErr != nil:
+		out = append(out, "continue from where it stopped: breakglass resume "+id,
+			"or undo what this incident changed: breakglass revert "+id)
+	case r.opts.KeepDisabled:
+		out = append(out, "admission plugins are still disabled (--keep-disabled): put them back with: breakglass admission restore")
+	}
+	out = append(out, "timeline for the postmortem: breakglass journal timeline "+id+" --format markdown")
+	if !r.opts.DryRun && runErr == nil {
+		out = append(out, "prevent a repeat: breakglass audit --from-etcd --fix")
+	}
+	return out
+}
+
+func (r *run) close(ctx context.Context) {
+	if r.lock != nil {
+		_ = r.lock.Release(ctx)
+	}
+	if r.ec != nil {
+		_ = r.ec.Close()
+	}
+}
+
+// etcd connects on first use. Failing to reach etcd fails only the steps
+// that need it.
+func (r *run) etcd(ctx context.Context) (*etcd.Client, error) {
+	if r.ec != nil || r.etcdErr != nil {
+		return r.ec, r.etcdErr
+	}
+	o := r.opts.Etcd
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	r.ec, r.etcdErr = ConnectEtcd(ctx, r.tc, o)
+	return r.ec, r.etcdErr
+}
+
+func (r *run) progress(node, msg string) { r.ui.Progress(node, msg) }
+
+// step runs one action. It returns a one-line message and data for the journal.
+func (r *run) step(ctx context.Context, s Step) (string, map[string]any, error) {
+	switch s.Action {
+	case "preflight":
+		return r.preflight(ctx)
+	case "diagnose":
+		return r.diagnose(ctx, s)
+	case "admission.disable":
+		return r.disable(ctx, s)
+	case "apiserver.wait":
+		return r.waitReady(ctx, s, "the API server is ready on every node")
+	case "etcd.snapshot":
+		return r.snapshot(ctx)
+	case "etcd.delete":
+		return r.deleteObjects(ctx, s)
+	case "webhook.wait":
+		return r.waitWebhooks(ctx, s)
+	case "admission.restore":
+		return r.restore(ctx, s)
+	case "verify":
+		return r.verify(ctx, s)
+	case "etcd.restore":
+		return r.restoreObjects(ctx)
+	}
+	return "", nil, invalidInput("see the actions with: breakglass runbook show webhook-deadlock", "unknown action %q in step %s", s.Action, s.Name)
+}
+
+func (r *run) preflight(ctx context.Context) (string, map[string]any, error) {
+	if err := r.tc.RequireAdmin("a guided recovery"); err != nil {
+		return "", nil, err
+	}
+	var versions []string
+	for _, node := range r.tc.Nodes() {
+		v, err := r.tc.Version(ctx, node)
+		if err != nil {
+			return "", nil, err
+		}
+		mc, err := r.tc.ReadMachineConfig(ctx, node)
+		if err != nil {
+			return "", nil, err
+		}
+		facts, err := talos.ReadFacts(mc.Bytes)
+		if err != nil {
+			return "", nil, talos.NewNodeError(node, "read machine config", err)
+		}
+		if !facts.IsControlPlane() {
+			return "", nil, talos.NewNodeError(node, "check machine type", fmt.Errorf("%w (machine type %s)", talos.ErrNotControlPlane, facts.MachineType),
+				"target only the control-plane nodes: -n CP1,CP2,CP3")
+		}
+		r.cluster = facts.ClusterName
+		versions = append(versions, node+"="+v)
+		r.progress(node, fmt.Sprintf("Talos %s, control plane of cluster %s, kube-apiserver image %s", v, facts.ClusterName, facts.APIServerImage))
+	}
+	data := map[string]any{"cluster": r.cluster, "versions": versions, "role": r.tc.Role()}
+	msg := fmt.Sprintf("%d control-plane node(s) reachable, role %s", len(r.tc.Nodes()), r.tc.Role())
+	if r.opts.DryRun {
+		return msg, data, nil
+	}
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		// The lock lives in etcd; an incident must not wait for etcd to
+		// take it, but the operator must know nobody is kept out.
+		r.progress("etcd", "cannot take the cluster lock, etcd is unreachable ("+shortErr(err)+"): make sure nobody else runs breakglass on this cluster")
+		data["lock"] = "not taken: " + shortErr(err)
+		return msg + "; cluster lock NOT taken (etcd unreachable)", data, nil
+	}
+	lock, err := AcquireLock(ctx, ec, LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")})
+	if err != nil {
+		return "", data, err
+	}
+	r.lock = lock
+	data["lock"] = "taken"
+	return msg + "; cluster lock taken", data, nil
+}
+
+func (r *run) disable(ctx context.Context, s Step) (string, map[string]any, error) {
+	opts := r.admissionOptions(s)
+	opts.RevertAfter = s.RevertAfter
+	p, err := PlanDisable(ctx, r.tc, r.st, opts)
+	if p == nil {
+		return "", nil, err
+	}
+	return r.applyPlan(ctx, s, p, err)
+}
+
+func (r *run) restore(ctx context.Context, s Step) (string, map[string]any, error) {
+	if r.opts.KeepDisabled {
+		return "", nil, skip("--keep-disabled: the plugins stay disabled; restore later with: breakglass admission restore")
+	}
+	if r.opts.DryRun {
+		return "", nil, skip("dry run: the recorded values would be put back on every node (nothing was disabled, so there is nothing to restore yet)")
+	}
+	p, err := PlanRestore(ctx, r.tc, r.st, r.admissionOptions(s))
+	if p == nil {
+		return "", nil, err
+	}
+	return r.applyPlan(ctx, s, p, err)
+}
+
+func (r *run) admissionOptions(s Step) AdmissionOptions {
+	return AdmissionOptions{Plugins: s.Plugins, Wait: true, WaitTimeout: orDuration(s.Timeout, 5*time.Minute), DryRun: r.opts.DryRun, ToolVersion: r.opts.ToolVersion, Progress: r.progress}
+}
+
+// applyPlan shows a plan, asks, executes it, and journals the hashes.
+func (r *run) applyPlan(ctx context.Context, s Step, p *AdmissionPlan, planErr error) (string, map[string]any, error) {
+	var buf bytes.Buffer
+	RenderAdmissionPlan(&buf, p)
+	r.ui.Show(buf.String())
+	if planErr != nil {
+		return "", nil, planErr
+	}
+	data := map[string]any{}
+	for _, n := range p.Nodes {
+		data[n.Node] = map[string]any{"action": n.Action, "configHashBefore": n.ConfigHashBefore, "configHashAfter": n.ConfigHashAfter, "disabledAfter": n.DisabledAfter}
+	}
+	if err := p.PlanErr(); err != nil {
+		// A node that cannot be planned is not left behind silently.
+		return "", data, err
+	}
+	if !p.Changes() {
+		return "nothing to change: " + p.Nodes[0].Reason, data, nil
+	}
+	if r.opts.DryRun {
+		return "dry run: the nodes validated the change; nothing was applied", data, nil
+	}
+	if s.Confirm {
+		if err := r.ui.Confirm(ctx, fmt.Sprintf("%s on %d node(s)?", p.Operation, countChanges(p))); err != nil {
+			return "", data, err
+		}
+	}
+	if err := p.Execute(ctx, r.tc, r.st); err != nil {
+		return "", data, err
+	}
+	return fmt.Sprintf("%s applied on %d node(s); kube-apiserver runs with disable-admission-plugins=%s", p.Operation, countChanges(p), listOrNone(p.Nodes[0].DisabledAfter)), data, nil
+}
+
+func countChanges(p *AdmissionPlan) int {
+	n := 0
+	for _, c := range p.Nodes {
+		if c.Action != "none" {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *run) waitReady(ctx context.Context, s Step, okMsg string) (string, map[string]any, error) {
+	if r.opts.DryRun {
+		return "", nil, skip("dry run: would wait up to %s for /readyz on every node", orDuration(s.Timeout, 5*time.Minute))
+	}
+	start := time.Now()
+	health, err := WaitReady(ctx, r.tc, HealthOptions{Timeout: orDuration(s.Timeout, 5*time.Minute), Progress: func(h NodeHealth) { r.progress(h.Node, h.Summary()) }})
+	data := map[string]any{}
+	for _, h := range health {
+		data[h.Node] = h.Summary()
+	}
+	if err != nil {
+		return "", data, err
+	}
+	return fmt.Sprintf("%s (%s)", okMsg, time.Since(start).Round(time.Millisecond)), data, nil
+}
+
+func (r *run) snapshot(ctx context.Context) (string, map[string]any, error) {
+	if !r.deletesObjects() {
+		return "", nil, skip("nothing will be removed from etcd, so no snapshot is needed")
+	}
+	path := filepath.Join(r.journal.Dir, "etcd.snapshot")
+	if _, err := os.Stat(path); err == nil {
+		info, err := etcd.VerifySnapshotFile(path)
+		if err == nil {
+			return fmt.Sprintf("snapshot already taken: %s (%d bytes, verified)", path, info.Size), map[string]any{"snapshot": path}, nil
+		}
+		return "", nil, fmt.Errorf("a snapshot from an earlier run is there but fails verification (%v): move %s away and resume", err, path)
+	}
+	if r.opts.DryRun {
+		return "", nil, skip("dry run: would take a full etcd snapshot to %s", path)
+	}
+	node := r.tc.Nodes()[0]
+	r.progress(node, "streaming an etcd snapshot through the Talos API")
+	pr, pw := ioPipe()
+	go func() { pw.CloseWithError(r.tc.EtcdSnapshot(ctx, node, pw)) }()
+	info, err := etcd.WriteSnapshot(pr, path, nil)
+	pr.Close()
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("full etcd snapshot: %s (%d bytes, verified)", path, info.Size), map[string]any{"snapshot": path, "sha256": info.SHA256}, nil
+}
+
+// deletesObjects tells whether a step of this run removes objects from etcd.
+func (r *run) deletesObjects() bool {
+	for _, s := range r.opts.Steps {
+		if s.Action == "etcd.delete" && len(s.Names) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) deleteObjects(ctx context.Context, s Step) (string, map[string]any, error) {
+	names := s.Names
+	if len(names) == 0 {
+		return "", nil, skip("no object named to remove (--delete NAME): with its bootstrap objects created, the API server can start with webhooks back on")
+	}
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	resources, err := etcd.ParseKind(orDefault(s.Kind, "validating"))
+	if err != nil {
+		return "", nil, invalidInput("", "step %s: %v", s.Name, err)
+	}
+	backup := filepath.Join(r.journal.Dir, "backup-"+s.Name+".json")
+	plan, err := ec.PlanDelete(ctx, names, resources)
+	var nf *etcd.NotFoundError
+	if errors.As(err, &nf) && fileExists(backup) {
+		// Resumed after the delete went through: the backup is the proof.
+		if _, rerr := etcd.ReadBackup(backup); rerr == nil {
+			return "already removed in an earlier run; backup " + backup, map[string]any{"backup": backup}, nil
+		}
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Remove from etcd (cluster %s, revision %d), after a verified backup to %s:\n", plan.Cluster.ClusterID, plan.Cluster.Revision, backup)
+	for _, o := range plan.Objects {
+		fmt.Fprintf(&b, "  %s %s (key %s, mod revision %d)\n", o.Kind, o.Name, o.Key, o.ModRevision)
+	}
+	r.ui.Show(b.String())
+	if !r.opts.DryRun {
+		for _, o := range plan.Objects {
+			if err := r.ui.ConfirmTyped(ctx, fmt.Sprintf("This removes %s %s from etcd.", o.Kind, o.Name), o.Name); err != nil {
+				return "", nil, err
+			}
+		}
+	}
+	if err := r.journal.Append(Entry{Kind: "note", Step: s.Name, Message: "backup goes to " + backup, Data: map[string]any{"backup": backup}}); err != nil {
+		return "", nil, err
+	}
+	res, err := ec.Execute(ctx, plan, etcd.NewWriter(ec, r.opts.DryRun), etcd.ExecuteOptions{BackupPath: backup, ToolVersion: r.opts.ToolVersion})
+	if err != nil {
+		return "", nil, err
+	}
+	data := map[string]any{"backup": res.BackupPath, "deleted": res.Deleted, "revision": res.Revision}
+	if r.opts.DryRun {
+		return fmt.Sprintf("dry run: would back up and remove %s", strings.Join(res.Deleted, ", ")), data, nil
+	}
+	return fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", strings.Join(res.Deleted, ", "), res.BackupPath, res.BackupPath), data, nil
+}
+
+func (r *run) verify(ctx context.Context, s Step) (string, map[string]any, error) {
+	if r.opts.KeepDisabled {
+		return "", nil, skip("--keep-disabled: nothing to verify yet")
+	}
+	msg, data, err := r.waitReady(ctx, s, "the API server is ready on every node")
+	if err != nil {
+		return msg, data, err
+	}
+	status, err := AdmissionStatus(ctx, r.tc, r.st, time.Now())
+	if err != nil {
+		return "", data, err
+	}
+	for _, n := range status {
+		if n.Recorded {
+			return "", data, talos.NewNodeError(n.Node, "verify", errors.New("breakglass still holds a record of disabled plugins: the restore did not finish"), "breakglass admission restore")
+		}
+		if !sameSet(n.ConfigDisabled, n.RunningDisabled) {
+			return "", data, talos.NewNodeError(n.Node, "verify", fmt.Errorf("the running kube-apiserver has disable-admission-plugins=%v but the config says %v", n.RunningDisabled, n.ConfigDisabled))
+		}
+	}
+	return msg + ", with the admission plugins as they were before the incident", data, nil
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func orDefault(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// restoreObjects restores every backup an etcd.delete step of this
+// incident recorded.
+func (r *run) restoreObjects(ctx context.Context) (string, map[string]any, error) {
+	var backups []string
+	seen := map[string]bool{}
+	for _, e := range r.entries {
+		if p, ok := e.Data["backup"].(string); ok && e.Kind == "end" && e.Outcome == OutcomeOK && !seen[p] {
+			seen[p] = true
+			backups = append(backups, p)
+		}
+	}
+	if len(backups) == 0 {
+		return "", nil, skip("this incident removed nothing from etcd")
+	}
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	var b strings.Builder
+	b.WriteString("Restore from these verified backups, creating only the keys that are absent:\n")
+	for _, p := range backups {
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	r.ui.Show(b.String())
+	if !r.opts.DryRun {
+		if err := r.ui.Confirm(ctx, fmt.Sprintf("Restore %d backup(s) into etcd?", len(backups))); err != nil {
+			return "", nil, err
+		}
+	}
+	var parts []string
+	data := map[string]any{}
+	for _, p := range backups {
+		res, err := ec.RestoreFile(ctx, p, etcd.NewWriter(ec, r.opts.DryRun), etcd.RestoreOptions{})
+		if err != nil {
+			return "", data, err
+		}
+		for _, it := range res.Items {
+			parts = append(parts, fmt.Sprintf("%s: %s", it.Key, it.Status))
+			data[it.Key] = string(it.Status)
+		}
+	}
+	return strings.Join(parts, "; "), data, nil
+}

@@ -1,0 +1,89 @@
+package recovery
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// RenderAdmissionPlan writes a plan for the operator to read before confirming.
+func RenderAdmissionPlan(w io.Writer, p *AdmissionPlan) {
+	verb := map[string]string{"disable": "disable admission plugins", "restore": "restore admission plugins"}[p.Operation]
+	fmt.Fprintf(w, "Plan: %s on %d node(s)\n", verb, len(p.Nodes)+len(p.Failed))
+	for _, n := range p.Nodes {
+		fmt.Fprintf(w, "  node %s (cluster %s, Talos %s)\n", n.Node, orNone(n.Cluster), n.TalosVersion)
+		if n.Action == "none" {
+			fmt.Fprintf(w, "    nothing to do: %s\n", n.Reason)
+			continue
+		}
+		fmt.Fprintf(w, "    disable-admission-plugins: %s -> %s\n", listOrNone(n.DisabledBefore), listOrNone(n.DisabledAfter))
+		if len(n.RemovedFromEnable) > 0 {
+			fmt.Fprintf(w, "    enable-admission-plugins: %s taken out (kube-apiserver refuses a plugin in both lists)\n", strings.Join(n.RemovedFromEnable, ","))
+		}
+		if n.Reason != "" {
+			fmt.Fprintf(w, "    note: %s\n", n.Reason)
+		}
+		for _, u := range n.Unknowns {
+			fmt.Fprintf(w, "    note: %s\n", u)
+		}
+		if p.Operation == "restore" && n.ByteExact {
+			fmt.Fprintln(w, "    the config will be byte-identical to what it was before disable")
+		}
+		if n.Method == "merge" {
+			fmt.Fprintln(w, "    edit: strategic merge (the config's layout could not be edited in place; comments are lost)")
+		}
+		if d := strings.TrimSpace(n.NodeDiff); d != "" {
+			fmt.Fprintln(w, "    the node's dry run:")
+			for _, line := range strings.Split(d, "\n") {
+				fmt.Fprintf(w, "      | %s\n", line)
+			}
+		}
+	}
+	for _, f := range p.Failed {
+		fmt.Fprintf(w, "  node %s: cannot be planned (see below); it will not be changed\n", f)
+	}
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
+}
+
+// RenderAdmissionOutcome writes what happened on each node.
+func RenderAdmissionOutcome(w io.Writer, p *AdmissionPlan) {
+	for _, n := range p.Nodes {
+		if n.Action == "none" {
+			continue
+		}
+		switch n.Outcome {
+		case "failed":
+			fmt.Fprintf(w, "node %s: %s failed: %s\n", n.Node, n.Action, n.Error)
+		case "running":
+			fmt.Fprintf(w, "node %s: %s done; kube-apiserver runs with disable-admission-plugins=%s (%s)\n", n.Node, n.Action, listOrNone(n.DisabledAfter), time.Duration(n.Elapsed).Round(time.Millisecond))
+		default:
+			fmt.Fprintf(w, "node %s: %s applied (%s)\n", n.Node, n.Action, time.Duration(n.Elapsed).Round(time.Millisecond))
+		}
+	}
+	if p.Operation == "disable" {
+		fmt.Fprintln(w, "Next: wait for the API server (breakglass apiserver wait), then put the plugins back: breakglass admission restore")
+		for _, n := range p.Nodes {
+			if n.RollbackAt != nil {
+				fmt.Fprintf(w, "Without a restore, the nodes revert by themselves at %s (try mode).\n", n.RollbackAt.Local().Format(time.RFC3339))
+				break
+			}
+		}
+	}
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "(none)"
+	}
+	return strings.Join(l, ",")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(unnamed)"
+	}
+	return s
+}
