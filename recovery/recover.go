@@ -46,13 +46,13 @@ type UI interface {
 // RecoverOptions are what the operator asked for; they are stored in the
 // incident record so that a resume continues the same way.
 type RecoverOptions struct {
-	Runbook      string        `json:"runbook"`
-	Steps        []Step        `json:"steps"` // the runbook's, with the command line's overrides
-	KeepDisabled bool          `json:"keepDisabled,omitempty"`
-	DryRun       bool          `json:"dryRun,omitempty"`
-	Etcd         EtcdOptions   `json:"etcd"`
-	ToolVersion  string        `json:"toolVersion"`
-	Command      string        `json:"command"` // recover, resume, revert: for the lock and the journal
+	Runbook      string      `json:"runbook"`
+	Steps        []Step      `json:"steps"` // the runbook's, with the command line's overrides
+	KeepDisabled bool        `json:"keepDisabled,omitempty"`
+	DryRun       bool        `json:"dryRun,omitempty"`
+	Etcd         EtcdOptions `json:"etcd"`
+	ToolVersion  string      `json:"toolVersion"`
+	Command      string      `json:"command"` // recover, resume, revert: for the lock and the journal
 }
 
 // StepResult is the outcome of one step.
