@@ -92,7 +92,8 @@ type Result struct {
 	// RemovedFromEnable lists the plugins taken out of enable-admission-plugins: kube-apiserver
 	// refuses to start when a plugin is both enabled and disabled.
 	RemovedFromEnable []string
-	// Record undoes the change with Restore. Store it (it is JSON-serialisable).
+	// Record undoes the change with Restore. Store it (it is JSON-serialisable). When nothing
+	// changed it is a record that restores nothing.
 	Record Record
 	// Method is MethodText or MethodMerge ("" when nothing changed).
 	Method string
@@ -172,6 +173,7 @@ func Disable(config []byte, opts Options) (Result, error) {
 	if len(added) == 0 && len(removed) == 0 {
 		res.Config = config
 		res.After = res.Before
+		res.Record = Record{Version: RecordVersion} // restores nothing
 
 		return res, nil
 	}

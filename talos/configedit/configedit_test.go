@@ -268,6 +268,10 @@ func TestDisable(t *testing.T) {
 				t.Fatalf("second disable changed the config (method %q)", again.Method)
 			}
 
+			if same, err := Restore(res.Config, again.Record); err != nil || string(same) != string(res.Config) {
+				t.Fatalf("restore with the no-op record changed the config (err %v)", err)
+			}
+
 			disabled, err := Disabled(res.Config)
 			if err != nil {
 				t.Fatal(err)
