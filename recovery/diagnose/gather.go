@@ -167,22 +167,15 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 			ev.Nodes[i] = gatherNode(ctx, nodes, n, opts.Tail)
 		}()
 	}
+	var health []Readyz
 	if opts.Health != nil {
 		ev.HealthAsked = true
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hs, err := opts.Health(ctx)
-			if err != nil {
+			var err error
+			if health, err = opts.Health(ctx); err != nil {
 				ev.HealthError = err.Error()
-			}
-			for _, h := range hs {
-				for i := range list {
-					if list[i] == h.Node {
-						h := h
-						ev.Nodes[i].Readyz = &h
-					}
-				}
 			}
 		}()
 	}
@@ -198,6 +191,14 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	for _, h := range health {
+		for i := range ev.Nodes {
+			if ev.Nodes[i].Node == h.Node {
+				h := h
+				ev.Nodes[i].Readyz = &h
+			}
+		}
 	}
 	return ev, nil
 }
