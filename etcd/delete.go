@@ -156,7 +156,8 @@ func (c *Client) Execute(ctx context.Context, p *Plan, w Writer, opts ExecuteOpt
 	}
 	resp, err := w.Txn(ctx, cmps, dels, gets)
 	if err != nil {
-		return res, err
+		// The request may have reached etcd before the connection broke.
+		return res, fmt.Errorf("delete transaction: %w (it may or may not have been applied: breakglass etcd webhooks shows what is there; the backup is %s)", err, res.BackupPath)
 	}
 	res.Revision = resp.Header.Revision
 	if !resp.Succeeded {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -208,5 +209,18 @@ func TestDecodeOldV1beta1Webhook(t *testing.T) {
 	o = decodeObject(ValidatingWebhookConfigurations, "old", "/registry/validatingwebhookconfigurations/old", b[:len(b)/2], 1, 1, 1)
 	if o.Decodable() || o.DecodeError == "" || o.Encoding != EncodingProtobuf || len(o.Value) != len(b)/2 {
 		t.Fatalf("%+v", o)
+	}
+}
+
+func BenchmarkDecodeWebhookConfiguration(b *testing.B) {
+	value, err := etcdtest.EncodeProtobuf(etcdtest.FailClosedWebhook("bench", "https://127.0.0.1:9/validate"), admissionregistrationv1.SchemeGroupVersion)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if o := decodeObject(ValidatingWebhookConfigurations, "bench", "/registry/validatingwebhookconfigurations/bench", value, 1, 2, 1); !o.Decodable() {
+			b.Fatal(o.DecodeError)
+		}
 	}
 }
