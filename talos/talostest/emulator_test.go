@@ -381,12 +381,12 @@ func TestTryRollback(t *testing.T) {
 
 	edited := withExtraArg(t, orig, "disable-admission-plugins", "ValidatingAdmissionWebhook")
 
-	resp, err := apply(ctx, cl, n.IP, edited, machine.ApplyConfigurationRequest_TRY, false, 300*time.Millisecond)
+	resp, err := apply(ctx, cl, n.IP, edited, machine.ApplyConfigurationRequest_TRY, false, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	if !strings.Contains(resp.Messages[0].ModeDetails, "automatically reverted back in 300ms") {
+	if !strings.Contains(resp.Messages[0].ModeDetails, "automatically reverted back in 1s") {
 		t.Errorf("details: %q", resp.Messages[0].ModeDetails)
 	}
 
@@ -405,7 +405,7 @@ func TestTryRollback(t *testing.T) {
 	}
 
 	// a later non-TRY apply cancels the rollback
-	if _, err := apply(ctx, cl, n.IP, edited, machine.ApplyConfigurationRequest_TRY, false, 200*time.Millisecond); err != nil {
+	if _, err := apply(ctx, cl, n.IP, edited, machine.ApplyConfigurationRequest_TRY, false, 500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 
@@ -417,7 +417,7 @@ func TestTryRollback(t *testing.T) {
 		t.Error("rollback still pending after NO_REBOOT apply")
 	}
 
-	time.Sleep(400 * time.Millisecond) //nolint:forbidigo // the cancelled timer's deadline must pass
+	time.Sleep(700 * time.Millisecond) //nolint:forbidigo // the cancelled timer's deadline must pass
 
 	if !bytes.Equal(n.RunningConfig(), edited) {
 		t.Error("cancelled rollback happened anyway")
