@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/role"
@@ -37,8 +39,22 @@ func fastKubelet() talostest.KubeletOptions {
 	}
 }
 
+// sharedSecrets is one secrets bundle for the tests' clusters (key generation is slow).
+var sharedSecrets = sync.OnceValues(func() (*secrets.Bundle, error) {
+	return secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
+})
+
 func newCluster(t *testing.T, opts talostest.ClusterOptions) *talostest.Cluster {
 	t.Helper()
+
+	if opts.Secrets == nil {
+		b, err := sharedSecrets()
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		opts.Secrets = b
+	}
 
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()

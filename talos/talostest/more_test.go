@@ -20,9 +20,10 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
-	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+	secretres "github.com/siderolabs/talos/pkg/machinery/resources/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
 	"github.com/breakglass-dev/breakglass/talos/talostest"
@@ -103,14 +104,14 @@ func TestKubeconfigAndSecrets(t *testing.T) {
 		t.Errorf("organization %v", crt.Subject.Organization)
 	}
 
-	root, err := safe.StateGet[*secrets.EtcdRoot](client.WithNode(ctx, n.IP), admin.COSI,
-		resource.NewMetadata(secrets.NamespaceName, secrets.EtcdRootType, secrets.EtcdRootID, resource.VersionUndefined))
+	root, err := safe.StateGet[*secretres.EtcdRoot](client.WithNode(ctx, n.IP), admin.COSI,
+		resource.NewMetadata(secretres.NamespaceName, secretres.EtcdRootType, secretres.EtcdRootID, resource.VersionUndefined))
 	if err != nil || !bytes.Equal(root.TypedSpec().EtcdCA.Crt, c.EtcdCA().Crt) {
 		t.Fatalf("etcd root: %v", err)
 	}
 
-	etcd, err := safe.StateGet[*secrets.Etcd](client.WithNode(ctx, n.IP), admin.COSI,
-		resource.NewMetadata(secrets.NamespaceName, secrets.EtcdType, secrets.EtcdID, resource.VersionUndefined))
+	etcd, err := safe.StateGet[*secretres.Etcd](client.WithNode(ctx, n.IP), admin.COSI,
+		resource.NewMetadata(secretres.NamespaceName, secretres.EtcdType, secretres.EtcdID, resource.VersionUndefined))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,12 +129,12 @@ func TestKubeconfigAndSecrets(t *testing.T) {
 
 	reader := newClient(t, c, role.Reader)
 
-	_, err = safe.StateGet[*secrets.Etcd](client.WithNode(ctx, n.IP), reader.COSI,
-		resource.NewMetadata(secrets.NamespaceName, secrets.EtcdType, secrets.EtcdID, resource.VersionUndefined))
+	_, err = safe.StateGet[*secretres.Etcd](client.WithNode(ctx, n.IP), reader.COSI,
+		resource.NewMetadata(secretres.NamespaceName, secretres.EtcdType, secretres.EtcdID, resource.VersionUndefined))
 	wantCode(t, err, codes.PermissionDenied)
 
-	_, err = safe.StateGet[*secrets.EtcdRoot](client.WithNode(ctx, n.IP), reader.COSI,
-		resource.NewMetadata(secrets.NamespaceName, secrets.EtcdRootType, secrets.EtcdRootID, resource.VersionUndefined))
+	_, err = safe.StateGet[*secretres.EtcdRoot](client.WithNode(ctx, n.IP), reader.COSI,
+		resource.NewMetadata(secretres.NamespaceName, secretres.EtcdRootType, secretres.EtcdRootID, resource.VersionUndefined))
 	wantCode(t, err, codes.PermissionDenied)
 }
 
@@ -302,7 +303,12 @@ func TestForeignClientCertificateRefused(t *testing.T) {
 	defer cancel()
 
 	c := newCluster(t, talostest.ClusterOptions{})
-	other := newCluster(t, talostest.ClusterOptions{IPs: []string{"127.0.0.21"}})
+	otherSecrets, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other := newCluster(t, talostest.ClusterOptions{IPs: []string{"127.0.0.21"}, Secrets: otherSecrets})
 
 	// other's OS CA signs the client certificate; the CA to trust is c's, so the
 	// client accepts the server, and the server must refuse the client
