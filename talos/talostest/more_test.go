@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -328,5 +329,46 @@ func TestForeignClientCertificateRefused(t *testing.T) {
 	_, err = cl.Version(client.WithNode(ctx, c.Nodes[0].IP))
 	if err == nil || !strings.Contains(err.Error(), "unknown certificate authority") {
 		t.Fatalf("a client certificate from another CA: %v", err)
+	}
+}
+
+func TestWatchStaticPod(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+
+	c := newCluster(t, talostest.ClusterOptions{})
+	cl := newClient(t, c, role.Reader)
+	admin := newClient(t, c, role.Admin)
+	n := c.Nodes[0]
+
+	events := make(chan safe.WrappedStateEvent[*k8s.StaticPod])
+
+	if err := safe.StateWatch(client.WithNode(ctx, n.IP), cl.COSI,
+		resource.NewMetadata(k8s.NamespaceName, k8s.StaticPodType, k8s.APIServerID, resource.VersionUndefined), events); err != nil {
+		t.Fatal(err)
+	}
+
+	first := <-events
+	if first.Type() != state.Created {
+		t.Fatalf("first event %v", first.Type())
+	}
+
+	edited := withExtraArg(t, n.RunningConfig(), "disable-admission-plugins", "ValidatingAdmissionWebhook")
+	if _, err := apply(ctx, admin, n.IP, edited, machine.ApplyConfigurationRequest_NO_REBOOT, false, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	ev := <-events
+	if ev.Type() != state.Updated {
+		t.Fatalf("event %v: %v", ev.Type(), ev.Error())
+	}
+
+	sp, err := ev.Resource()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if !strings.Contains(fmt.Sprint(sp.TypedSpec().Pod["spec"]), "--disable-admission-plugins=ValidatingAdmissionWebhook") {
+		t.Error("updated pod lacks the flag")
 	}
 }
