@@ -43,7 +43,7 @@ func TestAuditVerdicts(t *testing.T) {
 			configuration: kyvernoCfg, webhook: "validate.kyverno.svc-fail", risk: RiskDeadlock,
 			hooks:      []string{hookServiceCIDR, hookIPRepair, hookRBAC, hookAPF, hookAutoreg},
 			blocked:    []string{"servicecidr-create", "ipaddress-create", "clusterrole-create", "clusterrole-update", "apiservice-create", "flowschema-update"},
-			notBlocked: []string{"servicecidr-status", "apiservice-status-update", "namespace-create-kube-system"},
+			notBlocked: []string{"servicecidr-status", "apiservice-status-update", "namespace-create-kube-system", "flowschema-delete"},
 		}}},
 		{name: "incident on 1.32: no ServiceCIDR yet, still RBAC", file: "incident-kyverno-like.yaml", opts: Options{KubernetesVersion: "1.32"}, want: []expect{{
 			configuration: kyvernoCfg, webhook: "validate.kyverno.svc-fail", risk: RiskDeadlock,
@@ -118,7 +118,8 @@ func TestAuditVerdicts(t *testing.T) {
 		{name: "equivalent versions, default serving", file: "equivalent-match-policy.yaml", want: []expect{
 			{configuration: "equivalent-versions", webhook: "servicecidr-v1beta1-equivalent.example.com", risk: RiskNone, notBlocked: []string{"servicecidr-create"}},
 			{configuration: "equivalent-versions", webhook: "servicecidr-v1beta1-exact.example.com", risk: RiskNone},
-			{configuration: "equivalent-versions", webhook: "events-equivalent.example.com", risk: RiskNone, blocked: []string{"event-servicecidr"}},
+			{configuration: "equivalent-versions", webhook: "events-equivalent.example.com", risk: RiskNone, blocked: []string{"event-servicecidr-create"}, notBlocked: []string{"event-servicecidr-update"}},
+			{configuration: "equivalent-versions", webhook: "events-exact.example.com", risk: RiskNone, notBlocked: []string{"event-servicecidr-create"}},
 		}},
 		{name: "equivalent versions, networking v1beta1 served", file: "equivalent-match-policy.yaml", opts: Options{RuntimeConfig: []string{"networking.k8s.io/v1beta1"}}, want: []expect{
 			{configuration: "equivalent-versions", webhook: "servicecidr-v1beta1-equivalent.example.com", risk: RiskDeadlock, hooks: []string{hookServiceCIDR}},

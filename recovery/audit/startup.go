@@ -319,7 +319,7 @@ func startupCatalogue() []StartupRequest {
 	// by the same ensurer (removeDanglingBootstrapConfiguration); a failed
 	// delete fails the whole ensure pass.
 	for _, res := range []struct{ resource, kind, name string }{
-		{"flowschemas", "FlowSchema", "service-accounts"},
+		{"flowschemas", "FlowSchema", "endpoint-controller"},
 		{"prioritylevelconfigurations", "PriorityLevelConfiguration", "workload-low"},
 	} {
 		add(StartupRequest{ID: strings.TrimSuffix(strings.ToLower(res.kind), "configuration") + "-delete", Description: "APF bootstrap " + res.kind + " no longer built in",
@@ -342,12 +342,16 @@ func startupCatalogue() []StartupRequest {
 		Effect: EffectNotReady, Hook: hookAutoreg, Deadline: "never ready",
 		When: "when the stored spec differs from the built-in one (upgrades)", Source: srcAutoreg,
 		labels: map[string]string{labelAggregatorManage: "onstart"}, fields: []string{"spec", "status"}, unknownName: true})
-	add(StartupRequest{ID: "apiservice-status-update", Description: "APIService Available condition (local availability controller)",
-		Operation: "UPDATE", Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices", Subresource: "status", Kind: "APIService", Name: "v1.resource.k8s.io",
-		Effect: EffectNotReady, Hook: hookAutoreg, Deadline: "never ready", When: "for every new APIService and on condition changes", Source: srcAvailable,
-		labels: map[string]string{labelAggregatorManage: "onstart"}, fields: []string{"spec", "status"}, unknownName: true})
 
 	// Non-fatal: logged, retried, or only after readiness.
+	// Local APIServices are created Available (kube-aggregator
+	// pkg/registry/apiservice/strategy.go PrepareForCreate), so readiness
+	// does not wait for this status write.
+	add(StartupRequest{ID: "apiservice-status-update", Description: "APIService Available condition (local availability controller)",
+		Operation: "UPDATE", Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices", Subresource: "status", Kind: "APIService", Name: "v1.resource.k8s.io",
+		Effect: EffectDegraded, Hook: "poststarthook/apiservice-status-local-available-controller", Deadline: "retried",
+		When: "only when a stored local APIService is not Available", Source: srcAvailable,
+		labels: map[string]string{labelAggregatorManage: "onstart"}, fields: []string{"spec", "status"}, unknownName: true})
 	add(StartupRequest{ID: "apiservice-delete", Description: "APIService of a group/version no longer served (autoregister)",
 		Operation: "DELETE", Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices", Kind: "APIService", Name: "v1beta3.flowcontrol.apiserver.k8s.io",
 		Effect: EffectDegraded, Hook: "poststarthook/kube-apiserver-autoregistration", Deadline: "retried; readiness waits only for the served ones",
@@ -407,13 +411,18 @@ func startupCatalogue() []StartupRequest {
 		Operation: "CREATE", Group: "", Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "kube-system", Name: "kube-apiserver-legacy-service-account-token-tracking",
 		Effect: EffectDegraded, Hook: "poststarthook/start-legacy-token-tracking-controller", Deadline: "logged and retried",
 		When: "when missing (first start of a cluster)", Source: srcLegacyCM, fields: []string{"data", "binaryData", "immutable"}})
-	add(StartupRequest{ID: "event-servicecidr", Description: "Event about the default ServiceCIDR (e.g. KubernetesDefaultServiceCIDRError)",
-		Operation: "CREATE", Group: "", Version: "v1", Resource: "events", Kind: "Event", Namespace: "default", Name: "kubernetes.<hash>",
-		Effect: EffectDegraded, Hook: hookServiceCIDR, Deadline: "dropped",
-		When: "when the default ServiceCIDR controller reports a problem", Source: srcServiceCIDR,
-		minMinor: 33, unknownName: true,
-		fields:      []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"},
-		equivalents: []equivalent{{gvr: schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}, gvk: schema.GroupVersionKind{Group: "events.k8s.io", Version: "v1", Kind: "Event"}}}})
+	// The ServiceCIDR controller's recorder writes events.k8s.io/v1 Events
+	// (created, then updated as a series); core/v1 events share their storage.
+	eventFields := []string{"eventTime", "series", "reportingController", "reportingInstance", "action", "reason", "regarding", "related",
+		"note", "type", "deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount"}
+	coreEvents := []equivalent{{gvr: schema.GroupVersionResource{Version: "v1", Resource: "events"}, gvk: schema.GroupVersionKind{Version: "v1", Kind: "Event"}}}
+	for _, op := range []string{"CREATE", "UPDATE"} {
+		add(StartupRequest{ID: "event-servicecidr-" + strings.ToLower(op), Description: "Event about the default ServiceCIDR",
+			Operation: op, Group: "events.k8s.io", Version: "v1", Resource: "events", Kind: "Event", Namespace: "default", Name: "kubernetes.<hash>",
+			Effect: EffectDegraded, Hook: hookServiceCIDR, Deadline: "dropped",
+			When: "when the default ServiceCIDR controller records an event", Source: srcServiceCIDR,
+			minMinor: 33, unknownName: true, fields: eventFields, equivalents: coreEvents})
+	}
 
 	sort.SliceStable(c, func(i, j int) bool { return c[i].Fatal && !c[j].Fatal })
 	return c
