@@ -134,7 +134,7 @@ func Analyze(ev *Evidence, opts Options) *Report {
 		r.Notes = append(r.Notes, "etcd was not read: "+ev.Etcd.Error)
 	}
 	if ev.HealthError != "" {
-		r.Notes = append(r.Notes, "readyz was not asked: "+ev.HealthError)
+		r.Notes = append(r.Notes, "readyz could not be asked: "+ev.HealthError)
 	}
 
 	admission := r.byClass(ClassAdmission)
@@ -186,6 +186,18 @@ func Analyze(ev *Evidence, opts Options) *Report {
 		r.Summary = fmt.Sprintf("kube-apiserver is ready on %s", nodeList(ready, len(ev.Nodes)))
 		if len(admission) > 0 {
 			r.Notes = append(r.Notes, "admission failures were logged, but kube-apiserver is ready: no deadlock now")
+		}
+	}
+	if len(unknown) > 0 && len(notReady) > 0 {
+		// Concluded from the nodes that could be read; the others are named.
+		for _, n := range unknown {
+			ne := nodeByName(ev, n)
+			note := "node " + n + " could not be read"
+			if len(ne.Errors) > 0 {
+				note += ": " + ne.Errors[0]
+			}
+			r.Notes = append(r.Notes, note)
+			r.addNext(fmt.Sprintf("talosctl -n %s version", n))
 		}
 	}
 	return r

@@ -203,6 +203,17 @@ func TestAnalyzeVerdicts(t *testing.T) {
 			notesHave:  []string{"fail-closed webhooks in etcd that could block start-up: ValidatingWebhookConfiguration kyverno-resource-validating-webhook-cfg"},
 		},
 		{
+			name: "one node deadlocked, one unreadable: the verdict stands, the other node is named",
+			ev: Evidence{Etcd: kyvernoEtcd(), Nodes: []NodeEvidence{
+				node("127.0.0.11", deadlockLogs, runningPod, nil),
+				{Node: "127.0.0.12", Errors: []string{"node 127.0.0.12: read node name: unreachable: connection refused"}},
+			}},
+			verdict:   AdmissionDeadlock,
+			culprits:  []string{"ValidatingWebhookConfiguration/kyverno-resource-validating-webhook-cfg/validate.kyverno.svc-fail/ValidatingAdmissionWebhook"},
+			next:      []string{"breakglass recover --delete kyverno-resource-validating-webhook-cfg", "breakglass admission disable --plugins ValidatingAdmissionWebhook", "talosctl -n 127.0.0.12 version"},
+			notesHave: []string{"node 127.0.0.12 could not be read: node 127.0.0.12: read node name: unreachable"},
+		},
+		{
 			name: "disabled plugins are worth a note",
 			ev: Evidence{Nodes: []NodeEvidence{
 				func() NodeEvidence {

@@ -118,7 +118,7 @@ func nodeText(ne NodeEvidence, healthAsked bool) string {
 			parts = append(parts, "readyz failing "+strings.Join(r.FailingChecks, ", "))
 		}
 	} else if healthAsked {
-		parts = append(parts, "readyz not asked")
+		parts = append(parts, "no readyz answer")
 	}
 	if len(ne.DisabledPlugins) > 0 {
 		parts = append(parts, "disabled plugins "+strings.Join(ne.DisabledPlugins, ","))

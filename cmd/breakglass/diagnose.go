@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+func init() { commandRegistry = append(commandRegistry, diagnoseCommand) }
+
+// Exit codes of diagnose, one per verdict (healthy is 0). They are proposed
+// for exitcodes.go's table; until it lists them they are spelled here.
+const (
+	exitDiagnoseDeadlock = 21 // an admission deadlock was found
+	exitDiagnoseFailure  = 22 // kube-apiserver fails for another known reason
+	exitDiagnoseUnknown  = 23 // could not tell
+)
+
+func diagnoseExit(v diagnose.Verdict) error {
+	switch v {
+	case diagnose.Healthy:
+		return nil
+	case diagnose.AdmissionDeadlock:
+		return statusCode(exitDiagnoseDeadlock)
+	case diagnose.OtherFailure:
+		return statusCode(exitDiagnoseFailure)
+	}
+	return statusCode(exitDiagnoseUnknown)
+}
+
+func diagnoseCommand(s streams) *cli.Command {
+	flags := []cli.Flag{
+		&cli.IntFlag{Name: "tail", Value: 200, Usage: "kube-apiserver log lines to read per node"},
+		&cli.BoolFlag{Name: "no-etcd", Usage: "do not read etcd (the webhook is then named, its configuration is not)"},
+		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up reading after this long"},
+	}
+	return &cli.Command{
+		Name:  "diagnose",
+		Usage: "tell why kube-apiserver does not come up, and what to run next (reads only)",
+		Description: "Reads, on every target node, the kube-apiserver static pod (status, restarts, admission\n" +
+			"flags) and its last log lines through the Talos API, /readyz?verbose through the admin\n" +
+			"kubeconfig from Talos when kube-apiserver answers, and the admission objects in etcd. Matches\n" +
+			"known signatures (a webhook failing closed or denying, the default ServiceCIDR not created,\n" +
+			"a post-start hook failing, admission plugins overlapped, etcd unreachable or refusing\n" +
+			"certificates, ...) and prints the verdict, the object to blame with the evidence lines, and\n" +
+			"the exact next command. Changes nothing; safe to re-run. Logs and pod status need any Talos\n" +
+			"role; readyz and a minted etcd certificate need os:admin (without it they are reported as\n" +
+			"not read, and the diagnosis goes on).\n\n" +
+			"Verdicts and exit codes:\n" +
+			"   0  healthy             kube-apiserver is ready on every node\n" +
+			"  21  admission-deadlock  a webhook or policy refuses kube-apiserver's own start-up writes\n" +
+			"  22  other-failure       not ready, for a known reason that is not admission\n" +
+			"  23  unknown             some node could not be read, or no known signature explains it\n\n" +
+			exitCodeHelp(),
+		Flags: append(flags, etcdConnFlags()...),
+		Action: func(c *cli.Context) error {
+			g, err := readGlobals(c)
+			if err != nil {
+				return err
+			}
+			if c.Int("tail") <= 0 {
+				return usageError{"--tail must be positive", "e.g. --tail 500"}
+			}
+			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+			defer cancel()
+			tc, err := connectTalos(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+
+			opts := diagnose.Options{Tail: c.Int("tail"), Health: readyzOf(tc)}
+			var ec *etcd.Client
+			if c.Bool("no-etcd") {
+				if c.IsSet("etcd-endpoints") {
+					return usageError{"--no-etcd and --etcd-endpoints contradict each other", "drop one of them"}
+				}
+			} else {
+				f := readEtcdFlags(c)
+				ec, err = recovery.ConnectEtcd(ctx, tc, recovery.EtcdOptions{Endpoints: f.Endpoints, CACert: f.CACert, Cert: f.Cert, Key: f.Key, Prefix: f.Prefix})
+				if err != nil {
+					// Not fatal: the logs still name the webhook.
+					opts.EtcdError = err
+				} else {
+					defer ec.Close()
+				}
+			}
+			report, err := diagnose.Run(ctx, tc, ec, opts)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				err = writeJSON(s.Out, report)
+			} else {
+				err = diagnose.WriteText(s.Out, report)
+			}
+			if err != nil {
+				return err
+			}
+			return diagnoseExit(report.Verdict)
+		},
+	}
+}
+
+// readyzOf adapts recovery.CheckHealth to diagnose (which must not import
+// recovery: recovery imports diagnose).
+func readyzOf(tc *talos.Client) func(context.Context) ([]diagnose.Readyz, error) {
+	return func(ctx context.Context) ([]diagnose.Readyz, error) {
+		hs, err := recovery.CheckHealth(ctx, tc)
+		out := make([]diagnose.Readyz, 0, len(hs))
+		for _, h := range hs {
+			out = append(out, diagnose.Readyz{Node: h.Node, Ready: h.Ready, FailingChecks: h.FailingChecks, Error: h.ProbeError})
+		}
+		return out, err
+	}
+}
