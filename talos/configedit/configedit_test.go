@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 )
 
 const (
@@ -733,5 +734,68 @@ func TestRestoreTwice(t *testing.T) {
 		if string(once) != string(in) || string(twice) != string(in) {
 			t.Errorf("%s: restore is not idempotent:\n%s", file, twice)
 		}
+	}
+}
+
+// TestRestoreAfterReencode: an operator re-encoded the whole config since (talosctl edit, a patch):
+// indentation and comments changed, so the recorded text no longer fits; the values still come back.
+func TestRestoreAfterReencode(t *testing.T) {
+	for _, file := range []string{"string.yaml", "enable-only.yaml", "list-block.yaml", "enable-list.yaml", "quoted.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			in := readTestdata(t, file)
+
+			res, err := Disable(in, Options{Plugins: []string{vaw}})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// Re-encode as the machinery does after an edit.
+			cfg, err := configloader.NewFromBytes(res.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			reencoded, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if strings.Contains(string(reencoded), "#") || string(reencoded) == string(res.Config) {
+				t.Fatal("re-encoding kept the text")
+			}
+
+			back, err := Restore(reencoded, res.Record)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			mustLoad(t, back)
+
+			// The text method did it (a merge would give the same here, so ask it directly).
+			cur, err := readArgs(reencoded)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if viaText, err := restoreText(reencoded, cur, res.Record); err != nil || string(viaText) != string(back) {
+				t.Errorf("text restore: err %v", err)
+			}
+
+			if n := diffLines(reencoded, back); n > 6 {
+				t.Errorf("restore changed %d lines of the re-encoded config", n)
+			}
+
+			want, _ := CurrentArgs(in)
+			got, _ := CurrentArgs(back)
+			checkArgs(t, "restored", got, want)
+
+			// The exact spelling of each value comes back too.
+			wantRaw, _ := readArgs(in)
+			gotRaw, _ := readArgs(back)
+
+			if !wantRaw.disable.equal(gotRaw.disable) || !wantRaw.enable.equal(gotRaw.enable) {
+				t.Errorf("values differ: got %+v, want %+v", gotRaw, wantRaw)
+			}
+		})
 	}
 }
