@@ -81,7 +81,7 @@ func configHashes(t *testing.T, ctx context.Context, tc *talos.Client, nodes []s
 func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 	// A short start-up grace, so that the crash loop shows within seconds.
 	kubelet := DefaultKubelet()
-	kubelet.StartupGrace = 6 * time.Second
+	kubelet.StartupGrace = 10 * time.Second
 	l := startLab(t, 1, kubelet)
 	ctx := context.Background()
 	tl := NewTimeline(testWriter{t})
@@ -218,7 +218,7 @@ func TestRehearse(t *testing.T) {
 			if len(rep.Deadlock) != nodes {
 				t.Errorf("deadlock seen on %d nodes, want %d", len(rep.Deadlock), nodes)
 			}
-			wantChecks := 4 + 3*nodes
+			wantChecks := 5 + 4*nodes
 			if len(rep.Checks) != wantChecks {
 				t.Errorf("%d checks, want %d", len(rep.Checks), wantChecks)
 			}
