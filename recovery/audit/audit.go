@@ -265,6 +265,15 @@ func auditWebhook(w *webhook, reqs []StartupRequest, env matchEnv, slow time.Dur
 		f.Risk = RiskSlowStart
 		f.Reasons = append(f.Reasons, fmt.Sprintf("failurePolicy Ignore with timeoutSeconds %d (>= %s): each of %d fatal start-up write(s) waits up to %ds while the backend hangs, delaying %s",
 			w.timeoutSeconds, slow, len(fatalHit), w.timeoutSeconds, hooks(fatalHit)))
+		for _, r := range fatalHit {
+			if r.ID == "ipaddress-create" && w.timeoutSeconds > 0 {
+				// repairip.go runOnce: one IPAddress per Service, one after
+				// another, within the hook's hard minute.
+				f.Reasons = append(f.Reasons, fmt.Sprintf("service-ip-repair creates one IPAddress per existing Service one after another within 1m: from %d Services on, the first start of 1.33+ exits",
+					60/w.timeoutSeconds+1))
+				break
+			}
+		}
 	case !fail && long && len(fatalUnknown) > 0:
 		f.Risk = RiskUnknown
 		f.Reasons = append(f.Reasons, fmt.Sprintf("failurePolicy Ignore with timeoutSeconds %d: whether it delays %d fatal start-up write(s) depends on matchConditions the audit cannot evaluate", w.timeoutSeconds, len(fatalUnknown)))

@@ -234,6 +234,19 @@ func TestAuditExplainsWhy(t *testing.T) {
 	}
 }
 
+func TestSlowStartExplainsIPRepair(t *testing.T) {
+	rep, err := Audit(parseFile(t, "slow-start.yaml"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for webhook, want := range map[string]string{"long-timeout.example.com": "from 3 Services on", "default-timeout.example.com": "from 7 Services on"} {
+		f, _ := rep.Find("fail-open-mutators", webhook)
+		if got := strings.Join(f.Reasons, "\n"); !strings.Contains(got, want) {
+			t.Errorf("%s: reasons lack %q:\n%s", webhook, want, got)
+		}
+	}
+}
+
 func TestAuditReportOrderAndWorst(t *testing.T) {
 	var cfgs []Configuration
 	for _, f := range []string{"cert-manager.yaml", "slow-start.yaml", "authorizer-condition.yaml", "incident-kyverno-like.yaml"} {
