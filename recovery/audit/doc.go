@@ -87,5 +87,7 @@
 // webhook at risk, keeps existing conditions and the limit of 64, audits the
 // result, and checks that ordinary requests (users, controllers, nodes,
 // cluster admins) match exactly as before. Render gives the input documents
-// back with only matchConditions added, or RFC 6902 patches.
+// back with only matchConditions added, RFC 6902 patches (each webhook's
+// position guarded by a test of its name), or strategic merge patches
+// (webhooks and conditions merged by name), each with its kubectl command.
 package audit

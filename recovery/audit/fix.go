@@ -53,6 +53,9 @@ const (
 	// FormatJSONPatch: one RFC 6902 patch per configuration, guarded by a
 	// test of each webhook's name (for kubectl patch --type=json).
 	FormatJSONPatch Format = "json-patch"
+	// FormatStrategicPatch: one strategic merge patch per configuration,
+	// merging webhooks and conditions by name (kubectl patch --type=strategic).
+	FormatStrategicPatch Format = "strategic-patch"
 )
 
 // FixStyle says what to add, to which webhooks, and in which form.
@@ -327,20 +330,25 @@ func ordinaryRequests() []StartupRequest {
 func (p *FixPlan) Render() ([]byte, error) {
 	switch p.Style.Format {
 	case FormatJSONPatch:
-		return p.renderJSONPatch()
+		return p.renderPatches(false)
+	case FormatStrategicPatch:
+		return p.renderPatches(true)
 	case FormatManifest:
 		return p.renderManifest()
 	}
 	return nil, fmt.Errorf("audit: unknown fix format %q: %w", p.Style.Format, ErrInvalidInput)
 }
 
-// ConfigurationPatch is a JSON patch for one configuration.
+// ConfigurationPatch is the patch for one configuration, with the kubectl
+// command that applies it.
 type ConfigurationPatch struct {
-	APIVersion string    `json:"apiVersion"`
-	Kind       string    `json:"kind"`
-	Name       string    `json:"name"`
-	Patch      []PatchOp `json:"patch"`
-	Command    string    `json:"command"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	// Type is kubectl patch's --type: "json" or "strategic".
+	Type    string          `json:"type"`
+	Patch   json.RawMessage `json:"patch"`
+	Command string          `json:"command"`
 }
 
 // PatchOp is one RFC 6902 operation.
@@ -350,39 +358,70 @@ type PatchOp struct {
 	Value interface{} `json:"value"`
 }
 
-func (p *FixPlan) renderJSONPatch() ([]byte, error) {
-	out := []ConfigurationPatch{}
-	byCfg := map[int]int{}
+// strategicPatch merges by name: webhooks and matchConditions both have
+// patchMergeKey name (k8s.io/api/admissionregistration/v1/types.go), so it
+// does not depend on positions and adding the same condition twice is a no-op.
+type strategicPatch struct {
+	Webhooks []strategicWebhook `json:"webhooks"`
+}
+
+type strategicWebhook struct {
+	Name            string                                   `json:"name"`
+	MatchConditions []admissionregistrationv1.MatchCondition `json:"matchConditions"`
+}
+
+func (p *FixPlan) renderPatches(strategic bool) ([]byte, error) {
+	type group struct {
+		cp  ConfigurationPatch
+		ops []PatchOp
+		sp  strategicPatch
+	}
+	var groups []*group
+	byCfg := map[int]*group{}
 	for _, ch := range p.Changes {
-		key := ch.config
-		i, ok := byCfg[key]
+		g, ok := byCfg[ch.config]
 		if !ok {
 			kind := kindValidating
 			if ch.Kind == Mutating {
 				kind = kindMutating
 			}
-			out = append(out, ConfigurationPatch{APIVersion: admissionGroupVersion, Kind: kind, Name: ch.Configuration, Patch: []PatchOp{}})
-			i = len(out) - 1
-			byCfg[key] = i
+			g = &group{cp: ConfigurationPatch{APIVersion: admissionGroupVersion, Kind: kind, Name: ch.Configuration, Type: "json"}}
+			if strategic {
+				g.cp.Type = "strategic"
+			}
+			byCfg[ch.config] = g
+			groups = append(groups, g)
 		}
-		cp := &out[i]
+		if strategic {
+			g.sp.Webhooks = append(g.sp.Webhooks, strategicWebhook{Name: ch.Webhook, MatchConditions: ch.Added})
+			continue
+		}
+		// RFC 6902 addresses webhooks by position: guard each with a test of its name.
 		base := fmt.Sprintf("/webhooks/%d", ch.Index)
-		cp.Patch = append(cp.Patch, PatchOp{Op: "test", Path: base + "/name", Value: ch.Webhook})
-		existing := p.existingConditions(ch)
-		if existing == 0 {
-			cp.Patch = append(cp.Patch, PatchOp{Op: "add", Path: base + "/matchConditions", Value: ch.Added})
+		g.ops = append(g.ops, PatchOp{Op: "test", Path: base + "/name", Value: ch.Webhook})
+		if p.existingConditions(ch) == 0 {
+			g.ops = append(g.ops, PatchOp{Op: "add", Path: base + "/matchConditions", Value: ch.Added})
 		} else {
 			for _, c := range ch.Added {
-				cp.Patch = append(cp.Patch, PatchOp{Op: "add", Path: base + "/matchConditions/-", Value: c})
+				g.ops = append(g.ops, PatchOp{Op: "add", Path: base + "/matchConditions/-", Value: c})
 			}
 		}
 	}
-	for i := range out {
-		patch, err := json.Marshal(out[i].Patch)
+	out := []ConfigurationPatch{}
+	for _, g := range groups {
+		var patch []byte
+		var err error
+		if strategic {
+			patch, err = json.Marshal(g.sp)
+		} else {
+			patch, err = json.Marshal(g.ops)
+		}
 		if err != nil {
 			return nil, err
 		}
-		out[i].Command = fmt.Sprintf("kubectl patch %s %s --type=json -p %s", strings.ToLower(out[i].Kind), shellQuote(out[i].Name), shellQuote(string(patch)))
+		g.cp.Patch = patch
+		g.cp.Command = fmt.Sprintf("kubectl patch %s %s --type=%s -p %s", strings.ToLower(g.cp.Kind), shellQuote(g.cp.Name), g.cp.Type, shellQuote(string(patch)))
+		out = append(out, g.cp)
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {

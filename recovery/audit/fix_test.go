@@ -279,7 +279,11 @@ func TestFixJSONPatch(t *testing.T) {
 			json.Unmarshal(b, &doc)
 			for _, p := range patches {
 				if p.Name == c.Name() && p.Kind == c.TypeName() {
-					doc = applyJSONPatch(t, doc, p.Patch)
+					var ops []PatchOp
+					if err := json.Unmarshal(p.Patch, &ops); err != nil || p.Type != "json" {
+						t.Fatalf("patch %s: %v", p.Type, err)
+					}
+					doc = applyJSONPatch(t, doc, ops)
 					if !strings.HasPrefix(p.Command, "kubectl patch "+strings.ToLower(p.Kind)+" ") {
 						t.Errorf("command %q", p.Command)
 					}
@@ -302,6 +306,76 @@ func TestFixJSONPatch(t *testing.T) {
 		}
 		if rep.Risk != RiskNone {
 			t.Errorf("%s: after the JSON patch: %s", file, rep.Risk)
+		}
+	}
+}
+
+// applyStrategic merges webhooks and their matchConditions by name, as the
+// API server does for admissionregistration/v1.
+func applyStrategic(t *testing.T, c Configuration, raw json.RawMessage) Configuration {
+	t.Helper()
+	var sp strategicPatch
+	if err := json.Unmarshal(raw, &sp); err != nil {
+		t.Fatal(err)
+	}
+	c = c.deepCopy()
+	for _, pw := range sp.Webhooks {
+		found := false
+		for i, w := range c.webhooks() {
+			if w.name != pw.Name {
+				continue
+			}
+			found = true
+			conds := c.matchConditions(i)
+			for _, add := range pw.MatchConditions {
+				replaced := false
+				for j := range conds {
+					if conds[j].Name == add.Name {
+						conds[j], replaced = add, true
+					}
+				}
+				if !replaced {
+					conds = append(conds, add)
+				}
+			}
+			c.setMatchConditions(i, conds)
+		}
+		if !found {
+			t.Fatalf("patch names webhook %q that does not exist", pw.Name)
+		}
+	}
+	return c
+}
+
+func TestFixStrategicPatch(t *testing.T) {
+	for _, file := range []string{"incident-kind-exclusions.yaml", "list.json", "cert-manager.yaml", "slow-start.yaml"} {
+		cfgs := parseFile(t, file)
+		out, err := Fix(cfgs, FixStyle{Format: FormatStrategicPatch, All: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var patches []ConfigurationPatch
+		if err := json.Unmarshal(out, &patches); err != nil {
+			t.Fatal(err)
+		}
+		var patched []Configuration
+		for _, c := range cfgs {
+			for _, p := range patches {
+				if p.Name == c.Name() && p.Kind == c.TypeName() {
+					if p.Type != "strategic" || !strings.Contains(p.Command, "--type=strategic") {
+						t.Errorf("%s: %s %s", file, p.Type, p.Command)
+					}
+					c = applyStrategic(t, c, p.Patch)
+				}
+			}
+			patched = append(patched, c)
+		}
+		rep, err := Audit(patched, Options{IncludeNewCluster: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Risk != RiskNone {
+			t.Errorf("%s: after the strategic patch: %s", file, rep.Risk)
 		}
 	}
 }
