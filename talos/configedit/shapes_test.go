@@ -1,6 +1,7 @@
 package configedit
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -13,11 +14,20 @@ import (
 // flow style, quoting, string and list values, missing keys, comments, other documents.
 func shapes(n int) []string {
 	rng := rand.New(rand.NewPCG(1, 2))
-	pick := func(opts ...string) string { return opts[rng.IntN(len(opts))] }
-
 	out := make([]string, 0, n)
 
 	for range n {
+		out = append(out, shape(rng))
+	}
+
+	return out
+}
+
+// shape writes one config drawn from rng.
+func shape(rng *rand.Rand) string {
+	pick := func(opts ...string) string { return opts[rng.IntN(len(opts))] }
+
+	{
 		ind := pick("  ", "    ")
 		i1, i2, i3 := ind, ind+ind, ind+ind+ind
 		comment := func() string { return pick("", "", " # note") }
@@ -138,10 +148,30 @@ func shapes(n int) []string {
 			doc = "---\n" + v1 + "---\napiVersion: v1alpha1\nkind: FutureConfig\nname: x\n"
 		}
 
-		out = append(out, doc)
+		return doc
+	}
+}
+
+// FuzzShapes draws configs from the shape generator with fuzzed seeds, and plugin sets, and checks
+// the FuzzDisableRestore property; every shape it draws must be edited as text.
+func FuzzShapes(f *testing.F) {
+	for i := range uint64(8) {
+		f.Add(i, i*7919, uint8(i))
 	}
 
-	return out
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, sel uint8) {
+		c := []byte(shape(rand.New(rand.NewPCG(s1, s2))))
+		checkDisableRestore(t, c, sel)
+
+		res, err := Disable(c, Options{Plugins: fuzzPlugins[int(sel)%len(fuzzPlugins)]})
+		if err != nil && !errors.Is(err, ErrListOnStringOnly) {
+			t.Fatalf("%v\n%s", err, c)
+		}
+
+		if err == nil && res.Changed && res.Method != MethodText {
+			t.Fatalf("fell back to %s:\n%s", res.Method, c)
+		}
+	})
 }
 
 // TestShapes runs the fuzz property on every generated shape, and checks that the text edit handled

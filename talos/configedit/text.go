@@ -175,6 +175,10 @@ func (t *text) off(line, col int) (int, error) {
 		o += size
 	}
 
+	if o >= len(t.b) {
+		return 0, refuse("position %d:%d at the end of the text", line, col)
+	}
+
 	return o, nil
 }
 
