@@ -142,6 +142,18 @@ func (r Report) finding(configIndex, webhookIndex int) (Finding, bool) {
 	return Finding{}, false
 }
 
+// ByWebhook returns the findings of every webhook with this name, for
+// example the NAME of a "failed calling webhook NAME" log line.
+func (r Report) ByWebhook(name string) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Webhook == name {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Find returns the finding of a webhook by names (the first, when names repeat).
 func (r Report) Find(configuration, webhook string) (Finding, bool) {
 	for _, f := range r.Findings {

@@ -578,7 +578,12 @@ func addConditionsToNode(doc *yaml.Node, item, index int, add []admissionregistr
 	if root.Kind == yaml.DocumentNode {
 		root = root.Content[0]
 	}
-	if item >= 0 {
+	if item >= 0 && root.Kind == yaml.SequenceNode { // a bare array
+		if item >= len(root.Content) {
+			return fmt.Errorf("item %d not found", item)
+		}
+		root = root.Content[item]
+	} else if item >= 0 {
 		items := mappingValue(root, "items")
 		if items == nil || items.Kind != yaml.SequenceNode || item >= len(items.Content) {
 			return fmt.Errorf("items[%d] not found", item)

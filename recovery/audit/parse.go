@@ -142,6 +142,13 @@ func decodeDocument(src *source, doc int, n *yaml.Node) ([]Configuration, error)
 	if err != nil {
 		return nil, fmt.Errorf("cannot convert to JSON: %w", err)
 	}
+	if _, isArray := v.([]interface{}); isArray {
+		// A bare array of objects (jq output): read it like a List.
+		raw, err = json.Marshal(map[string]interface{}{"kind": "List", "items": v})
+		if err != nil {
+			return nil, err
+		}
+	}
 	var tm typeMeta
 	if err := json.Unmarshal(raw, &tm); err != nil {
 		return nil, fmt.Errorf("not a Kubernetes object: %w", err)

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -42,6 +43,40 @@ func TestParseShapes(t *testing.T) {
 	cfgs := parseFile(t, "parse-only-chart-with-service-ref.yaml")
 	if cfgs[0].Validating.Webhooks[0].ClientConfig.Service == nil {
 		t.Fatal("service reference lost")
+	}
+}
+
+func TestParseBareArray(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "list.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		t.Fatal(err)
+	}
+	arr, _ := json.Marshal(list.Items)
+	cfgs, err := ParseWebhookConfigurations(arr)
+	if err != nil || len(cfgs) != 2 {
+		t.Fatalf("%v, %d", err, len(cfgs))
+	}
+	// Fix writes the array back as YAML with the condition added.
+	out, err := Fix(cfgs, FixStyle{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseWebhookConfigurations(out)
+	if err != nil || len(again) != 2 || len(again[0].matchConditions(0)) != 1 {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	rep, _ := Audit(again, Options{})
+	if rep.Risk != RiskNone {
+		t.Fatalf("risk %s", rep.Risk)
+	}
+	if got := rep.ByWebhook("inject.defaults.example.com"); len(got) != 1 || got[0].Configuration != "defaults-injector" {
+		t.Fatalf("ByWebhook: %+v", got)
 	}
 }
 
