@@ -30,13 +30,19 @@ func shape(rng *rand.Rand) string {
 	{
 		ind := pick("  ", "    ")
 		i1, i2, i3 := ind, ind+ind, ind+ind+ind
-		comment := func() string { return pick("", "", " # note") }
-		head := func(indent string) string { return pick("", "", indent+"# about the next key\n", "\n") }
+		comment := func() string { return pick("", "", " # note", "  ") }
+		head := func(indent string) string {
+			return pick("", "", indent+"# about the next key\n", "\n", indent+"\n")
+		}
 
 		quoteKey := func(k string) string { return pick(k, k, `"`+k+`"`, "'"+k+"'") }
 		quoteVal := func(v string) string { return pick(v, v, `"`+v+`"`, "'"+v+"'") }
 
 		blockValue := func(key string, items []string, indent string) string {
+			if len(items) == 0 {
+				return head(indent) + indent + quoteKey(key) + ": " + pick("~", "null", `""`, "''", "[]", "[ ]") + comment() + "\n"
+			}
+
 			switch rng.IntN(4) {
 			case 0, 1:
 				return head(indent) + indent + quoteKey(key) + ": " + quoteVal(strings.Join(items, pick(",", ", "))) + comment() + "\n"
@@ -60,6 +66,10 @@ func shape(rng *rand.Rand) string {
 		}
 
 		flowValue := func(key string, items []string) string {
+			if len(items) == 0 {
+				return quoteKey(key) + ": " + pick("~", "null", `""`, "[]")
+			}
+
 			if rng.IntN(2) == 0 {
 				q := pick(`"`, "'")
 
@@ -69,7 +79,7 @@ func shape(rng *rand.Rand) string {
 			return quoteKey(key) + ": [" + strings.Join(items, ", ") + "]"
 		}
 
-		disable := [][]string{nil, {"PodNodeSelector"}, {"AlwaysPullImages", "PodNodeSelector"}, {vaw}, {vaw, maw}}[rng.IntN(5)]
+		disable := [][]string{nil, {"PodNodeSelector"}, {"AlwaysPullImages", "PodNodeSelector"}, {vaw}, {vaw, maw}, {}}[rng.IntN(6)]
 		enable := [][]string{nil, nil, {vaw}, {"NodeRestriction", vaw}, {vaw, "AlwaysPullImages", maw}, {"NodeRestriction"}}[rng.IntN(6)]
 
 		var extra string
@@ -146,6 +156,10 @@ func shape(rng *rand.Rand) string {
 			doc = v1 + "---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable # comment\n"
 		case 3:
 			doc = "---\n" + v1 + "---\napiVersion: v1alpha1\nkind: FutureConfig\nname: x\n"
+		}
+
+		if rng.IntN(8) == 0 {
+			doc = strings.ReplaceAll(doc, "\n", "\r\n")
 		}
 
 		return doc
