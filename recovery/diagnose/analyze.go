@@ -40,6 +40,7 @@ type Finding struct {
 	Signature string   `json:"signature"`
 	Class     Class    `json:"class"`
 	Subject   string   `json:"subject,omitempty"`
+	Detail    string   `json:"detail,omitempty"` // a policy's binding
 	Meaning   string   `json:"meaning"`
 	Nodes     []string `json:"nodes"`
 	Count     int      `json:"count"` // matching log lines and readyz checks, all nodes
@@ -65,7 +66,9 @@ type Culprit struct {
 	// read, or holds no such object.
 	Name string `json:"name,omitempty"`
 	// Webhook is the webhook's name inside the configuration, as logged.
-	Webhook       string `json:"webhook,omitempty"`
+	Webhook string `json:"webhook,omitempty"`
+	// Binding is the policy binding named in the log, for a policy.
+	Binding       string `json:"binding,omitempty"`
 	FailurePolicy string `json:"failurePolicy,omitempty"`
 	Target        string `json:"target,omitempty"`
 	Key           string `json:"key,omitempty"`
@@ -206,7 +209,7 @@ func Analyze(ev *Evidence, opts Options) *Report {
 func (r *Report) deadlock(notReady []string, ev *Evidence) {
 	var who []string
 	plugins := map[string]bool{}
-	var names []string
+	var validating, mutating, bindings []string
 	ambiguous := map[string]bool{}
 	for _, c := range r.Culprits {
 		if c.Webhook != "" {
@@ -220,6 +223,8 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 			desc = fmt.Sprintf("webhook %q of %s %s (failurePolicy %s, %s)", c.Webhook, c.Kind, c.Name, c.FailurePolicy, c.Target)
 		case c.Webhook != "":
 			desc = fmt.Sprintf("webhook %q", c.Webhook)
+		case c.Binding != "":
+			desc = fmt.Sprintf("%s %s (binding %s)", c.Kind, c.Name, c.Binding)
 		default:
 			desc = fmt.Sprintf("%s %s", c.Kind, c.Name)
 		}
@@ -229,9 +234,29 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 		} else {
 			plugins[PluginValidatingWebhook], plugins[PluginMutatingWebhook] = true, true
 		}
-		if c.FoundInEtcd && (c.Kind == "ValidatingWebhookConfiguration" || c.Kind == "MutatingWebhookConfiguration") && !ambiguous[c.Webhook] && !contains(names, c.Name) {
-			names = append(names, c.Name)
+		switch {
+		case !c.FoundInEtcd || ambiguous[c.Webhook]:
+		case c.Kind == "ValidatingWebhookConfiguration":
+			validating = appendOnce(validating, c.Name)
+		case c.Kind == "MutatingWebhookConfiguration":
+			mutating = appendOnce(mutating, c.Name)
+		case c.Kind == "ValidatingAdmissionPolicy" && c.Binding != "" && hasObject(ev.Etcd, "ValidatingAdmissionPolicyBinding", c.Binding):
+			bindings = appendOnce(bindings, c.Binding)
 		}
+	}
+	// The guided recovery first: its runbooks name the plugin and the kind
+	// of object they delete (runbooks/builtin).
+	switch {
+	case len(validating) > 0 && len(mutating) > 0:
+		r.addNext("breakglass recover --plugins " + PluginValidatingWebhook + "," + PluginMutatingWebhook + " --delete " + strings.Join(validating, ","))
+		r.addNext("breakglass etcd delete --kind mutating " + strings.Join(mutating, " "))
+	case len(validating) > 0:
+		r.addNext("breakglass recover --delete " + strings.Join(validating, ","))
+	case len(mutating) > 0:
+		r.addNext("breakglass recover --runbook mutating-webhook-deadlock --delete " + strings.Join(mutating, ","))
+	}
+	if len(bindings) > 0 {
+		r.addNext("breakglass recover --runbook policy-deadlock --delete " + strings.Join(bindings, ","))
 	}
 	where := "kube-apiserver cannot finish its start-up"
 	if len(notReady) > 0 {
@@ -240,9 +265,6 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 	r.Summary = fmt.Sprintf("admission deadlock: %s refuses kube-apiserver's own start-up writes; %s", strings.Join(who, ", "), where)
 	if s := r.symptoms(); s != "" {
 		r.Summary += " (stuck at " + s + ")"
-	}
-	if len(names) > 0 {
-		r.addNext("breakglass recover --delete " + strings.Join(names, ","))
 	}
 	var ps []string
 	for _, p := range []string{PluginValidatingWebhook, PluginMutatingWebhook, PluginValidatingPolicy, PluginMutatingPolicy} {
@@ -259,6 +281,15 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 			r.Notes = append(r.Notes, fmt.Sprintf("webhook name %q appears in several configurations: check which one before deleting", w))
 		}
 	}
+}
+
+func hasObject(ee EtcdEvidence, kind, name string) bool {
+	for _, o := range ee.Objects {
+		if o.Kind == kind && o.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func countWebhook(cs []Culprit, w string) int {
@@ -328,11 +359,15 @@ func culprits(admission []Finding, ee EtcdEvidence) []Culprit {
 			for _, o := range ee.Objects {
 				if o.Name == f.Subject && (o.Kind == "ValidatingAdmissionPolicy" || o.Kind == "MutatingAdmissionPolicy") {
 					found = true
-					out = append(out, Culprit{Kind: o.Kind, Name: o.Name, FailurePolicy: o.Failure, Key: o.Key, Plugin: o.Kind, FoundInEtcd: true})
+					out = append(out, Culprit{Kind: o.Kind, Name: o.Name, Binding: f.Detail, FailurePolicy: o.Failure, Key: o.Key, Plugin: o.Kind, FoundInEtcd: true})
 				}
 			}
 			if !found {
-				out = append(out, Culprit{Kind: "ValidatingAdmissionPolicy", Name: f.Subject, Plugin: PluginValidatingPolicy})
+				kind := "ValidatingAdmissionPolicy"
+				if strings.Contains(strings.Join(linesText(f), "\n"), "MutatingAdmissionPolicy '"+f.Subject+"'") {
+					kind = "MutatingAdmissionPolicy"
+				}
+				out = append(out, Culprit{Kind: kind, Name: f.Subject, Binding: f.Detail, Plugin: kind})
 			}
 		default:
 			for _, o := range ee.Objects {
@@ -356,6 +391,14 @@ func culprits(admission []Finding, ee EtcdEvidence) []Culprit {
 	return out
 }
 
+func linesText(f Finding) []string {
+	var out []string
+	for _, l := range f.Lines {
+		out = append(out, l.Text)
+	}
+	return out
+}
+
 // suspects lists the fail-closed webhooks in etcd.
 func suspects(ee EtcdEvidence) string {
 	var out []string
@@ -372,7 +415,7 @@ func suspects(ee EtcdEvidence) string {
 // findings matches every log line and failing readyz check of every node,
 // and groups the matches by signature and subject.
 func findings(ev *Evidence, maxLines int) []Finding {
-	type key struct{ id, subject string }
+	type key struct{ id, subject, detail string }
 	type lineAcc struct {
 		line  Line
 		order int
@@ -385,11 +428,11 @@ func findings(ev *Evidence, maxLines int) []Finding {
 	var order []key
 	n := 0
 	add := func(m Match, node string, src Source, text, lk string) {
-		k := key{m.ID, m.Subject}
+		k := key{m.ID, m.Subject, m.Detail}
 		a := groups[k]
 		if a == nil {
 			s, _ := SignatureByID(m.ID)
-			a = &acc{f: Finding{Signature: m.ID, Class: s.Class, Subject: m.Subject, Meaning: s.Meaning}, lines: map[string]*lineAcc{}}
+			a = &acc{f: Finding{Signature: m.ID, Class: s.Class, Subject: m.Subject, Detail: m.Detail, Meaning: s.Meaning}, lines: map[string]*lineAcc{}}
 			groups[k] = a
 			order = append(order, k)
 		}

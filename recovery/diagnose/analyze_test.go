@@ -36,6 +36,7 @@ func kyvernoEtcd() EtcdEvidence {
 		{Kind: "MutatingWebhookConfiguration", Name: "kyverno-resource-mutating-webhook-cfg", Key: "/registry/mutatingwebhookconfigurations/kyverno-resource-mutating-webhook-cfg", Encoding: "protobuf",
 			Webhooks: []WebhookBrief{{Name: "mutate.kyverno.svc-fail", FailurePolicy: "Fail", Target: "https://127.0.0.1:9443/mutate/fail", Rules: 1}}},
 		{Kind: "ValidatingAdmissionPolicy", Name: "require-team-label", Key: "/registry/validatingadmissionpolicies/require-team-label", Encoding: "protobuf", Failure: "Fail"},
+		{Kind: "ValidatingAdmissionPolicyBinding", Name: "require-team-label-binding", Key: "/registry/validatingadmissionpolicybindings/require-team-label-binding", Encoding: "protobuf", Policy: "require-team-label"},
 	}}
 }
 
@@ -104,16 +105,33 @@ func TestAnalyzeVerdicts(t *testing.T) {
 			}},
 			verdict:  AdmissionDeadlock,
 			culprits: []string{"MutatingWebhookConfiguration/kyverno-resource-mutating-webhook-cfg/mutate.kyverno.svc-fail/MutatingAdmissionWebhook"},
-			next:     []string{"breakglass recover --delete kyverno-resource-mutating-webhook-cfg", "breakglass admission disable --plugins MutatingAdmissionWebhook"},
+			next:     []string{"breakglass recover --runbook mutating-webhook-deadlock --delete kyverno-resource-mutating-webhook-cfg", "breakglass admission disable --plugins MutatingAdmissionWebhook"},
 		},
 		{
 			name: "a policy denies the start-up writes",
 			ev: Evidence{Etcd: kyvernoEtcd(), Nodes: []NodeEvidence{
 				node("127.0.0.11", readLines(t, "policy-denied.log"), runningPod, nil),
 			}},
-			verdict:  AdmissionDeadlock,
-			culprits: []string{"ValidatingAdmissionPolicy/require-team-label//ValidatingAdmissionPolicy"},
-			next:     []string{"breakglass admission disable --plugins ValidatingAdmissionPolicy"},
+			verdict:    AdmissionDeadlock,
+			culprits:   []string{"ValidatingAdmissionPolicy/require-team-label//ValidatingAdmissionPolicy"},
+			next:       []string{"breakglass recover --runbook policy-deadlock --delete require-team-label-binding", "breakglass admission disable --plugins ValidatingAdmissionPolicy"},
+			summaryHas: []string{"ValidatingAdmissionPolicy require-team-label (binding require-team-label-binding)"},
+		},
+		{
+			name: "a validating and a mutating webhook both fail closed",
+			ev: Evidence{Etcd: kyvernoEtcd(), Nodes: []NodeEvidence{
+				node("127.0.0.11", append(append([]string{}, deadlockLogs...), mutating...), runningPod, nil),
+			}},
+			verdict: AdmissionDeadlock,
+			culprits: []string{
+				"ValidatingWebhookConfiguration/kyverno-resource-validating-webhook-cfg/validate.kyverno.svc-fail/ValidatingAdmissionWebhook",
+				"MutatingWebhookConfiguration/kyverno-resource-mutating-webhook-cfg/mutate.kyverno.svc-fail/MutatingAdmissionWebhook",
+			},
+			next: []string{
+				"breakglass recover --plugins ValidatingAdmissionWebhook,MutatingAdmissionWebhook --delete kyverno-resource-validating-webhook-cfg",
+				"breakglass etcd delete --kind mutating kyverno-resource-mutating-webhook-cfg",
+				"breakglass admission disable --plugins ValidatingAdmissionWebhook,MutatingAdmissionWebhook",
+			},
 		},
 		{
 			name: "the same webhook name in two configurations: nothing to delete blindly",

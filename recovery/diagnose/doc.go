@@ -37,16 +37,17 @@
 //	  "culprits": [{                      // admission-deadlock only
 //	    "kind": "ValidatingWebhookConfiguration",   // or Mutating..., ...AdmissionPolicy
 //	    "name": "kyverno-resource-validating-webhook-cfg", // empty when etcd was not read
-//	    "webhook": "validate.kyverno.svc-fail",
+//	    "webhook": "validate.kyverno.svc-fail",         // for a policy: "binding"
 //	    "failurePolicy": "Fail", "target": "https://...",
 //	    "key": "/registry/validatingwebhookconfigurations/...",
 //	    "plugin": "ValidatingAdmissionWebhook", "foundInEtcd": true }],
 //	  "findings": [{                      // causes first (class admission, failure, symptom, info)
 //	    "signature": "webhook-failing-closed", "class": "admission",
-//	    "subject": "validate.kyverno.svc-fail", "meaning": "...",
+//	    "subject": "validate.kyverno.svc-fail", "detail": "(a policy's binding)", "meaning": "...",
 //	    "nodes": ["127.0.0.11"], "count": 773,
 //	    "lines": [{"nodes": ["127.0.0.11"], "source": "log" | "readyz", "text": "W1129 ...", "count": 773}] }],
 //	  "next":  ["breakglass recover --delete NAME", "breakglass admission disable --plugins ..."],
+//	           // recover --runbook mutating-webhook-deadlock / policy-deadlock for those kinds
 //	  "notes": ["..."],
 //	  "evidence": {
 //	    "nodes": [{ "node", "nodeName", "pod": {"found","ready","running","restarts","waitingReason","startedAt"},

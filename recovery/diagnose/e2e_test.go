@@ -305,7 +305,7 @@ func TestRunHealthyAndUnreachable(t *testing.T) {
 		t.Errorf("errors of the stopped node: %v", ne.Errors)
 	}
 	if len(r.Next) != 1 || r.Next[0] != "talosctl -n "+c.Nodes[1].IP+" version" {
-		t.Errorf("next %v", r.Next)
+		t.Errorf("next %v; errors %v / %v", r.Next, r.Evidence.Nodes[0].Errors, r.Evidence.Nodes[1].Errors)
 	}
 }
 

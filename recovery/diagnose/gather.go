@@ -212,6 +212,12 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		}
 	}
 	name, err := nodes.NodeName(ctx, node)
+	if errors.Is(err, talos.ErrUnreachable) && ctx.Err() == nil {
+		// Once more: a connection through an endpoint that just went away
+		// fails its first call ("error reading from server: EOF"), and the
+		// client then picks another endpoint.
+		name, err = nodes.NodeName(ctx, node)
+	}
 	if err != nil {
 		fail(err)
 		return ne

@@ -82,7 +82,7 @@ var Signatures = []Signature{
 	},
 	{
 		ID: "policy-denied", Source: SourceLog, Class: ClassAdmission,
-		Pattern: regexp.MustCompile(`(?:Validating|Mutating)AdmissionPolicy '([^']+)'(?: with binding '[^']+')? denied request`),
+		Pattern: regexp.MustCompile(`(?:Validating|Mutating)AdmissionPolicy '([^']+)'(?: with binding '([^']+)')? denied request`),
 		Meaning: "an admission policy denied a request (a denial, or an evaluation error with failurePolicy Fail)",
 		Next:    "breakglass admission disable --plugins ValidatingAdmissionPolicy",
 	},
@@ -191,6 +191,8 @@ func SignatureByID(id string) (Signature, bool) {
 type Match struct {
 	ID      string `json:"signature"`
 	Subject string `json:"subject,omitempty"`
+	// Detail is the second capture group, when there is one (a policy's binding).
+	Detail string `json:"detail,omitempty"`
 }
 
 // MatchLine returns the log signatures a kube-apiserver log line shows, in
@@ -222,9 +224,13 @@ func match(src Source, line string) []Match {
 		}
 		m := Match{ID: s.ID}
 		for _, g := range sub[1:] {
-			if g != "" {
+			if g == "" {
+				continue
+			}
+			if m.Subject == "" {
 				m.Subject = strings.TrimSpace(g)
-				break
+			} else if m.Detail == "" {
+				m.Detail = strings.TrimSpace(g)
 			}
 		}
 		out = append(out, m)

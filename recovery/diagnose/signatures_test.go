@@ -168,6 +168,11 @@ func TestMatchLine(t *testing.T) {
 			[]Match{{ID: "policy-denied", Subject: "no-system"}},
 		},
 		{
+			"a policy with its binding",
+			`E1129 22:52:40.131671      38 system_namespaces_controller.go:82] "Unhandled Error" err="unable to create required kubernetes system Namespace kube-system: namespaces \"kube-system\" is forbidden: ValidatingAdmissionPolicy 'require-team-label' with binding 'require-team-label-binding' denied request: failed expression: false" logger="UnhandledError"`,
+			[]Match{{ID: "policy-denied", Subject: "require-team-label", Detail: "require-team-label-binding"}},
+		},
+		{
 			"grpc dropping a spare etcd dial is noise",
 			`W1129 22:43:00.099813   29423 logging.go:55] [core] [Channel #1 SubChannel #3]grpc: addrConn.createTransport failed to connect to {Addr: "127.0.0.1:38115", ServerName: "127.0.0.1:38115", }. Err: connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:38115: operation was canceled"`,
 			nil,
