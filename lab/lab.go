@@ -50,22 +50,25 @@ const (
 // Options describe a lab. Zero ports pick free ones (tests); `lab up` uses
 // the real ones (50000, 6443, 2379).
 type Options struct {
-	Dir        string // working directory: certificates, etcd data, talosconfig (required)
-	Nodes      int    // control-plane nodes; default 1
-	IPs        []string
-	TalosPort  int
-	APIPort    int
-	EtcdPort   int
-	KubeBinDir string // holds VERSION/kube-apiserver; default: FindKubeBinDir
-	Version    string // Kubernetes version to boot, default OldVersion
-	Kubelet    talostest.KubeletOptions
-	Log        io.Writer // one line per lab event; nil: discard
+	Dir       string // working directory: certificates, etcd data, talosconfig (required)
+	Nodes     int    // control-plane nodes; default 1
+	IPs       []string
+	TalosPort int
+	APIPort   int
+	EtcdPort  int
+	// EtcdMembers is how many etcd members run, on the first nodes'
+	// addresses; default one per node, as on Talos.
+	EtcdMembers int
+	KubeBinDir  string // holds VERSION/kube-apiserver; default: FindKubeBinDir
+	Version     string // Kubernetes version to boot, default OldVersion
+	Kubelet     talostest.KubeletOptions
+	Log         io.Writer // one line per lab event; nil: discard
 }
 
 // Lab is a running lab.
 type Lab struct {
 	Cluster     *talostest.Cluster
-	Etcd        *etcdtest.Server
+	Etcd        *EtcdCluster
 	Webhook     *WebhookBackend
 	Dir         string
 	Talosconfig string // os:admin talosconfig for every node
@@ -73,8 +76,8 @@ type Lab struct {
 
 	opts     Options
 	runner   *processRunner
-	apiPorts map[string]int // node IP -> kube-apiserver port
-	etcdURL  string
+	apiPorts map[string]int    // node IP -> kube-apiserver port
+	etcdURLs map[string]string // node IP -> the etcd member its kube-apiserver uses
 	gate     chan struct{}
 	kv       *clientv3.Client
 	cancel   context.CancelFunc
@@ -134,13 +137,24 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 		}
 		l.apiPorts[ip] = port
 	}
-	etcdPort := opts.EtcdPort
-	if etcdPort == 0 {
-		if etcdPort, err = freePort(ips[0]); err != nil {
-			return nil, err
+	members := opts.EtcdMembers
+	if members <= 0 || members > len(ips) {
+		members = len(ips)
+	}
+	etcdPorts := make([]int, members)
+	l.etcdURLs = map[string]string{}
+	for i, ip := range ips {
+		if i < members {
+			if etcdPorts[i] = opts.EtcdPort; etcdPorts[i] == 0 {
+				if etcdPorts[i], err = freePort(ip); err != nil {
+					return nil, err
+				}
+			}
+			l.etcdURLs[ip] = "https://" + net.JoinHostPort(ip, strconv.Itoa(etcdPorts[i]))
+		} else {
+			l.etcdURLs[ip] = l.etcdURLs[ips[0]]
 		}
 	}
-	l.etcdURL = "https://" + net.JoinHostPort(ips[0], strconv.Itoa(etcdPort))
 	l.runner = newProcessRunner(opts.KubeBinDir, l.gate)
 	l.logf("starting %d emulated Talos node(s) on %s", len(ips), strings.Join(ips, ", "))
 	l.Cluster, err = talostest.NewCluster(ctx, talostest.ClusterOptions{
@@ -153,6 +167,16 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 		Runner:            l.runner,
 		BaseArgs:          l.baseArgs,
 		Kubelet:           opts.Kubelet,
+		EtcdSnapshot: func(ctx context.Context, n *talostest.Node, w io.Writer) error {
+			if l.Etcd == nil {
+				return errors.New("etcd is not running")
+			}
+			tlsConf, err := l.etcdTLS()
+			if err != nil {
+				return err
+			}
+			return l.Etcd.snapshot(ctx, tlsConf, n.IP, w)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lab: talos nodes: %w", err)
@@ -168,14 +192,14 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: etcd CA: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(opts.Dir, "etcd"), 0o700); err != nil {
-		return nil, err
+	var names []string
+	for _, n := range l.Cluster.Nodes[:members] {
+		names = append(names, n.Name)
 	}
-	etcdOpts := []etcdtest.Option{etcdtest.WithCA(ca), etcdtest.WithHost(ips[0]), etcdtest.WithClientPort(etcdPort)}
-	if l.Etcd, err = etcdtest.Start(filepath.Join(opts.Dir, "etcd"), etcdOpts...); err != nil {
+	if l.Etcd, err = startEtcd(filepath.Join(opts.Dir, "etcd"), ca, names, ips[:members], etcdPorts); err != nil {
 		return nil, fmt.Errorf("lab: etcd: %w", err)
 	}
-	l.logf("etcd serving on %s (client-certificate auth, CA cluster.etcd.ca)", strings.Join(l.Etcd.Endpoints, ","))
+	l.logf("etcd: %d member(s) on %s (client-certificate auth, CA cluster.etcd.ca)", members, strings.Join(l.Etcd.Endpoints, ","))
 	tlsInfo, err := l.etcdTLS()
 	if err != nil {
 		return nil, err
@@ -338,7 +362,7 @@ func (l *Lab) baseArgs(n *talostest.Node, spec *k8s.APIServerConfigSpec) map[str
 	}
 	args["bind-address"] = n.IP
 	args["secure-port"] = strconv.Itoa(l.apiPorts[n.IP])
-	args["etcd-servers"] = l.etcdURL
+	args["etcd-servers"] = l.etcdURLs[n.IP]
 	return args
 }
 

@@ -23,20 +23,20 @@ func labCommand(s streams) *cli.Command {
 			{
 				Name:  "up",
 				Usage: "start a lab in the foreground (Ctrl-C stops it) and print what to try",
-				Description: "Starts etcd and N emulated Talos control-plane nodes on 127.0.0.11.. with the real ports\n" +
-					"(Talos API 50000, kube-apiserver 6443, etcd 2379 on the first node), each running a real\n" +
-					"kube-apiserver as its static pod. With --scenario, plays it until the incident is there.\n" +
+				Description: "Starts N emulated Talos control-plane nodes on 127.0.0.11.. with the real ports (Talos API\n" +
+					"50000, kube-apiserver 6443, etcd 2379), each with its etcd member and a real kube-apiserver\n" +
+					"as its static pod. With --scenario, plays it until the incident is there.\n" +
 					"Writes DIR/talosconfig (os:admin) and DIR/kubeconfig; recreates the lab's own files in DIR.",
 				Flags: []cli.Flag{
 					nodes,
 					&cli.StringFlag{Name: "scenario", Usage: "scenario to play: " + strings.Join(lab.Scenarios(), ", ")},
-					&cli.StringFlag{Name: "dir", Value: filepath.Join(os.TempDir(), "breakglass-lab"), Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
+					&cli.StringFlag{Name: "dir", DefaultText: "$TMPDIR/breakglass-lab", Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
 				},
 				Action: func(c *cli.Context) error {
 					if err := checkNodes(c.Int("nodes")); err != nil {
 						return err
 					}
-					return lab.Up(c.Context, lab.UpOptions{Nodes: c.Int("nodes"), Scenario: c.String("scenario"), Dir: c.String("dir"), Out: s.Out})
+					return lab.Up(c.Context, lab.UpOptions{Nodes: c.Int("nodes"), Scenario: c.String("scenario"), Dir: labDir(c), Out: s.Out})
 				},
 			},
 			{
@@ -79,4 +79,13 @@ func checkNodes(n int) error {
 		return usageError{"--nodes must be between 1 and 9", "use --nodes 1 or --nodes 3"}
 	}
 	return nil
+}
+
+// labDir is --dir, or a folder under the temporary directory; resolved here
+// so that help and the generated docs do not depend on the machine.
+func labDir(c *cli.Context) string {
+	if d := c.String("dir"); d != "" {
+		return d
+	}
+	return filepath.Join(os.TempDir(), "breakglass-lab")
 }
