@@ -43,8 +43,11 @@ type Signature struct {
 	Pattern *regexp.Regexp
 	// Unless excludes lines that a more specific signature explains (an
 	// x509 error inside a webhook call is the webhook's problem).
-	Unless  *regexp.Regexp
-	Meaning string
+	Unless *regexp.Regexp
+	// Literals: a line can only match if it holds one of them; a cheap
+	// test before the regexp (most log lines match nothing).
+	Literals []string
+	Meaning  string
 	// Next is the next command; {node}, {nodeName}, {subject} are filled in.
 	Next string
 }
@@ -68,6 +71,7 @@ const quoted = `\\?"([^"\\]+)\\?"`
 var Signatures = []Signature{
 	{
 		ID: "webhook-failing-closed", Source: SourceLog, Class: ClassAdmission,
+		Literals: []string{"failed calling webhook"},
 		// Only a refused request: "failing closed", or the API error it
 		// becomes. A webhook failing open logs the bare error too.
 		Pattern: regexp.MustCompile(`(?:failing closed [^:\s]+: |Internal error occurred: )failed calling webhook ` + quoted),
@@ -76,48 +80,56 @@ var Signatures = []Signature{
 	},
 	{
 		ID: "webhook-denied", Source: SourceLog, Class: ClassAdmission,
-		Pattern: regexp.MustCompile(`(?:admission webhook|rejected by webhook) ` + quoted),
-		Meaning: "a webhook answered and denied a request",
-		Next:    "breakglass recover --delete CONFIGURATION (the configuration holding webhook {subject})",
+		Literals: []string{"admission webhook", "rejected by webhook"},
+		Pattern:  regexp.MustCompile(`(?:admission webhook|rejected by webhook) ` + quoted),
+		Meaning:  "a webhook answered and denied a request",
+		Next:     "breakglass recover --delete CONFIGURATION (the configuration holding webhook {subject})",
 	},
 	{
 		ID: "policy-denied", Source: SourceLog, Class: ClassAdmission,
-		Pattern: regexp.MustCompile(`(?:Validating|Mutating)AdmissionPolicy '([^']+)'(?: with binding '([^']+)')? denied request`),
-		Meaning: "an admission policy denied a request (a denial, or an evaluation error with failurePolicy Fail)",
-		Next:    "breakglass admission disable --plugins ValidatingAdmissionPolicy",
+		Literals: []string{"AdmissionPolicy '"},
+		Pattern:  regexp.MustCompile(`(?:Validating|Mutating)AdmissionPolicy '([^']+)'(?: with binding '([^']+)')? denied request`),
+		Meaning:  "an admission policy denied a request (a denial, or an evaluation error with failurePolicy Fail)",
+		Next:     "breakglass admission disable --plugins ValidatingAdmissionPolicy",
 	},
 	{
 		ID: "webhook-failing-open", Source: SourceLog, Class: ClassInfo,
-		Pattern: regexp.MustCompile(`Failed calling webhook, failing open ([^\s:]+)`),
-		Meaning: "a webhook with failurePolicy Ignore cannot be reached: requests pass, each after waiting for its timeout",
-		Next:    "",
+		Literals: []string{"failing open"},
+		Pattern:  regexp.MustCompile(`Failed calling webhook, failing open ([^\s:]+)`),
+		Meaning:  "a webhook with failurePolicy Ignore cannot be reached: requests pass, each after waiting for its timeout",
+		Next:     "",
 	},
 	{
 		ID: "default-servicecidr", Source: SourceLog, Class: ClassSymptom,
-		Pattern: regexp.MustCompile(`The default ServiceCIDR can not be created|error creating default ServiceCIDR`),
-		Meaning: "kube-apiserver 1.33+ cannot create the default ServiceCIDR, so it never becomes ready",
-		Next:    "",
+		Literals: []string{"default ServiceCIDR"},
+		Pattern:  regexp.MustCompile(`The default ServiceCIDR can not be created|error creating default ServiceCIDR`),
+		Meaning:  "kube-apiserver 1.33+ cannot create the default ServiceCIDR, so it never becomes ready",
+		Next:     "",
 	},
 	{
 		ID: "poststarthook-failed", Source: SourceLog, Class: ClassSymptom,
-		Pattern: regexp.MustCompile(`PostStartHook "([^"]+)" failed`),
-		Meaning: "a start-up hook failed and kube-apiserver exited: kubelet restarts it, in a crash loop while the cause stays",
-		Next:    "",
+		Literals: []string{"PostStartHook"},
+		Pattern:  regexp.MustCompile(`PostStartHook "([^"]+)" failed`),
+		Meaning:  "a start-up hook failed and kube-apiserver exited: kubelet restarts it, in a crash loop while the cause stays",
+		Next:     "",
 	},
 	{
 		ID: "admission-plugins-overlapped", Source: SourceLog, Class: ClassFailure,
-		Pattern: regexp.MustCompile(`\[([^\]]*)\] in enable-admission-plugins and disable-admission-plugins overlapped`),
-		Meaning: "kube-apiserver refuses to start: a plugin is both in --enable-admission-plugins and --disable-admission-plugins",
-		Next:    "breakglass admission status",
+		Literals: []string{"overlapped"},
+		Pattern:  regexp.MustCompile(`\[([^\]]*)\] in enable-admission-plugins and disable-admission-plugins overlapped`),
+		Meaning:  "kube-apiserver refuses to start: a plugin is both in --enable-admission-plugins and --disable-admission-plugins",
+		Next:     "breakglass admission status",
 	},
 	{
 		ID: "etcd-certificate", Source: SourceLog, Class: ClassFailure,
-		Pattern: regexp.MustCompile(`createTransport failed to connect to \{Addr: "([^"]+)".*(?:x509: |tls: |authentication handshake failed)`),
-		Meaning: "kube-apiserver and etcd do not accept each other's certificates",
-		Next:    "talosctl -n {node} logs etcd --tail 50",
+		Literals: []string{"createTransport"},
+		Pattern:  regexp.MustCompile(`createTransport failed to connect to \{Addr: "([^"]+)".*(?:x509: |tls: |authentication handshake failed)`),
+		Meaning:  "kube-apiserver and etcd do not accept each other's certificates",
+		Next:     "talosctl -n {node} logs etcd --tail 50",
 	},
 	{
 		ID: "etcd-unreachable", Source: SourceLog, Class: ClassFailure,
+		Literals: []string{"createTransport"},
 		// Only dial errors that mean "not there": every healthy start also
 		// logs a few of these lines ("operation was canceled", "use of
 		// closed network connection") as grpc drops spare connections.
@@ -128,16 +140,18 @@ var Signatures = []Signature{
 	},
 	{
 		ID: "etcd-storage-timeout", Source: SourceLog, Class: ClassFailure,
-		Pattern: regexp.MustCompile(`error creating storage factory: (.*)`),
-		Meaning: "kube-apiserver gave up waiting for etcd and exited",
-		Next:    "talosctl -n {node} service etcd",
+		Literals: []string{"storage factory"},
+		Pattern:  regexp.MustCompile(`error creating storage factory: (.*)`),
+		Meaning:  "kube-apiserver gave up waiting for etcd and exited",
+		Next:     "talosctl -n {node} service etcd",
 	},
 	{
 		ID: "certificate", Source: SourceLog, Class: ClassFailure,
-		Pattern: regexp.MustCompile(`x509: ([^"\\]+)`),
-		Unless:  regexp.MustCompile(`failed calling webhook|createTransport failed to connect`),
-		Meaning: "a certificate is refused (expired, wrong CA or wrong name)",
-		Next:    "talosctl -n {node} logs -k kube-system/kube-apiserver-{nodeName}:kube-apiserver --tail 200",
+		Literals: []string{"x509: "},
+		Pattern:  regexp.MustCompile(`x509: ([^"\\]+)`),
+		Unless:   regexp.MustCompile(`failed calling webhook|createTransport failed to connect`),
+		Meaning:  "a certificate is refused (expired, wrong CA or wrong name)",
+		Next:     "talosctl -n {node} logs -k kube-system/kube-apiserver-{nodeName}:kube-apiserver --tail 200",
 	},
 	{
 		ID: "readyz-service-cidr", Source: SourceReadyz, Class: ClassSymptom,
@@ -215,7 +229,7 @@ func MatchReadyzCheck(name string) Match {
 func match(src Source, line string) []Match {
 	var out []Match
 	for _, s := range Signatures {
-		if s.Source != src {
+		if s.Source != src || !holdsAny(line, s.Literals) {
 			continue
 		}
 		sub := s.Pattern.FindStringSubmatch(line)
@@ -239,6 +253,18 @@ func match(src Source, line string) []Match {
 		}
 	}
 	return out
+}
+
+func holdsAny(line string, literals []string) bool {
+	if len(literals) == 0 {
+		return true
+	}
+	for _, l := range literals {
+		if strings.Contains(line, l) {
+			return true
+		}
+	}
+	return false
 }
 
 // klogHeader is "E1129 22:01:02.123456   12345 file.go:123] ".

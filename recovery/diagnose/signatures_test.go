@@ -247,6 +247,9 @@ func TestSignatureTableIsWellFormed(t *testing.T) {
 		if s.ID == "" || s.Pattern == nil || s.Meaning == "" || s.Class == "" || (s.Source != SourceLog && s.Source != SourceReadyz) {
 			t.Errorf("incomplete signature %+v", s)
 		}
+		if s.Source == SourceLog && len(s.Literals) == 0 {
+			t.Errorf("log signature %s has no literals", s.ID)
+		}
 		if seen[s.ID] {
 			t.Errorf("duplicate id %s", s.ID)
 		}
