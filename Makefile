@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 KUBE_BIN := $(CURDIR)/.cache/kube-apiserver
 
-.PHONY: all build test test-short rehearse kube-apiserver bench fuzz lint clean
+.PHONY: all build test test-short rehearse kube-apiserver bench fuzz lint clean docs
 
 all: build
 
@@ -34,6 +34,10 @@ bench:
 lint:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+
+# The command reference, generated from the CLI definition (a test checks it is current).
+docs:
+	$(GO) run ./cmd/breakglass docs docs/commands.md
 
 clean:
 	rm -rf bin

@@ -50,6 +50,10 @@ type NodeChange struct {
 
 	newConfig   []byte
 	record      *AdmissionRecord // disable: to save before applying; restore: the one to drop
+	// pendingRollback is when an earlier try-mode change reverts by itself.
+	// Any non-try apply, even a dry run, cancels that on the node, so the
+	// plan's dry run must then be a try too.
+	pendingRollback time.Time
 	nodeName    string
 	containerID string // of the running kube-apiserver before the change
 }
@@ -108,6 +112,7 @@ func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts Admission
 			n.Action, n.Reason = "none", "already disabled"
 			return nil
 		}
+		n.pendingRollback = rollbackPending(existing, cfg)
 		if existing != nil && existing.ConfigHashAfter != cfg.Hash() {
 			// A record whose change is no longer in place (rolled back, or
 			// reverted by hand) is replaced; one still in place cannot be,
@@ -157,6 +162,7 @@ func PlanRestore(ctx context.Context, tc *talos.Client, st State, opts Admission
 			n.Action, n.Reason = "none", "the config is already what it was before disable (rolled back or restored)"
 			n.record, n.ByteExact = rec, true
 		case rec != nil:
+			n.pendingRollback = rollbackPending(rec, cfg)
 			out, err = configedit.Restore(cfg.Bytes, rec.Edit)
 			if err != nil {
 				return err
@@ -264,7 +270,11 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 	if n.Action == "none" {
 		return n, nil
 	}
-	dry, err := tc.Apply(ctx, node, talos.ApplyRequest{Config: n.newConfig, Mode: applyMode(opts), TryTimeout: opts.RevertAfter, DryRun: true})
+	dryReq := talos.ApplyRequest{Config: n.newConfig, Mode: applyMode(opts), TryTimeout: opts.RevertAfter, DryRun: true}
+	if left := time.Until(n.pendingRollback); left > time.Second && dryReq.Mode != talos.Try {
+		dryReq.Mode, dryReq.TryTimeout = talos.Try, left
+	}
+	dry, err := tc.Apply(ctx, node, dryReq)
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +286,15 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 		n.containerID = st.ContainerID
 	}
 	return n, nil
+}
+
+// rollbackPending is when a try-mode change recorded in rec reverts by
+// itself, if it is still in place; zero otherwise.
+func rollbackPending(rec *AdmissionRecord, cfg talos.MachineConfig) time.Time {
+	if rec == nil || rec.RollbackAt == nil || cfg.Hash() != rec.ConfigHashAfter || time.Now().After(*rec.RollbackAt) {
+		return time.Time{}
+	}
+	return *rec.RollbackAt
 }
 
 func opsName(n *NodeChange) string {

@@ -60,14 +60,16 @@ func nodeError(node, op string, err error, role string) error {
 		ne.Err = fmt.Errorf("%w: %s", ErrUnreachable, shortTransport(msg))
 		ne.hints = []string{fmt.Sprintf("check the node answers: talosctl -n %s version", node)}
 	case codes.InvalidArgument:
-		ne.Err = fmt.Errorf("%w: %s", ErrRejected, msg)
-	case codes.FailedPrecondition:
-		if strings.Contains(msg, "reboot") {
+		// machined refuses a live apply of a change that needs a reboot
+		// with InvalidArgument and this message.
+		if strings.HasPrefix(msg, "this config change can't be applied in immediate mode") {
 			ne.Err = fmt.Errorf("%w: %s", ErrNeedsReboot, msg)
 		} else {
-			ne.Err = fmt.Errorf("%w: %s", ErrBusy, msg)
-			ne.hints = []string{"wait for the other change to finish, then run the same command again"}
+			ne.Err = fmt.Errorf("%w: %s", ErrRejected, msg)
 		}
+	case codes.FailedPrecondition:
+		ne.Err = fmt.Errorf("%w: %s", ErrBusy, msg)
+		ne.hints = []string{"wait for the other change to finish, then run the same command again"}
 	default:
 		ne.Err = errors.New(msg)
 	}

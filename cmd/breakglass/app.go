@@ -37,14 +37,14 @@ var version = "dev"
 
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "talosconfig", Usage: "path to the Talos client configuration", EnvVars: []string{"TALOSCONFIG"}, Value: defaultTalosconfig()},
+		&cli.StringFlag{Name: "talosconfig", Usage: "path to the Talos client configuration", EnvVars: []string{"TALOSCONFIG"}, DefaultText: "~/.talos/config"},
 		&cli.StringFlag{Name: "context", Usage: "talosconfig context to use (default: the current one)"},
 		&cli.StringSliceFlag{Name: "endpoints", Aliases: []string{"e"}, Usage: "Talos API endpoints (override the talosconfig's)"},
 		&cli.StringSliceFlag{Name: "nodes", Aliases: []string{"n"}, Usage: "target nodes (default: the talosconfig context's nodes)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json"},
 		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (for automation)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "show the plan (and let the nodes validate it) without changing anything"},
-		&cli.StringFlag{Name: "state-dir", Usage: "where breakglass keeps its records and backups", EnvVars: []string{"BREAKGLASS_STATE_DIR"}, Value: defaultStateDir()},
+		&cli.StringFlag{Name: "state-dir", Usage: "where breakglass keeps its records and backups", EnvVars: []string{"BREAKGLASS_STATE_DIR"}, DefaultText: "$XDG_STATE_HOME/breakglass or ~/.local/state/breakglass"},
 	}
 }
 
@@ -77,6 +77,14 @@ func readGlobals(c *cli.Context) (globalOptions, error) {
 		Yes:         c.Bool("yes"),
 		DryRun:      c.Bool("dry-run"),
 		StateDir:    c.String("state-dir"),
+	}
+	// Defaults are resolved here, not in the flag definitions, so that help
+	// and the generated docs do not depend on who generated them.
+	if o.Talosconfig == "" {
+		o.Talosconfig = defaultTalosconfig()
+	}
+	if o.StateDir == "" {
+		o.StateDir = defaultStateDir()
 	}
 	if o.Output != "text" && o.Output != "json" {
 		return o, usageError{fmt.Sprintf("unknown output format %q", o.Output), "use -o text or -o json"}

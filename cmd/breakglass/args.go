@@ -16,6 +16,10 @@ func normalizeArgs(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
+	// Shell completion asks with a last argument that must stay last.
+	if last := args[len(args)-1]; last == "--generate-bash-completion" {
+		return append(normalizeArgs(app, args[:len(args)-1]), last)
+	}
 	var global, path, own, positional, afterDashes []string
 	commands := app.Commands
 	var current *cli.Command

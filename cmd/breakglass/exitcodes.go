@@ -90,8 +90,7 @@ func exitCodeOf(err error) int {
 	if code, ok := etcdExitCode(err); ok {
 		return code
 	}
-	var rbErr *runbooks.LoadError
-	if errors.As(err, &rbErr) || isCLIUsage(err) {
+	if errors.Is(err, runbooks.ErrInvalid) || errors.Is(err, runbooks.ErrNotFound) || isCLIUsage(err) {
 		return exitUsage
 	}
 	return exitFailure
@@ -114,6 +113,8 @@ func etcdExitCode(err error) (int, bool) {
 		snap      *etcd.SnapshotError
 	)
 	switch {
+	case errors.As(err, &unreach) && unreach.TLS:
+		return exitPermission, true // etcd answered but refused the certificate
 	case errors.As(err, &unreach):
 		return exitUnreachable, true
 	case errors.As(err, &changed), errors.As(err, &conflict):

@@ -14,6 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest/etcdscript"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -44,16 +45,24 @@ func TestScripts(t *testing.T) {
 			env.Values[clusterKey] = &clusterHolder{}
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"cluster":  cmdCluster,
-			"savecfg":  cmdSaveConfig,
-			"stopnode": cmdStopNode,
-			"podflag":  cmdPodFlag,
-			"rollback": cmdRollback,
-			"sleep":    cmdSleep,
-			"extraarg": cmdExtraArg,
-		},
+		Cmds: scriptCommands(),
 	})
+}
+
+func scriptCommands() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
+	cmds := map[string]func(ts *testscript.TestScript, neg bool, args []string){
+		"cluster":  cmdCluster,
+		"savecfg":  cmdSaveConfig,
+		"stopnode": cmdStopNode,
+		"podflag":  cmdPodFlag,
+		"rollback": cmdRollback,
+		"sleep":    cmdSleep,
+		"extraarg": cmdExtraArg,
+	}
+	for name, fn := range etcdscript.ScriptCommands() {
+		cmds[name] = fn
+	}
+	return cmds
 }
 
 const clusterKey = "cluster"

@@ -29,6 +29,9 @@ func guidedSteps(c *cli.Context) (string, []recovery.Step, error) {
 	if rb, err = rb.WithOverrides(o); err != nil {
 		return "", nil, err
 	}
+	if err := rb.CheckInputs(); err != nil {
+		return "", nil, err
+	}
 	return rb.Metadata.Name, recovery.StepsOf(rb), nil
 }
 
