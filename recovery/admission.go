@@ -48,14 +48,14 @@ type NodeChange struct {
 	Error             string     `json:"error,omitempty"`
 	Elapsed           Duration   `json:"elapsed,omitempty"`
 
-	newConfig   []byte
-	record      *AdmissionRecord // disable: to save before applying; restore: the one to drop
+	newConfig []byte
+	record    *AdmissionRecord // disable: to save before applying; restore: the one to drop
 	// pendingRollback is when an earlier try-mode change reverts by itself.
 	// Any non-try apply, even a dry run, cancels that on the node, so the
 	// plan's dry run must then be a try too.
 	pendingRollback time.Time
-	nodeName    string
-	containerID string // of the running kube-apiserver before the change
+	nodeName        string
+	containerID     string // of the running kube-apiserver before the change
 }
 
 // AdmissionPlan is a computed change over the target nodes: shown, confirmed,
