@@ -8,11 +8,11 @@
 // Two methods exist:
 //   - "text": a careful splice of the text of the extraArgs mapping, located through yaml.v3 node
 //     positions and checked by parsing the result again. It handles block and flow style, quoted keys
-//     and values, string and list values, missing extraArgs or apiServer keys, comments, any
-//     indentation, other documents (of any kind, known to this machinery or not) and CRLF line ends
-//     (when used throughout). It refuses what it does not understand (mixed line ends, anchors and
-//     aliases, tags, multi-line scalars or flow collections, a value on the line after its key, an
-//     empty (null) extraArgs or apiServer, a last line without newline where it must insert, ...).
+//     and values, string and list values, missing or null extraArgs or apiServer keys, comments,
+//     any indentation, other documents (of any kind, known to this machinery or not) and CRLF line
+//     ends (when used throughout). It refuses what it does not understand (mixed line ends, anchors
+//     and aliases, tags, multi-line scalars or flow collections, a value on the line after its key,
+//     a last line without newline where it must insert, ...).
 //   - "merge": the machinery strategic merge (configpatcher) used when the text edit refuses. It keeps
 //     the meaning of every document but re-encodes them all and drops every comment, and it cannot read
 //     document kinds this machinery does not know. A restore after a merge puts the values back but can
@@ -112,6 +112,9 @@ type Record struct {
 	// again when nothing else was put in it since.
 	CreatedAPIServer bool `json:"createdAPIServer,omitempty"`
 	CreatedExtraArgs bool `json:"createdExtraArgs,omitempty"`
+	// WasNull tells that apiServer or extraArgs was there but null (text method); Restore makes it
+	// null again.
+	WasNull *NullMapping `json:"wasNull,omitempty"`
 	// Disable and Enable are the original states of the two keys.
 	Disable KeyRecord `json:"disable"`
 	Enable  KeyRecord `json:"enable"`
@@ -133,6 +136,13 @@ type KeyRecord struct {
 	Layout string `json:"layout,omitempty"`
 	// Position tells where a key removed by Disable stood, to put it back in the same place.
 	Position *Position `json:"position,omitempty"`
+}
+
+// NullMapping is a mapping that was written as null, and the text that said so after its colon
+// ("" for nothing, " ~", " null").
+type NullMapping struct {
+	Key  string `json:"key"` // apiServer or extraArgs
+	Text string `json:"text,omitempty"`
 }
 
 // Position of a removed entry in the extraArgs mapping as it was when the entry was removed.

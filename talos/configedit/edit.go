@@ -13,6 +13,8 @@ const (
 	keptStructure    = 0
 	removedExtraArgs = 1 // cluster.apiServer.extraArgs removed
 	removedAPIServer = 2 // cluster.apiServer removed
+	nulledExtraArgs  = 3 // cluster.apiServer.extraArgs made null again
+	nulledAPIServer  = 4 // cluster.apiServer made null again
 )
 
 // setValue changes the value of entry i of mapping m to nv, keeping its form and style.
@@ -187,7 +189,35 @@ func (t *text) replaceEntry(m *yaml.Node, i int, r renderer) ([]byte, error) {
 }
 
 // emptyBlock turns block mapping m (the value of key) into "{}".
-func (t *text) emptyBlock(m, key *yaml.Node) ([]byte, error) {
+func (t *text) emptyBlock(m, key *yaml.Node) ([]byte, error) { return t.collapse(m, key, " {}") }
+
+// nullAgain writes mapping m (the value of key) as the null it was: text is what stood after the
+// colon (block) or the token (flow).
+func (t *text) nullAgain(m, key *yaml.Node, text string) ([]byte, error) {
+	token := strings.TrimSpace(text)
+
+	if m.Style&yaml.FlowStyle != 0 {
+		if token == "" {
+			token = "null"
+		}
+
+		start, end, err := t.flowSpan(m)
+		if err != nil {
+			return nil, err
+		}
+
+		return splice(t.b, start, end, token), nil
+	}
+
+	if text != "" && !strings.HasPrefix(text, " ") {
+		text = " " + token
+	}
+
+	return t.collapse(m, key, text)
+}
+
+// collapse removes every entry of block mapping m (the value of key) and writes value after the colon.
+func (t *text) collapse(m, key *yaml.Node, value string) ([]byte, error) {
 	head, err := t.blockHeadLine(m, key)
 	if err != nil {
 		return nil, err
@@ -210,14 +240,30 @@ func (t *text) emptyBlock(m, key *yaml.Node) ([]byte, error) {
 
 	b := splice(t.b, from, last.end, "")
 
-	return splice(b, colon+1, colon+1, " {}"), nil
+	return splice(b, colon+1, colon+1, value), nil
 }
 
 // putKey writes a key Disable sets, creating extraArgs and apiServer when missing.
 func (t *text) putKey(key string, nv argValue, kr *KeyRecord, rec *Record) ([]byte, error) {
 	r := valueRenderer(key, nv)
 
+	var (
+		b   []byte
+		err error
+	)
+
 	switch {
+	case t.apiNull != nil:
+		rec.CreatedExtraArgs = true
+		rec.WasNull = &NullMapping{Key: "apiServer"}
+		b, rec.WasNull.Text, err = t.fillNull(t.cluster, t.clusterKey, t.apiKey, t.apiNull, nestRenderer("extraArgs", r))
+
+		return b, err
+	case t.extraNull != nil:
+		rec.WasNull = &NullMapping{Key: "extraArgs"}
+		b, rec.WasNull.Text, err = t.fillNull(t.api, t.apiKey, t.extraKey, t.extraNull, r)
+
+		return b, err
 	case t.api == nil:
 		rec.CreatedAPIServer, rec.CreatedExtraArgs = true, true
 
@@ -233,7 +279,6 @@ func (t *text) putKey(key string, nv argValue, kr *KeyRecord, rec *Record) ([]by
 		return t.insertFirst(t.extra, t.extraKey, r)
 	}
 
-	var err error
 	if kr.Raw, kr.Layout, err = t.entryRaw(t.extra, i); err != nil {
 		return nil, err
 	}
@@ -242,8 +287,16 @@ func (t *text) putKey(key string, nv argValue, kr *KeyRecord, rec *Record) ([]by
 }
 
 // dropKey removes entry i of extraArgs. With cascade, an extraArgs (then an apiServer) left empty
-// goes too; without, an emptied block mapping becomes "{}".
-func (t *text) dropKey(i int, cascadeExtra, cascadeAPI bool) ([]byte, int, error) {
+// goes too; without, an emptied block mapping becomes "{}", or null again when wasNull says it was.
+func (t *text) dropKey(i int, cascadeExtra, cascadeAPI bool, wasNull *NullMapping) ([]byte, int, error) {
+	nulled := func(key string) bool { return wasNull != nil && wasNull.Key == key }
+
+	if len(t.extra.Content) == 2 && nulled("extraArgs") {
+		b, err := t.nullAgain(t.extra, t.extraKey, wasNull.Text)
+
+		return b, nulledExtraArgs, err
+	}
+
 	if len(t.extra.Content) > 2 || (!cascadeExtra && t.extra.Style&yaml.FlowStyle != 0) {
 		b, _, err := t.deleteEntry(t.extra, t.extraKey, i)
 
@@ -256,10 +309,14 @@ func (t *text) dropKey(i int, cascadeExtra, cascadeAPI bool) ([]byte, int, error
 		return b, keptStructure, err
 	}
 
-	ai := entryIndex(t.api, "extraArgs")
+	if len(t.api.Content) == 2 && nulled("apiServer") {
+		b, err := t.nullAgain(t.api, t.apiKey, wasNull.Text)
+
+		return b, nulledAPIServer, err
+	}
 
 	if len(t.api.Content) > 2 || (!cascadeAPI && t.api.Style&yaml.FlowStyle != 0) {
-		b, _, err := t.deleteEntry(t.api, t.apiKey, ai)
+		b, _, err := t.deleteEntry(t.api, t.apiKey, entryIndex(t.api, "extraArgs"))
 
 		return b, removedExtraArgs, err
 	}
@@ -368,7 +425,9 @@ func restoreText(config []byte, cur args, rec Record) ([]byte, error) {
 		case !st.kr.Present && i < 0:
 			continue
 		case !st.kr.Present:
-			b, structure, err = t.dropKey(i, rec.CreatedExtraArgs, rec.CreatedAPIServer)
+			b, structure, err = t.dropKey(i, rec.CreatedExtraArgs, rec.CreatedAPIServer, rec.WasNull)
+		case t.apiNull != nil || t.extraNull != nil:
+			err = refuse("apiServer or extraArgs is null")
 		case t.api == nil:
 			b, err = t.insertFirst(t.cluster, t.clusterKey, nestRenderer("apiServer", nestRenderer("extraArgs", r)))
 		case t.extra == nil:
@@ -415,7 +474,7 @@ func removeText(config []byte, cur, want args) ([]byte, error) {
 		b, err = t.setValue(t.extra, i, want.disable)
 	} else {
 		// An emptied flow mapping stays as "{}"; an emptied block mapping goes, as it has no text left.
-		b, structure, err = t.dropKey(i, t.extra.Style&yaml.FlowStyle == 0, t.api.Style&yaml.FlowStyle == 0)
+		b, structure, err = t.dropKey(i, t.extra.Style&yaml.FlowStyle == 0, t.api.Style&yaml.FlowStyle == 0, nil)
 	}
 
 	if err != nil {
@@ -459,13 +518,18 @@ func verifyEdit(in, out []byte, cur, want args, structure int) error {
 		setArg(doc, KeyEnable, want.enable)
 	}
 
-	if structure >= removedExtraArgs {
-		if cluster, ok := doc["cluster"].(map[string]any); ok {
-			if structure == removedAPIServer {
-				delete(cluster, "apiServer")
-			} else if api, ok := cluster["apiServer"].(map[string]any); ok {
-				delete(api, "extraArgs")
-			}
+	if cluster, ok := doc["cluster"].(map[string]any); ok {
+		api, _ := cluster["apiServer"].(map[string]any)
+
+		switch {
+		case structure == removedAPIServer:
+			delete(cluster, "apiServer")
+		case structure == nulledAPIServer:
+			cluster["apiServer"] = nil
+		case structure == removedExtraArgs && api != nil:
+			delete(api, "extraArgs")
+		case structure == nulledExtraArgs && api != nil:
+			api["extraArgs"] = nil
 		}
 	}
 

@@ -84,7 +84,9 @@ func shape(rng *rand.Rand) string {
 
 		var extra string
 
-		switch rng.IntN(5) {
+		switch rng.IntN(6) {
+		case 5: // null
+			extra = head(i2) + i2 + quoteKey("extraArgs") + ":" + pick("", " ~", " null", "  ~") + comment() + "\n"
 		case 0: // missing
 		case 1: // flow
 			var entries []string
@@ -128,8 +130,11 @@ func shape(rng *rand.Rand) string {
 		var api string
 
 		switch {
+		case extra == "" && rng.IntN(3) == 0: // null apiServer
+			api = head(i1) + i1 + "apiServer:" + pick("", " ~", " null") + comment() + "\n"
 		case extra == "" && rng.IntN(2) == 0: // no apiServer
-		case rng.IntN(6) == 0 && !strings.Contains(extra, "\n"+i3) && extra != "":
+		case rng.IntN(6) == 0 && extra != "" && !strings.Contains(extra, "\n"+i3) &&
+			!strings.HasSuffix(strings.TrimRight(extra, " \n"), ":"): // flow apiServer
 			api = i1 + "apiServer: {image: registry.k8s.io/kube-apiserver:v1.34.4, " + strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(extra), "# about the next key")) + "}\n"
 			if strings.Contains(api, "#") {
 				api = ""

@@ -22,6 +22,10 @@ type text struct {
 	clusterKey, cluster *yaml.Node
 	apiKey, api         *yaml.Node
 	extraKey, extra     *yaml.Node
+
+	// apiNull and extraNull are the values of apiServer and extraArgs when they are null
+	// ("apiServer:" with nothing, or ~ or null); api or extra is then nil.
+	apiNull, extraNull *yaml.Node
 }
 
 // span is where a mapping entry is in the text.
@@ -108,12 +112,24 @@ func parseText(b []byte) (*text, error) {
 		return t, nil
 	}
 
+	if isNull(t.api) {
+		t.apiNull, t.api = t.api, nil
+
+		return t, nil
+	}
+
 	if err := plainPath(t.apiKey, t.api, "cluster.apiServer"); err != nil {
 		return nil, err
 	}
 
 	t.extraKey, t.extra = mapGet(t.api, "extraArgs")
 	if t.extra == nil {
+		return t, nil
+	}
+
+	if isNull(t.extra) {
+		t.extraNull, t.extra = t.extra, nil
+
 		return t, nil
 	}
 
@@ -128,6 +144,63 @@ func parseText(b []byte) (*text, error) {
 	}
 
 	return t, nil
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Style&yaml.TaggedStyle == 0
+}
+
+// fillNull turns the null value of key (an entry of block mapping parent) into a block mapping written
+// by r, and returns the text it removed after the colon (" ~", " null", or "" when nothing was written).
+func (t *text) fillNull(parent, parentKey, key, val *yaml.Node, r renderer) ([]byte, string, error) {
+	if parent.Style&yaml.FlowStyle != 0 {
+		// {extraArgs: null} becomes {extraArgs: {...}}; the token is what comes back.
+		if val.Value == "" {
+			return nil, "", refuse("empty %s in a flow mapping at line %d", key.Value, key.Line)
+		}
+
+		if _, _, err := t.flowSpan(parent); err != nil {
+			return nil, "", err
+		}
+
+		vs, ve, err := t.scalarSpan(val, true)
+		if err != nil {
+			return nil, "", err
+		}
+
+		return splice(t.b, vs, ve, "{"+r(layoutFlow, "", 0)+"}"), string(t.b[vs:ve]), nil
+	}
+
+	_, _, colon, err := t.keySpan(key, false)
+	if err != nil {
+		return nil, "", err
+	}
+
+	end := colon + 1
+
+	if val.Value != "" {
+		if val.Line != key.Line {
+			return nil, "", refuse("null on the line after %s at line %d", key.Value, key.Line)
+		}
+
+		if _, end, err = t.scalarSpan(val, false); err != nil {
+			return nil, "", err
+		}
+	}
+
+	if !t.restOfLineOK(end) {
+		return nil, "", refuse("unexpected text after %s at line %d", key.Value, key.Line)
+	}
+
+	next, err := t.lineNext(key.Line)
+	if err != nil {
+		return nil, "", err
+	}
+
+	step := indentStep(parent, parentKey)
+	b := splice(t.b, next, next, r(layoutBlock, strings.Repeat(" ", key.Column-1+step), step))
+
+	return splice(b, colon+1, end, ""), string(t.b[colon+1 : end]), nil
 }
 
 // noAnchors refuses anchors and aliases anywhere in the document: an edit could change what an
