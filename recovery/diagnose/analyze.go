@@ -452,6 +452,12 @@ func findings(ev *Evidence, maxLines int) []Finding {
 				add(m, ne.Node, SourceLog, l, lineKey(l))
 			}
 		}
+		// The same refusal, seen in the flags before any log line: kube-apiserver
+		// prints the overlap as a Go list, "[A B]".
+		if both := overlap(ne.EnabledPlugins, ne.DisabledPlugins); len(both) > 0 {
+			text := "--enable-admission-plugins=" + strings.Join(ne.EnabledPlugins, ",") + " --disable-admission-plugins=" + strings.Join(ne.DisabledPlugins, ",")
+			add(Match{ID: "admission-plugins-overlapped", Subject: strings.Join(both, " ")}, ne.Node, SourceFlags, text, text)
+		}
 		if r := ne.Readyz; r != nil && r.Error == "" {
 			for _, c := range r.FailingChecks {
 				text := "[-]" + c + " failed"
@@ -528,6 +534,16 @@ func nodeList(nodes []string, total int) string {
 		return "node " + nodes[0]
 	}
 	return fmt.Sprintf("nodes %s", strings.Join(nodes, ", "))
+}
+
+func overlap(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if contains(b, x) {
+			out = appendOnce(out, x)
+		}
+	}
+	return out
 }
 
 func contains(list []string, s string) bool {

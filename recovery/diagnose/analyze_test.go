@@ -157,6 +157,21 @@ func TestAnalyzeVerdicts(t *testing.T) {
 			firstSig:   "admission-plugins-overlapped",
 		},
 		{
+			name: "plugins overlapped in the rendered flags, before any log line",
+			ev: Evidence{Nodes: []NodeEvidence{
+				func() NodeEvidence {
+					ne := node("127.0.0.11", nil, crashLoop, nil)
+					ne.EnabledPlugins = []string{"NodeRestriction", "ValidatingAdmissionWebhook"}
+					ne.DisabledPlugins = []string{"ValidatingAdmissionWebhook"}
+					return ne
+				}(),
+			}},
+			verdict:    OtherFailure,
+			next:       []string{"breakglass admission status"},
+			summaryHas: []string{"(ValidatingAdmissionWebhook)"},
+			firstSig:   "admission-plugins-overlapped",
+		},
+		{
 			name: "etcd refuses kube-apiserver's certificate",
 			ev: Evidence{Nodes: []NodeEvidence{
 				node("127.0.0.11", readLines(t, "etcd-x509.log"), crashLoop, refused()),

@@ -332,3 +332,52 @@ func (noNodes) ReadAPIServerStatus(context.Context, string, string) (talos.PodSt
 func (noNodes) APIServerLogs(context.Context, string, string, int) ([]string, error) {
 	panic("not called")
 }
+
+// A plugin both enabled and disabled: kube-apiserver refuses to start
+// (the stand-in answers as v1.34.4 does, testdata/logs/plugins-overlapped.log).
+// diagnose sees it in the rendered flags and in the log.
+func TestRunPluginsOverlapped(t *testing.T) {
+	runner := talostest.StandIn{ReadyAfter: 10 * time.Millisecond, Crash: func(c talostest.ContainerConfig) string {
+		if talostest.FlagHas(c, "enable-admission-plugins", "ValidatingAdmissionWebhook") && talostest.FlagHas(c, "disable-admission-plugins", "ValidatingAdmissionWebhook") {
+			return `"command failed" err="[ValidatingAdmissionWebhook] in enable-admission-plugins and disable-admission-plugins overlapped"`
+		}
+		return ""
+	}}
+	c := startCluster(t, 1, runner)
+	tc := connect(t, c, role.Admin)
+	n := c.Nodes[0]
+	cfg := string(n.RunningConfig())
+	marker := "\n    apiServer:\n"
+	if !strings.Contains(cfg, marker) {
+		t.Fatal("no apiServer section in the generated config")
+	}
+	cfg = strings.Replace(cfg, marker, marker+"        extraArgs:\n            enable-admission-plugins: ValidatingAdmissionWebhook\n            disable-admission-plugins: ValidatingAdmissionWebhook\n", 1)
+	if _, err := tc.Apply(t.Context(), n.IP, talos.ApplyRequest{Config: []byte(cfg), Mode: talos.NoReboot}); err != nil {
+		t.Fatal(err)
+	}
+	restartedTwice(t, tc, c)
+	r, err := diagnose.Run(t.Context(), tc, nil, diagnose.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != diagnose.OtherFailure {
+		t.Fatalf("verdict %s: %s", r.Verdict, r.Summary)
+	}
+	f := r.Findings[0]
+	if f.Signature != "admission-plugins-overlapped" || f.Subject != "ValidatingAdmissionWebhook" {
+		t.Fatalf("first finding %+v", f)
+	}
+	sources := map[diagnose.Source]bool{}
+	for _, l := range f.Lines {
+		sources[l.Source] = true
+	}
+	if !sources[diagnose.SourceFlags] || !sources[diagnose.SourceLog] {
+		t.Errorf("evidence sources %v, want flags and log: %+v", sources, f.Lines)
+	}
+	if ne := r.Evidence.Nodes[0]; strings.Join(ne.EnabledPlugins, ",") != "NodeRestriction,ValidatingAdmissionWebhook" || strings.Join(ne.DisabledPlugins, ",") != "ValidatingAdmissionWebhook" {
+		t.Errorf("flags read: enabled %v disabled %v", ne.EnabledPlugins, ne.DisabledPlugins)
+	}
+	if len(r.Next) == 0 || r.Next[0] != "breakglass admission status" {
+		t.Errorf("next %v", r.Next)
+	}
+}

@@ -12,6 +12,10 @@ type Source string
 const (
 	SourceLog    Source = "log"    // kube-apiserver log lines (Talos Logs API)
 	SourceReadyz Source = "readyz" // names of failing /readyz?verbose checks
+	// SourceFlags marks evidence read from the rendered static pod's flags
+	// (a plugin both enabled and disabled), reported under the log
+	// signature admission-plugins-overlapped.
+	SourceFlags Source = "flags"
 )
 
 // Class says what a matched signature tells about the failure.
