@@ -106,6 +106,16 @@ type FixPlan struct {
 	patched []Configuration
 }
 
+// Patched returns copies of the configurations with the fix applied, in
+// input order (for example to create or update them through the API).
+func (p *FixPlan) Patched() []Configuration {
+	out := make([]Configuration, len(p.patched))
+	for i, c := range p.patched {
+		out[i] = c.deepCopy()
+	}
+	return out
+}
+
 // Fix computes the fix (see PlanFix) and renders it.
 func Fix(cfgs []Configuration, style FixStyle) ([]byte, error) {
 	plan, err := PlanFix(cfgs, style)

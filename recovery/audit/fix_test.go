@@ -403,6 +403,19 @@ func TestFixFromObjects(t *testing.T) {
 	if rep.Risk != RiskNone {
 		t.Fatalf("risk %s", rep.Risk)
 	}
+	// The typed objects, for the API.
+	plan, err := PlanFix(objs, FixStyle{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := plan.Patched()
+	if len(p) != 2 || len(p[0].Validating.Webhooks[0].MatchConditions) != 1 || len(p[1].Mutating.Webhooks[0].MatchConditions) != 1 {
+		t.Fatalf("patched %+v", p)
+	}
+	p[0].Validating.Webhooks[0].MatchConditions = nil
+	if len(plan.Patched()[0].Validating.Webhooks[0].MatchConditions) != 1 {
+		t.Fatal("Patched returned shared objects")
+	}
 	var v admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := sigsyaml.Unmarshal([]byte(strings.Split(string(out), "---\n")[0]), &v); err != nil {
 		t.Fatal(err)
