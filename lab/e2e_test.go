@@ -81,7 +81,7 @@ func configHashes(t *testing.T, ctx context.Context, tc *talos.Client, nodes []s
 func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 	// A short start-up grace, so that the crash loop shows within seconds.
 	kubelet := DefaultKubelet()
-	kubelet.StartupGrace = 10 * time.Second
+	kubelet.StartupGrace = 20 * time.Second
 	l := startLab(t, 1, kubelet)
 	ctx := context.Background()
 	tl := NewTimeline(testWriter{t})
@@ -119,6 +119,15 @@ func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 	}
 	t.Logf("deadlocked kube-apiserver restarted by the kubelet: restarts %d, waiting %q", st.RestartCount, st.WaitingReason)
 	before := configHashes(t, ctx, tc, l.Nodes())
+
+	// The node's etcd member, snapshotted through the Talos API.
+	var snap bytes.Buffer
+	if err := tc.EtcdSnapshot(ctx, node, &snap); err != nil {
+		t.Fatalf("etcd snapshot through the Talos API: %v", err)
+	}
+	if snap.Len() < 1024 || snap.Len()%512 != 32 {
+		t.Errorf("etcd snapshot of %d bytes is not a valid snapshot (512*n + 32-byte hash)", snap.Len())
+	}
 
 	state := recovery.State{Dir: filepath.Join(l.Dir, "state")}
 	disable := func(plugins ...string) {

@@ -93,6 +93,15 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	if lo.Kubelet == (talostest.KubeletOptions{}) {
 		lo.Kubelet = DefaultKubelet()
 	}
+	if lo.KubeBinDir == "" {
+		var err error
+		if lo.KubeBinDir, err = FindKubeBinDir(); err != nil {
+			return nil, err
+		}
+	}
+	if err := CheckBinaries(lo.KubeBinDir, OldVersion, NewVersion); err != nil {
+		return nil, err
+	}
 	lo.Dir = opts.Dir
 	if lo.Dir == "" {
 		d, err := os.MkdirTemp("", "breakglass-lab-")
@@ -178,10 +187,10 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 
 // DefaultKubelet is the lab kubelet: kubelet's liveness logic with shorter
 // back-off (2s doubling to 20s instead of 10s to 5m) so that a crash loop
-// shows within a minute; a 15s start-up grace so that a slow but healthy
+// shows within a minute; a 30s start-up grace so that a slow but healthy
 // start on a busy machine is not killed.
 func DefaultKubelet() talostest.KubeletOptions {
-	return talostest.KubeletOptions{BackoffBase: 2 * time.Second, BackoffCap: 20 * time.Second, ProbePeriod: time.Second, StartupGrace: 15 * time.Second, FailureThreshold: 3}
+	return talostest.KubeletOptions{BackoffBase: 2 * time.Second, BackoffCap: 20 * time.Second, ProbePeriod: time.Second, StartupGrace: 30 * time.Second, FailureThreshold: 3}
 }
 
 // recoverStep plans and executes one admission change through package
