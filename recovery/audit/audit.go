@@ -292,9 +292,9 @@ func auditWebhook(w *webhook, reqs []StartupRequest, env matchEnv, slow time.Dur
 	default:
 		f.Risk = RiskNone
 		switch {
-		case len(anyHit) > 0 && fail:
-			f.Reasons = append(f.Reasons, fmt.Sprintf("it rejects only non-fatal start-up writes (%d): logged and retried", len(anyHit)))
-		case len(anyHit) > 0 || len(fatalUnknown) > 0:
+		case fail && len(f.Blocks) > 0:
+			f.Reasons = append(f.Reasons, fmt.Sprintf("it can reject only non-fatal start-up writes (%d): logged and retried", len(f.Blocks)))
+		case len(f.Blocks) > 0:
 			f.Reasons = append(f.Reasons, fmt.Sprintf("failurePolicy Ignore with timeoutSeconds %d (< %s): matched start-up writes go on after at most %ds", w.timeoutSeconds, slow, w.timeoutSeconds))
 		default:
 			f.Reasons = append(f.Reasons, "no start-up write of kube-apiserver matches")
