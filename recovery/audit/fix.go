@@ -203,6 +203,11 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 			"with the backend down, kube-apiserver 1.34 still exits on rbac/bootstrap-roles. Use the apiserver exclusion: "+ExcludeAPIServerExpression)
 	}
 
+	if style.Exclusion == ExcludeAPIServer && len(plan.Changes) > 0 {
+		plan.Notes = append(plan.Notes, "the condition also skips what kube-apiserver writes on behalf of users through its loopback client, "+
+			"such as the IPAddress of a new Service (pkg/registry/core/service/ipallocator); user requests themselves still go to the webhook")
+	}
+
 	// The fix must not change what ordinary requests match.
 	for ci, c := range cfgs {
 		orig := indexWebhooks(c.webhooks())
