@@ -100,7 +100,9 @@ type Result struct {
 }
 
 // Record is everything Restore needs to undo Disable exactly. It holds only the original values of
-// the two extraArgs keys (and their exact text for the text method), never other config content.
+// the two extraArgs keys (and, for the text method, the exact text of their lines, comments on them
+// included), never other config content: the name of a neighbouring extraArgs key marks a position,
+// no other value is kept.
 type Record struct {
 	Version int    `json:"version"`
 	Method  string `json:"method"` // method Disable used
@@ -138,8 +140,8 @@ type KeyRecord struct {
 	Position *Position `json:"position,omitempty"`
 }
 
-// NullMapping is a mapping that was written as null, and the text that said so after its colon
-// ("" for nothing, " ~", " null").
+// NullMapping is a mapping that was written as null, and the text that said so: after the colon in
+// a block mapping ("" for nothing, " ~", " null"), the token in a flow mapping ("null", "~").
 type NullMapping struct {
 	Key  string `json:"key"` // apiServer or extraArgs
 	Text string `json:"text,omitempty"`
