@@ -15,14 +15,21 @@
 // rejection stops start-up, with the post-start hook or boot check that
 // fails (as /readyz?verbose names it) and how long kube-apiserver keeps
 // trying. The writes were read from the v1.34.4 sources (the Source field
-// names the file); the lab observed the fatal ones failing (DESIGN.md).
+// names the file) and checked against the admission requests real
+// kube-apiserver binaries sent on an upgrade from 1.32.13 to 1.34.4, on a
+// fresh start and on a restart (testdata/observed); the lab observed the
+// fatal ones failing (DESIGN.md). Version 1.33 is taken to send what 1.34
+// sends (same controllers; MultiCIDRServiceAllocator on by default from
+// 1.33); 1.32 sends no ServiceCIDR or IPAddress.
 // kube-system/kube-root-ca.crt is not among them: kube-controller-manager
 // writes it, and the fix check treats it as an ordinary request.
 //
 // Audit assumes the webhook's backend is unreachable (the incident: the
 // backend needs the service network the start-up writes create) and that
 // the start is an upgrade to Options.KubernetesVersion, which makes every
-// modelled write happen; a plain restart of the same version sends a subset.
+// modelled write happen; a plain restart of the same version sends a subset
+// (observed: only its identity Lease), so a webhook reported deadlock may
+// let a restart through and still stop the next upgrade.
 // Writes that happen only on an empty etcd (immortal namespaces, system
 // PriorityClasses) are left out unless Options.IncludeNewCluster.
 //
