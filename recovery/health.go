@@ -144,23 +144,26 @@ func shortNetError(err error) string {
 	return err.Error()
 }
 
-// CheckHealth looks once at every target node.
+// CheckHealth looks once at every target node. A node that cannot be read
+// is reported as such; the others are still looked at.
 func CheckHealth(ctx context.Context, tc *talos.Client) ([]NodeHealth, error) {
 	p, err := newProber(ctx, tc)
 	if err != nil {
 		return nil, err
 	}
-	names, err := nodeNames(ctx, tc)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]NodeHealth, len(names))
+	nodes := tc.Nodes()
+	out := make([]NodeHealth, len(nodes))
 	var wg sync.WaitGroup
-	for i, node := range tc.Nodes() {
+	for i, node := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = p.probe(ctx, node, names[i])
+			name, err := tc.NodeName(ctx, node)
+			if err != nil {
+				out[i] = NodeHealth{Node: node, ProbeError: err.Error()}
+				return
+			}
+			out[i] = p.probe(ctx, node, name)
 		}()
 	}
 	wg.Wait()

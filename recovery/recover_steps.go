@@ -6,76 +6,49 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 func ioPipe() (*io.PipeReader, *io.PipeWriter) { return io.Pipe() }
 
-var failedWebhook = regexp.MustCompile(`failed calling webhook \\?"([^"\\]+)\\?"`)
-
-// diagnose looks, changing nothing: readiness, restarts, the webhooks the
-// log says fail, and which configuration in etcd holds them.
+// diagnose looks, changing nothing, and names the culprit: readiness,
+// restarts, log signatures, and the admission objects in etcd.
 func (r *run) diagnose(ctx context.Context, s Step) (string, map[string]any, error) {
-	tail := s.TailLines
-	if tail <= 0 {
-		tail = 200
+	opts := diagnose.Options{Tail: s.TailLines, Health: ReadyzForDiagnose(r.tc)}
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		opts.EtcdError = err // not fatal: the logs still name the webhook
+		ec = nil
 	}
-	health, err := CheckHealth(ctx, r.tc)
+	report, err := diagnose.Run(ctx, r.tc, ec, opts)
 	if err != nil {
 		return "", nil, err
 	}
-	failing := map[string]int{}
-	ready := 0
-	for _, h := range health {
-		r.progress(h.Node, h.Summary())
-		if h.Ready {
-			ready++
-		}
-		lines, err := r.tc.APIServerLogs(ctx, h.Node, h.NodeName, tail)
-		if err != nil {
-			r.progress(h.Node, "logs unavailable: "+shortErr(err))
-			continue
-		}
-		for _, l := range lines {
-			if m := failedWebhook.FindStringSubmatch(l); m != nil {
-				failing[m[1]]++
-			}
-		}
+	var b strings.Builder
+	if err := diagnose.WriteText(&b, report); err == nil {
+		r.ui.Show(b.String())
 	}
-	data := map[string]any{"readyNodes": ready, "failingWebhooks": failing}
-	if len(failing) == 0 {
-		return fmt.Sprintf("%d of %d node(s) ready; no failing webhook call in the last %d log lines", ready, len(health), tail), data, nil
-	}
-	names := make([]string, 0, len(failing))
-	for n := range failing {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	owners := map[string]string{}
-	if ec, err := r.etcd(ctx); err == nil {
-		if l, err := ec.List(ctx, []etcd.Resource{etcd.ValidatingWebhookConfigurations, etcd.MutatingWebhookConfigurations}); err == nil {
-			for _, o := range l.Objects {
-				for _, w := range o.Webhooks {
-					owners[w.Name] = o.Kind + " " + o.Name
-				}
-			}
+	data := map[string]any{"verdict": string(report.Verdict), "culprits": report.Culprits}
+	return fmt.Sprintf("verdict %s: %s", report.Verdict, report.Summary), data, nil
+}
+
+// ReadyzForDiagnose adapts CheckHealth to diagnose, which cannot import
+// this package (this package imports it).
+func ReadyzForDiagnose(tc *talos.Client) func(context.Context) ([]diagnose.Readyz, error) {
+	return func(ctx context.Context) ([]diagnose.Readyz, error) {
+		hs, err := CheckHealth(ctx, tc)
+		out := make([]diagnose.Readyz, 0, len(hs))
+		for _, h := range hs {
+			out = append(out, diagnose.Readyz{Node: h.Node, Ready: h.Ready, FailingChecks: h.FailingChecks, Error: h.ProbeError})
 		}
+		return out, err
 	}
-	var parts []string
-	for _, n := range names {
-		p := fmt.Sprintf("webhook %q failed %d time(s)", n, failing[n])
-		if o := owners[n]; o != "" {
-			p += " (" + o + ")"
-		}
-		parts = append(parts, p)
-	}
-	data["owners"] = owners
-	return fmt.Sprintf("%d of %d node(s) ready; %s", ready, len(health), strings.Join(parts, "; ")), data, nil
 }
 
 // waitWebhooks waits until the backends of the fail-closed webhooks left in

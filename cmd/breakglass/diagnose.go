@@ -9,19 +9,11 @@ import (
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
-	"github.com/breakglass-dev/breakglass/talos"
 )
 
 func init() { commandRegistry = append(commandRegistry, diagnoseCommand) }
 
-// Exit codes of diagnose, one per verdict (healthy is 0). They are proposed
-// for exitcodes.go's table; until it lists them they are spelled here.
-const (
-	exitDiagnoseDeadlock = 21 // an admission deadlock was found
-	exitDiagnoseFailure  = 22 // kube-apiserver fails for another known reason
-	exitDiagnoseUnknown  = 23 // could not tell
-)
-
+// diagnoseExit gives each verdict its exit code (healthy is 0).
 func diagnoseExit(v diagnose.Verdict) error {
 	switch v {
 	case diagnose.Healthy:
@@ -75,7 +67,7 @@ func diagnoseCommand(s streams) *cli.Command {
 			}
 			defer tc.Close()
 
-			opts := diagnose.Options{Tail: c.Int("tail"), Health: readyzOf(tc)}
+			opts := diagnose.Options{Tail: c.Int("tail"), Health: recovery.ReadyzForDiagnose(tc)}
 			var ec *etcd.Client
 			if c.Bool("no-etcd") {
 				if c.IsSet("etcd-endpoints") {
@@ -108,15 +100,3 @@ func diagnoseCommand(s streams) *cli.Command {
 	}
 }
 
-// readyzOf adapts recovery.CheckHealth to diagnose (which must not import
-// recovery: recovery imports diagnose).
-func readyzOf(tc *talos.Client) func(context.Context) ([]diagnose.Readyz, error) {
-	return func(ctx context.Context) ([]diagnose.Readyz, error) {
-		hs, err := recovery.CheckHealth(ctx, tc)
-		out := make([]diagnose.Readyz, 0, len(hs))
-		for _, h := range hs {
-			out = append(out, diagnose.Readyz{Node: h.Node, Ready: h.Ready, FailingChecks: h.FailingChecks, Error: h.ProbeError})
-		}
-		return out, err
-	}
-}

@@ -31,6 +31,10 @@ const (
 	exitRefused     = 9  // the node or etcd refused the change (invalid, needs reboot, not a control plane)
 	exitCorrupt     = 10 // a backup or snapshot failed its verification
 	exitDisabled    = 20 // status: admission plugins are disabled on at least one node
+
+	exitDiagnoseDeadlock = 21 // diagnose: an admission deadlock was found
+	exitDiagnoseFailure  = 22 // diagnose: kube-apiserver fails for another known reason
+	exitDiagnoseUnknown  = 23 // diagnose: could not tell
 )
 
 var exitCodeTable = []struct {
@@ -49,6 +53,9 @@ var exitCodeTable = []struct {
 	{exitRefused, "the node or etcd refused (invalid config, needs a reboot, not a control plane)"},
 	{exitCorrupt, "a backup or snapshot failed verification"},
 	{exitDisabled, "status: admission plugins are disabled on at least one node"},
+	{exitDiagnoseDeadlock, "diagnose: an admission deadlock was found"},
+	{exitDiagnoseFailure, "diagnose: kube-apiserver fails for another known reason"},
+	{exitDiagnoseUnknown, "diagnose: could not tell"},
 }
 
 func exitCodeHelp() string {

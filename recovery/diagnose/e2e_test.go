@@ -356,9 +356,18 @@ func TestRunPluginsOverlapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	restartedTwice(t, tc, c)
-	r, err := diagnose.Run(t.Context(), tc, nil, diagnose.Options{})
-	if err != nil {
-		t.Fatal(err)
+	// Right after a restart the new container may not have logged its
+	// refusal yet: look again, as an operator would, until it has.
+	var r *diagnose.Report
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		var err error
+		if r, err = diagnose.Run(t.Context(), tc, nil, diagnose.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Findings) > 0 && len(r.Findings[0].Lines) > 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if r.Verdict != diagnose.OtherFailure {
 		t.Fatalf("verdict %s: %s", r.Verdict, r.Summary)
