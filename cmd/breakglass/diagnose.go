@@ -99,4 +99,3 @@ func diagnoseCommand(s streams) *cli.Command {
 		},
 	}
 }
-
