@@ -98,6 +98,11 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
+	// The gRPC client retries a refused connection until its dial timeout;
+	// mid-incident, "nothing listens there" should be said at once.
+	if err := anyListening(ctx, endpoints, timeout); err != nil {
+		return nil, &UnreachableError{Endpoints: endpoints, Err: err}
+	}
 	kv, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		TLS:         tlsCfg,
@@ -172,6 +177,37 @@ func (c *Client) wrap(err error) error {
 		return &UnreachableError{Endpoints: c.endpoints, Err: err, TLS: looksLikeTLS(err)}
 	}
 	return fmt.Errorf("etcd: %w", err)
+}
+
+// anyListening returns nil as soon as one endpoint accepts a TCP
+// connection, or all the dial errors when none does.
+func anyListening(ctx context.Context, endpoints []string, timeout time.Duration) error {
+	errs := make(chan error, len(endpoints))
+	for _, ep := range endpoints {
+		go func() {
+			u, err := url.Parse(ep)
+			if err != nil {
+				errs <- err
+				return
+			}
+			conn, err := (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", u.Host)
+			if err == nil {
+				conn.Close()
+				errs <- nil
+				return
+			}
+			errs <- fmt.Errorf("%s: %w", ep, err)
+		}()
+	}
+	var all []error
+	for range endpoints {
+		err := <-errs
+		if err == nil {
+			return nil
+		}
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }
 
 // diagnose dials each endpoint itself (TCP, then the TLS handshake, then

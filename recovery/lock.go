@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 // The cluster lock keeps two engineers from changing the same cluster at
@@ -127,4 +128,30 @@ func BreakLock(ctx context.Context, ec *etcd.Client) (*LockHolder, error) {
 	}
 	_, err = ec.KV().Delete(ctx, lockKey)
 	return h, err
+}
+
+// TakeClusterLock connects to etcd and takes the lock. When etcd cannot be
+// reached it does not stand in the way of the incident: it returns no lock
+// and a warning saying nobody is kept out. Someone else holding the lock is
+// an error (*LockHeldError).
+func TakeClusterLock(ctx context.Context, tc *talos.Client, o EtcdOptions, holder LockHolder) (lock *Lock, ec *etcd.Client, warning string, err error) {
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	ec, err = ConnectEtcd(ctx, tc, o)
+	if err != nil {
+		return nil, nil, "cannot take the cluster lock, etcd is unreachable (" + shortErr(err) + "): make sure nobody else runs breakglass on this cluster", nil
+	}
+	if holder.By == "" {
+		holder.By = whoami()
+	}
+	if holder.Since.IsZero() {
+		holder.Since = time.Now().UTC()
+	}
+	lock, err = AcquireLock(ctx, ec, holder)
+	if err != nil {
+		ec.Close()
+		return nil, nil, "", err
+	}
+	return lock, ec, "", nil
 }

@@ -323,19 +323,18 @@ func (r *run) preflight(ctx context.Context) (string, map[string]any, error) {
 	if r.opts.DryRun {
 		return msg, data, nil
 	}
-	ec, err := r.etcd(ctx)
-	if err != nil {
-		// The lock lives in etcd; an incident must not wait for etcd to
-		// take it, but the operator must know nobody is kept out.
-		r.progress("etcd", "cannot take the cluster lock, etcd is unreachable ("+shortErr(err)+"): make sure nobody else runs breakglass on this cluster")
-		data["lock"] = "not taken: " + shortErr(err)
-		return msg + "; cluster lock NOT taken (etcd unreachable)", data, nil
-	}
-	lock, err := AcquireLock(ctx, ec, LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")})
+	lock, ec, warning, err := TakeClusterLock(ctx, r.tc, r.opts.Etcd, LockHolder{Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")})
 	if err != nil {
 		return "", data, err
 	}
-	r.lock = lock
+	if warning != "" {
+		// The lock lives in etcd; an incident must not wait for etcd to
+		// take it, but the operator must know nobody is kept out.
+		r.progress("etcd", warning)
+		data["lock"] = "not taken"
+		return msg + "; cluster lock NOT taken (etcd unreachable)", data, nil
+	}
+	r.lock, r.ec = lock, ec
 	data["lock"] = "taken"
 	return msg + "; cluster lock taken", data, nil
 }

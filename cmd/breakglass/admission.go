@@ -32,11 +32,11 @@ func admissionCommand(s streams) *cli.Command {
 					"The original values are recorded in the state directory for an exact restore.\n" +
 					"Idempotent: plugins already disabled are left alone (exit 0).\n" +
 					"While the plugins are off, webhooks are not called: policies are bypassed.\n\n" + exitCodeHelp(),
-				Flags: []cli.Flag{
+				Flags: append([]cli.Flag{
 					&cli.StringSliceFlag{Name: "plugins", Value: cli.NewStringSlice(recovery.DefaultPlugins...), Usage: "admission plugins to disable (comma-separated or repeated)"},
 					&cli.DurationFlag{Name: "revert-after", Usage: "apply in Talos try mode: the nodes revert by themselves after this long (e.g. 30m)"},
 					noWait, waitTimeout,
-				},
+				}, etcdConnFlags()...),
 				Action: func(c *cli.Context) error {
 					return runAdmissionChange(c, s, "disable")
 				},
@@ -49,7 +49,7 @@ func admissionCommand(s streams) *cli.Command {
 					"what it was before disable; other changes made meanwhile are kept. Without a record\n" +
 					"(disable ran elsewhere), --plugins removes just the named plugins.\n" +
 					"Idempotent: nodes with nothing to restore are left alone.\n\n" + exitCodeHelp(),
-				Flags: []cli.Flag{plugins, noWait, waitTimeout},
+				Flags: append([]cli.Flag{plugins, noWait, waitTimeout}, etcdConnFlags()...),
 				Action: func(c *cli.Context) error {
 					return runAdmissionChange(c, s, "restore")
 				},
@@ -121,6 +121,16 @@ func runAdmissionChange(c *cli.Context, s streams, op string) error {
 	}
 	if err := newConfirmer(s, g.Yes).Confirm(ctx, fmt.Sprintf("Apply to %d node(s)?", countChanges(p))); err != nil {
 		return err
+	}
+	lock, ec, warning, err := recovery.TakeClusterLock(ctx, tc, etcdOptions(c), recovery.LockHolder{Command: "admission " + op})
+	if err != nil {
+		return err
+	}
+	if warning != "" {
+		fmt.Fprintln(s.Err, "WARNING: "+warning)
+	} else {
+		defer ec.Close()
+		defer lock.Release(ctx)
 	}
 	execErr := p.Execute(ctx, tc, st)
 	if g.json() {

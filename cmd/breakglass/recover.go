@@ -270,28 +270,17 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "say who holds the cluster lock",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					g, err := readGlobals(c)
-					if err != nil {
-						return err
-					}
-					ec, err := connectEtcdVia(c, g)
-					if err != nil {
-						return err
-					}
-					defer ec.Close()
-					h, err := recovery.ReadLock(c.Context, ec)
-					if err != nil {
-						return err
-					}
-					if g.json() {
-						return writeJSON(s.Out, map[string]any{"holder": h})
-					}
-					if h == nil {
-						fmt.Fprintln(s.Out, "the cluster lock is free")
+					return withLockHolder(c, func(g globalOptions, _ *etcd.Client, h *recovery.LockHolder) error {
+						if g.json() {
+							return writeJSON(s.Out, map[string]any{"holder": h})
+						}
+						if h == nil {
+							fmt.Fprintln(s.Out, "the cluster lock is free")
+							return nil
+						}
+						fmt.Fprintf(s.Out, "held by %s (%s, incident %s) since %s\n", h.By, h.Command, h.Incident, h.Since.Local().Format(time.RFC3339))
 						return nil
-					}
-					fmt.Fprintf(s.Out, "held by %s (%s, incident %s) since %s\n", h.By, h.Command, h.Incident, h.Since.Local().Format(time.RFC3339))
-					return nil
+					})
 				},
 			},
 			{
@@ -299,38 +288,45 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "remove the cluster lock whoever holds it (when its holder is gone)",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					g, err := readGlobals(c)
-					if err != nil {
-						return err
-					}
-					ec, err := connectEtcdVia(c, g)
-					if err != nil {
-						return err
-					}
-					defer ec.Close()
-					h, err := recovery.ReadLock(c.Context, ec)
-					if err != nil {
-						return err
-					}
-					if h == nil {
-						fmt.Fprintln(s.Out, "the cluster lock is free: nothing to break")
+					return withLockHolder(c, func(g globalOptions, ec *etcd.Client, h *recovery.LockHolder) error {
+						if h == nil {
+							fmt.Fprintln(s.Out, "the cluster lock is free: nothing to break")
+							return nil
+						}
+						fmt.Fprintf(s.Out, "The lock is held by %s (%s, incident %s) since %s.\n", h.By, h.Command, h.Incident, h.Since.Local().Format(time.RFC3339))
+						if g.DryRun {
+							fmt.Fprintln(s.Out, "Dry run: the lock was not broken.")
+							return nil
+						}
+						if err := newConfirmer(s, g.Yes).Confirm(c.Context, "Break it? Only if that run is really gone."); err != nil {
+							return err
+						}
+						if _, err := recovery.BreakLock(c.Context, ec); err != nil {
+							return err
+						}
+						fmt.Fprintln(s.Out, "lock broken")
 						return nil
-					}
-					fmt.Fprintf(s.Out, "The lock is held by %s (%s, incident %s) since %s.\n", h.By, h.Command, h.Incident, h.Since.Local().Format(time.RFC3339))
-					if g.DryRun {
-						fmt.Fprintln(s.Out, "Dry run: the lock was not broken.")
-						return nil
-					}
-					if err := newConfirmer(s, g.Yes).Confirm(c.Context, "Break it? Only if that run is really gone."); err != nil {
-						return err
-					}
-					if _, err := recovery.BreakLock(c.Context, ec); err != nil {
-						return err
-					}
-					fmt.Fprintln(s.Out, "lock broken")
-					return nil
+					})
 				},
 			},
 		},
 	}
+}
+
+// withLockHolder connects to etcd and reads who holds the cluster lock.
+func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *recovery.LockHolder) error) error {
+	g, err := readGlobals(c)
+	if err != nil {
+		return err
+	}
+	ec, err := connectEtcdVia(c, g)
+	if err != nil {
+		return err
+	}
+	defer ec.Close()
+	h, err := recovery.ReadLock(c.Context, ec)
+	if err != nil {
+		return err
+	}
+	return fn(g, ec, h)
 }
