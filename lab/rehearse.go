@@ -73,6 +73,9 @@ type Measurement struct {
 	Ratio    float64       `json:"ratio"`    // Total / Floor
 	Notice   time.Duration `json:"notice"`   // from the last node's readiness to breakglass returning
 	Plan     time.Duration `json:"plan"`
+	// Failed are the containers that started after the change and never
+	// became ready (each node's restart-to-ready includes their time).
+	Failed []string `json:"failed,omitempty"`
 }
 
 // Rehearse runs the kyverno-servicecidr scenario on a fresh lab, recovers
@@ -244,6 +247,7 @@ func recoverStep(ctx context.Context, l *Lab, tc *talos.Client, tl *Timeline, na
 		if f.floor > m.Floor {
 			m.Floor, m.Shutdown, m.Startup = f.floor, f.shutdown, f.startup
 		}
+		m.Failed = append(m.Failed, f.failed...)
 		ready := f.ready
 		if ready.After(lastReady) {
 			lastReady = ready
@@ -258,35 +262,46 @@ func recoverStep(ctx context.Context, l *Lab, tc *talos.Client, tl *Timeline, na
 type floorTimes struct {
 	floor, shutdown, startup time.Duration
 	ready                    time.Time
+	failed                   []string
 }
 
-// floorOf finds, on a node, the first container requested after t0 that
-// became ready, and its restart-to-ready time.
+// floorOf measures, on a node, kube-apiserver's restart-to-ready after t0:
+// from the kubelet stopping the container that ran at t0 (or, when none
+// ran, requesting the first new one) to the first new container's first
+// /readyz 200. Containers that failed before one became ready count in it,
+// and are listed.
 func floorOf(runs []ContainerRun, node string, t0 time.Time) (floorTimes, bool) {
-	var prev *ContainerRun
+	var f floorTimes
+	var from time.Time
 	for i := range runs {
 		r := &runs[i]
 		if r.Node != node {
 			continue
 		}
 		if r.Requested.Before(t0) {
-			prev = r
+			if !r.StopRequested.IsZero() && r.StopRequested.After(t0) {
+				from = r.StopRequested
+				f.shutdown = r.Exited.Sub(r.StopRequested)
+			}
 			continue
+		}
+		if from.IsZero() {
+			from = r.Requested
 		}
 		if r.Ready.IsZero() {
-			prev = r
+			if !r.Exited.IsZero() {
+				desc := fmt.Sprintf("node %s: container %.12s exited %s after its start (%s)", node, r.ID, round(r.Exited.Sub(r.Requested)), r.ExitErr)
+				if r.LastLog != "" {
+					desc += ": " + r.LastLog
+				}
+				f.failed = append(f.failed, desc)
+			}
 			continue
 		}
-		f := floorTimes{ready: r.Ready, startup: r.Ready.Sub(r.Started)}
-		from := r.Requested
-		if prev != nil && !prev.StopRequested.IsZero() && prev.StopRequested.After(t0) {
-			from = prev.StopRequested
-			f.shutdown = prev.Exited.Sub(prev.StopRequested)
-		}
-		f.floor = r.Ready.Sub(from)
+		f.ready, f.startup, f.floor = r.Ready, r.Ready.Sub(r.Started), r.Ready.Sub(from)
 		return f, true
 	}
-	return floorTimes{}, false
+	return f, false
 }
 
 func waitServing(ctx context.Context, b *WebhookBackend, timeout time.Duration) error {
@@ -380,6 +395,9 @@ func (r *Rehearsal) Print(w io.Writer) {
 	}{{"disable", r.Disable}, {"restore", r.Restore}} {
 		fmt.Fprintf(w, "  %-8s breakglass %s = kube-apiserver restart-to-ready %s (old one stopping %s, new one starting %s) + overhead %s (ratio %.2f; plan %s; ready noticed %s after readiness)\n",
 			m.name, round(m.m.Total), round(m.m.Floor), round(m.m.Shutdown), round(m.m.Startup), round(m.m.Overhead), m.m.Ratio, round(m.m.Plan), round(m.m.Notice))
+		for _, f := range m.m.Failed {
+			fmt.Fprintf(w, "           failed start: %s\n", f)
+		}
 	}
 	fmt.Fprintln(w, "checks:")
 	for _, c := range r.Checks {

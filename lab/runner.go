@@ -35,6 +35,34 @@ type ContainerRun struct {
 	StopRequested time.Time `json:"stopRequested"`
 	Exited        time.Time `json:"exited"`
 	ExitErr       string    `json:"exitErr,omitempty"`
+	LastLog       string    `json:"lastLog,omitempty"` // the last lines it wrote, once it exited
+}
+
+// tailWriter keeps the last bytes written through it.
+type tailWriter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4096 {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-4096:]...)
+	}
+	t.mu.Unlock()
+	return t.w.Write(p)
+}
+
+func (t *tailWriter) lines(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ls := strings.Split(strings.TrimRight(string(t.buf), "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
 }
 
 // processRunner runs each emulated node's kube-apiserver container as a
@@ -140,7 +168,8 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 	}
 	run.Args = args
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logs, logs
+	tail := &tailWriter{w: logs}
+	cmd.Stdout, cmd.Stderr = tail, tail
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	// Its own process group, so that a stop reaches everything it started,
 	// and SIGKILL when the lab process dies, so that nothing outlives it.
@@ -176,7 +205,7 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 		if err == nil {
 			err = errors.New("kube-apiserver exited with status 0")
 		}
-		r.record(func() { run.Exited, run.ExitErr = time.Now(), err.Error() })
+		r.record(func() { run.Exited, run.ExitErr, run.LastLog = time.Now(), err.Error(), tail.lines(3) })
 		return err
 	case <-ctx.Done():
 	}
@@ -194,6 +223,7 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL) // anything left in the group
 	r.record(func() {
 		run.Exited = time.Now()
+		run.LastLog = tail.lines(3)
 		if err2 != nil {
 			run.ExitErr = err2.Error()
 		}
