@@ -113,19 +113,27 @@ func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts Admission
 			return nil
 		}
 		n.pendingRollback = rollbackPending(existing, cfg)
-		if existing != nil && existing.ConfigHashAfter != cfg.Hash() {
-			// A record whose change is no longer in place (rolled back, or
-			// reverted by hand) is replaced; one still in place cannot be,
-			// or its original values would be lost.
-			n.Reason = "replaces an earlier record whose change is no longer in place"
+		if !n.pendingRollback.IsZero() && opts.RevertAfter > 0 {
+			// A second try would roll back to the first one's result, and
+			// the first one's rollback would be lost.
+			return fmt.Errorf("%w: a try-mode change is pending on this node until %s; restore it first (breakglass admission restore) or wait", ErrConflict, n.pendingRollback.Local().Format(time.RFC3339))
 		}
 		n.Action, n.newConfig = "disable", res.Config
 		n.ConfigHashAfter = talos.HashConfig(res.Config)
 		rec := AdmissionRecord{
 			SchemaVersion: 1, Cluster: n.Cluster, Node: n.Node, TalosVersion: n.TalosVersion,
-			Plugins: opts.Plugins, Edit: res.Record,
+			Plugins: opts.Plugins, Edits: []configedit.Record{res.Record},
 			ConfigHashBefore: n.ConfigHashBefore, ConfigHashAfter: n.ConfigHashAfter,
 			Mode: "no-reboot", By: whoami(), ToolVersion: opts.ToolVersion,
+		}
+		if existing != nil && cfg.Hash() != existing.ConfigHashBefore {
+			// An earlier disable is still (at least partly) in place: this
+			// one stacks on it, and restore undoes both, newest first, back
+			// to the values from before the first.
+			rec.Edits = append(slices.Clone(existing.Edits), res.Record)
+			rec.ConfigHashBefore, rec.DisabledAt = existing.ConfigHashBefore, existing.DisabledAt
+			rec.Plugins = union(existing.Plugins, opts.Plugins)
+			n.Reason = fmt.Sprintf("adds to the change breakglass made at %s; restore undoes both", existing.DisabledAt.Local().Format(time.RFC3339))
 		}
 		if opts.RevertAfter > 0 {
 			rec.Mode = "try"
@@ -163,9 +171,11 @@ func PlanRestore(ctx context.Context, tc *talos.Client, st State, opts Admission
 			n.record, n.ByteExact = rec, true
 		case rec != nil:
 			n.pendingRollback = rollbackPending(rec, cfg)
-			out, err = configedit.Restore(cfg.Bytes, rec.Edit)
-			if err != nil {
-				return err
+			out = cfg.Bytes
+			for i := len(rec.Edits) - 1; i >= 0; i-- {
+				if out, err = configedit.Restore(out, rec.Edits[i]); err != nil {
+					return err
+				}
 			}
 			n.record = rec
 			n.ByteExact = talos.HashConfig(out) == rec.ConfigHashBefore
@@ -375,9 +385,11 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, tc *talos.Client, st St
 	if p.Operation == "disable" {
 		mode = applyMode(p.opts)
 		rec := *n.record
-		rec.DisabledAt = time.Now().UTC()
+		if rec.DisabledAt.IsZero() {
+			rec.DisabledAt = time.Now().UTC()
+		}
 		if mode == talos.Try {
-			at := rec.DisabledAt.Add(p.opts.RevertAfter)
+			at := time.Now().UTC().Add(p.opts.RevertAfter)
 			rec.RollbackAt, n.RollbackAt = &at, &at
 		}
 		if err := st.SaveAdmission(rec); err != nil {
@@ -435,6 +447,17 @@ func modeName(m talos.ApplyMode) string {
 		return "try"
 	}
 	return "no-reboot"
+}
+
+// union is a then the items of b not in a.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func sameSet(a, b []string) bool {

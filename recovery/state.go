@@ -19,19 +19,21 @@ type State struct{ Dir string }
 
 // AdmissionRecord is what breakglass changed on one node's extraArgs.
 type AdmissionRecord struct {
-	SchemaVersion    int               `json:"schemaVersion"`
-	Cluster          string            `json:"cluster"`
-	Node             string            `json:"node"`
-	TalosVersion     string            `json:"talosVersion"`
-	Plugins          []string          `json:"plugins"`
-	Edit             configedit.Record `json:"edit"`
-	ConfigHashBefore string            `json:"configHashBefore"`
-	ConfigHashAfter  string            `json:"configHashAfter"`
-	Mode             string            `json:"mode"`                 // no-reboot or try
-	RollbackAt       *time.Time        `json:"rollbackAt,omitempty"` // try mode: when the node reverts by itself
-	DisabledAt       time.Time         `json:"disabledAt"`
-	By               string            `json:"by"` // user@host
-	ToolVersion      string            `json:"toolVersion"`
+	SchemaVersion int      `json:"schemaVersion"`
+	Cluster       string   `json:"cluster"`
+	Node          string   `json:"node"`
+	TalosVersion  string   `json:"talosVersion"`
+	Plugins       []string `json:"plugins"`
+	// Edits are the extraArgs edits breakglass made, oldest first (a second
+	// disable stacks on the first); restore undoes them newest first.
+	Edits            []configedit.Record `json:"edits"`
+	ConfigHashBefore string              `json:"configHashBefore"`
+	ConfigHashAfter  string              `json:"configHashAfter"`
+	Mode             string              `json:"mode"`                 // no-reboot or try
+	RollbackAt       *time.Time          `json:"rollbackAt,omitempty"` // try mode: when the node reverts by itself
+	DisabledAt       time.Time           `json:"disabledAt"`
+	By               string              `json:"by"` // user@host
+	ToolVersion      string              `json:"toolVersion"`
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
