@@ -135,6 +135,10 @@ func TestAuditVerdicts(t *testing.T) {
 				hooks: []string{hookServiceCIDR, hookAPF}, notBlocked: []string{"clusterrole-create", "rolebinding-kube-public-update"}},
 			{configuration: "object-selectors", webhook: "not-rbac-defaults-rbac-only.example.com", risk: RiskNone},
 		}},
+		{name: "deletes of dropped APF objects", file: "apf-delete-guard.yaml", want: []expect{
+			{configuration: "apf-delete-guard", webhook: "guard-flowschema-deletes.example.com", risk: RiskDeadlock,
+				hooks: []string{hookAPF}, blocked: []string{"flowschema-delete"}, notBlocked: []string{"prioritylevel-delete", "apiservice-delete"}},
+		}},
 		{name: "List in JSON, scopes", file: "list.json", want: []expect{
 			{configuration: "policy-engine", webhook: "validate.policy-engine.example.com", risk: RiskDeadlock,
 				blocked: []string{"servicecidr-create", "clusterrole-update"}, notBlocked: []string{"role-kube-public-create", "lease-identity-create"}},
