@@ -3,9 +3,6 @@ package recovery
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"gopkg.in/yaml.v3"
 
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -75,12 +71,12 @@ func newProber(ctx context.Context, tc *talos.Client) (*apiserverProber, error) 
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := kubeconfigTLS(kc)
+	parsed, err := ParseKubeconfig(kc)
 	if err != nil {
 		return nil, talos.NewNodeError(nodes[0], "read admin kubeconfig", err)
 	}
 	tr := &http.Transport{
-		TLSClientConfig:     tlsCfg,
+		TLSClientConfig:     parsed.TLS,
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 2 * time.Second,
 		MaxIdleConnsPerHost: 2,
@@ -258,62 +254,3 @@ func nodeNames(ctx context.Context, tc *talos.Client) ([]string, error) {
 	return out, nil
 }
 
-// kubeconfigTLS builds a client TLS config from a kubeconfig's current
-// context: the cluster CA to verify the server, the admin certificate to
-// authenticate. Only embedded data is supported: Talos embeds everything.
-func kubeconfigTLS(kubeconfig []byte) (*tls.Config, error) {
-	var kc struct {
-		CurrentContext string `yaml:"current-context"`
-		Clusters       []struct {
-			Name    string `yaml:"name"`
-			Cluster struct {
-				CAData string `yaml:"certificate-authority-data"`
-			} `yaml:"cluster"`
-		} `yaml:"clusters"`
-		Contexts []struct {
-			Name    string `yaml:"name"`
-			Context struct {
-				Cluster string `yaml:"cluster"`
-				User    string `yaml:"user"`
-			} `yaml:"context"`
-		} `yaml:"contexts"`
-		Users []struct {
-			Name string `yaml:"name"`
-			User struct {
-				CertData string `yaml:"client-certificate-data"`
-				KeyData  string `yaml:"client-key-data"`
-			} `yaml:"user"`
-		} `yaml:"users"`
-	}
-	if err := yaml.Unmarshal(kubeconfig, &kc); err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	var clusterName, userName string
-	for _, c := range kc.Contexts {
-		if c.Name == kc.CurrentContext || kc.CurrentContext == "" {
-			clusterName, userName = c.Context.Cluster, c.Context.User
-			break
-		}
-	}
-	pool := x509.NewCertPool()
-	var certPEM, keyPEM []byte
-	for _, c := range kc.Clusters {
-		if c.Name == clusterName {
-			ca, err := base64.StdEncoding.DecodeString(c.Cluster.CAData)
-			if err != nil || !pool.AppendCertsFromPEM(ca) {
-				return nil, errors.New("kubeconfig: the cluster CA cannot be read")
-			}
-		}
-	}
-	for _, u := range kc.Users {
-		if u.Name == userName {
-			certPEM, _ = base64.StdEncoding.DecodeString(u.User.CertData)
-			keyPEM, _ = base64.StdEncoding.DecodeString(u.User.KeyData)
-		}
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: the admin certificate cannot be read: %w", err)
-	}
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/recovery/audit"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -35,6 +36,10 @@ const (
 	exitDiagnoseDeadlock = 21 // diagnose: an admission deadlock was found
 	exitDiagnoseFailure  = 22 // diagnose: kube-apiserver fails for another known reason
 	exitDiagnoseUnknown  = 23 // diagnose: could not tell
+
+	exitAuditDeadlock  = 24 // audit: a webhook can deadlock kube-apiserver's start-up
+	exitAuditUnknown   = 25 // audit: a webhook's risk could not be decided
+	exitAuditSlowStart = 26 // audit: a webhook can slow kube-apiserver's start-up
 )
 
 var exitCodeTable = []struct {
@@ -56,6 +61,9 @@ var exitCodeTable = []struct {
 	{exitDiagnoseDeadlock, "diagnose: an admission deadlock was found"},
 	{exitDiagnoseFailure, "diagnose: kube-apiserver fails for another known reason"},
 	{exitDiagnoseUnknown, "diagnose: could not tell"},
+	{exitAuditDeadlock, "audit: a webhook can deadlock kube-apiserver's start-up"},
+	{exitAuditUnknown, "audit: a webhook's risk could not be decided"},
+	{exitAuditSlowStart, "audit: a webhook can slow kube-apiserver's start-up"},
 }
 
 func exitCodeHelp() string {
@@ -93,6 +101,18 @@ func exitCodeOf(err error) int {
 		return exitRefused
 	case errors.Is(err, recovery.ErrInvalidInput), errors.Is(err, talos.ErrConfig):
 		return exitUsage
+	}
+	switch {
+	case errors.Is(err, audit.ErrDeadlockRisk):
+		return exitAuditDeadlock
+	case errors.Is(err, audit.ErrUnknownRisk):
+		return exitAuditUnknown
+	case errors.Is(err, audit.ErrSlowStartRisk):
+		return exitAuditSlowStart
+	case errors.Is(err, audit.ErrInvalidInput):
+		return exitUsage
+	case errors.Is(err, audit.ErrFixUnsafe):
+		return exitRefused
 	}
 	if code, ok := etcdExitCode(err); ok {
 		return code

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/recovery/audit"
+)
+
+func init() { commandRegistry = append(commandRegistry, auditCommand) }
+
+func auditCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:  "audit",
+		Usage: "find webhooks that can block kube-apiserver's own start-up writes, and generate the fix",
+		Description: "Models the writes kube-apiserver makes at start (the default ServiceCIDR, IPAddresses, RBAC\n" +
+			"bootstrap roles, APF objects, APIServices, ...) as the admission requests it really sends (user\n" +
+			"system:apiserver), and applies Kubernetes' matching rules to every validating and mutating webhook:\n" +
+			"rules, scope, matchPolicy, namespace and object selectors, matchConditions (CEL). Risk per webhook:\n" +
+			"deadlock (failurePolicy Fail and a fatal write matches), slow-start (Ignore with a long timeout),\n" +
+			"none, or unknown (a condition that cannot be evaluated offline is never called safe).\n" +
+			"Read-only. --fix prints the configurations with matchConditions added that keep the API server's\n" +
+			"own writes away (request.userInfo.username != 'system:apiserver'), after auditing the fix itself.\n" +
+			"Exit 0 when every webhook is none; 24 deadlock, 25 unknown, 26 slow-start.\n\n" + exitCodeHelp(),
+		Flags: append(etcdConnFlags(),
+			&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "webhook configurations (YAML or JSON, many documents, Lists); - for standard input"},
+			&cli.BoolFlag{Name: "from-etcd", Usage: "read the webhook configurations straight from etcd (works while the API server is down)"},
+			&cli.StringFlag{Name: "kubeconfig", Usage: "read the webhook configurations from a running API server with this kubeconfig"},
+			&cli.StringFlag{Name: "k8s-version", Value: "1.34", Usage: "the Kubernetes version to audit the start-up of (1.32, 1.33, 1.34)"},
+			&cli.DurationFlag{Name: "slow-timeout", Value: 5 * time.Second, Usage: "a fail-open webhook matching start-up writes with at least this timeout is slow-start"},
+			&cli.BoolFlag{Name: "fix", Usage: "print the fixed configurations (stdout) instead of the report; the fix's own audit goes to stderr"},
+			&cli.StringFlag{Name: "fix-style", Value: string(audit.ExcludeAPIServer), Usage: "apiserver (exclude the user system:apiserver, recommended) or kinds (the incident's ServiceCIDR/IPAddress exclusions: partial)"},
+			&cli.StringFlag{Name: "fix-format", Value: string(audit.FormatManifest), Usage: "manifest, json-patch or strategic-patch"},
+		),
+		Action: func(c *cli.Context) error {
+			g, err := readGlobals(c)
+			if err != nil {
+				return err
+			}
+			cfgs, err := auditInputs(c, s, g)
+			if err != nil {
+				return err
+			}
+			opts := audit.Options{KubernetesVersion: c.String("k8s-version"), SlowTimeout: c.Duration("slow-timeout")}
+			if c.Bool("fix") {
+				return runAuditFix(c, s, cfgs, opts)
+			}
+			report, err := audit.Audit(cfgs, opts)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				err = audit.WriteJSON(s.Out, report)
+			} else {
+				err = audit.WriteTable(s.Out, report)
+			}
+			if err != nil {
+				return err
+			}
+			return auditExit(report.Err(), s.Err)
+		},
+	}
+}
+
+// auditInputs reads the configurations from files, standard input and etcd.
+func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configuration, error) {
+	var cfgs []audit.Configuration
+	for _, f := range c.StringSlice("file") {
+		var data []byte
+		var err error
+		if f == "-" {
+			data, err = io.ReadAll(s.In)
+		} else {
+			data, err = os.ReadFile(f)
+		}
+		if err != nil {
+			return nil, usageError{err.Error(), "pass manifests with -f FILE, or - for standard input"}
+		}
+		parsed, err := audit.ParseNamed(f, data)
+		if err != nil {
+			return nil, err
+		}
+		cfgs = append(cfgs, parsed...)
+	}
+	if path := c.String("kubeconfig"); path != "" {
+		kc, err := os.ReadFile(path)
+		if err != nil {
+			return nil, usageError{err.Error(), "pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)"}
+		}
+		data, err := recovery.FetchWebhookConfigurations(c.Context, kc)
+		if err != nil {
+			return nil, err
+		}
+		parsed, err := audit.ParseNamed(path, data)
+		if err != nil {
+			return nil, err
+		}
+		cfgs = append(cfgs, parsed...)
+	}
+	if c.Bool("from-etcd") {
+		ec, err := connectEtcdVia(c, g)
+		if err != nil {
+			return nil, err
+		}
+		defer ec.Close()
+		l, err := ec.List(c.Context, []etcd.Resource{etcd.ValidatingWebhookConfigurations, etcd.MutatingWebhookConfigurations})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range l.Objects {
+			if o.Decoded == nil {
+				fmt.Fprintf(s.Err, "WARNING: %s %s cannot be audited: %s value (%s)\n", o.Kind, o.Name, o.Encoding, o.DecodeError)
+				continue
+			}
+			parsed, err := audit.FromObjects(o.Decoded)
+			if err != nil {
+				return nil, err
+			}
+			cfgs = append(cfgs, parsed...)
+		}
+	}
+	if len(cfgs) == 0 && !c.Bool("from-etcd") && c.String("kubeconfig") == "" {
+		return nil, usageError{"nothing to audit", "breakglass audit -f webhooks.yaml, --from-etcd, or --kubeconfig FILE"}
+	}
+	return cfgs, nil
+}
+
+func runAuditFix(c *cli.Context, s streams, cfgs []audit.Configuration, opts audit.Options) error {
+	plan, err := audit.PlanFix(cfgs, audit.FixStyle{
+		Exclusion: audit.Exclusion(c.String("fix-style")),
+		Format:    audit.Format(c.String("fix-format")),
+		Audit:     opts,
+	})
+	if err != nil {
+		return err
+	}
+	out, err := plan.Render()
+	if err != nil {
+		return err
+	}
+	if err := audit.WriteFixSummary(s.Err, plan); err != nil {
+		return err
+	}
+	if _, err := s.Out.Write(out); err != nil {
+		return err
+	}
+	return auditExit(plan.After.Err(), s.Err)
+}
+
+// auditExit turns the worst risk into the documented exit code; the report
+// has already been printed.
+func auditExit(riskErr error, w io.Writer) error {
+	if riskErr == nil {
+		return nil
+	}
+	for _, h := range hintsOf(riskErr) {
+		fmt.Fprintf(w, "hint: %s\n", h)
+	}
+	return statusCode(exitCodeOf(riskErr))
+}
