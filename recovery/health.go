@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -253,4 +252,3 @@ func nodeNames(ctx context.Context, tc *talos.Client) ([]string, error) {
 	}
 	return out, nil
 }
-
