@@ -1,0 +1,59 @@
+package recovery
+
+import (
+	"context"
+	"testing"
+
+	"github.com/siderolabs/talos/pkg/machinery/role"
+
+	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
+)
+
+// BenchmarkDisableRestoreCycle measures breakglass's own cost of a whole
+// disable and restore (plan with the nodes' dry runs, record, apply, wait
+// for the re-rendered pod, restore byte-exact) against emulated nodes whose
+// stand-in kube-apiserver is ready 1ms after start, so that what is timed
+// is breakglass and the Talos API, not kube-apiserver.
+//
+//	go test -run '^$' -bench DisableRestoreCycle -benchtime 20x ./recovery
+func BenchmarkDisableRestoreCycle(b *testing.B) {
+	for _, nodes := range []int{1, 3} {
+		b.Run(map[int]string{1: "1-node", 3: "3-nodes"}[nodes], func(b *testing.B) {
+			ctx := context.Background()
+			c, err := talostest.NewCluster(ctx, talostest.ClusterOptions{ControlPlanes: nodes, Dir: b.TempDir(), Runner: talostest.StandIn{ReadyAfter: 1}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			path, err := c.Talosconfig(role.Admin)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tc, err := talos.Connect(ctx, talos.Options{Talosconfig: path})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tc.Close()
+			st := State{Dir: b.TempDir()}
+			before := c.Nodes[0].RunningConfig()
+			opts := AdmissionOptions{Wait: true}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for _, plan := range []func(context.Context, *talos.Client, State, AdmissionOptions) (*AdmissionPlan, error){PlanDisable, PlanRestore} {
+					p, err := plan(ctx, tc, st, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := p.Execute(ctx, tc, st); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			if string(c.Nodes[0].RunningConfig()) != string(before) {
+				b.Fatal("the config is not byte-identical after the cycles")
+			}
+		})
+	}
+}
