@@ -250,3 +250,46 @@ func withTimeout(t *testing.T, ctx context.Context, d time.Duration) context.Con
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// TestExcludedAPIServerUpgrades is the prevention: with a matchCondition
+// that leaves the user system:apiserver alone, the upgrade to v1.34.4
+// succeeds although the webhook backend is down the whole time, and the
+// webhooks still review everyone else's writes afterwards.
+func TestExcludedAPIServerUpgrades(t *testing.T) {
+	l := startLab(t, 1, talostest.KubeletOptions{})
+	ctx := context.Background()
+	if _, err := RunScenario(ctx, l, ScenarioExcluded, NewTimeline(testWriter{t})); err != nil {
+		t.Fatalf("scenario: %v", err)
+	}
+	if ok, err := l.EtcdKeyExists(ctx, "/registry/servicecidrs/kubernetes"); err != nil || !ok {
+		t.Fatalf("default ServiceCIDR missing (%v, %v)", ok, err)
+	}
+	api, err := l.machineryClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	logs, err := ReadAPIServerLogs(ctx, api, l.Nodes()[0], l.Cluster.Nodes[0].Name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs, "Serving securely") && !strings.Contains(logs, "Starting") {
+		t.Fatalf("the Talos Logs API returned no kube-apiserver log:\n%s", logs)
+	}
+	if n := strings.Count(logs, "failed calling webhook"); n > 0 {
+		t.Errorf("v1.34.4 called the webhook %d times and failed: the exclusion should keep its own writes away", n)
+	}
+	if strings.Contains(logs, DeadlockLogLine) {
+		t.Errorf("log says %q", DeadlockLogLine)
+	}
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitServing(ctx, l.Webhook, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := ProbeWebhook(ctx, kube, l.Webhook, "after-upgrade"); err != nil {
+		t.Errorf("the excluded webhooks no longer review the admin's writes: %v", err)
+	}
+}

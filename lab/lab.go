@@ -452,6 +452,12 @@ func (l *Lab) Current() map[string]ContainerRun {
 // WaitReady waits until the latest kube-apiserver container of every node
 // answers /readyz with 200 and has not exited.
 func (l *Lab) WaitReady(ctx context.Context, timeout time.Duration) error {
+	return l.WaitReadyVersion(ctx, "", timeout)
+}
+
+// WaitReadyVersion is WaitReady, and the ready containers must run this
+// Kubernetes version (the image tag), if not empty.
+func (l *Lab) WaitReadyVersion(ctx context.Context, version string, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -460,7 +466,7 @@ func (l *Lab) WaitReady(ctx context.Context, timeout time.Duration) error {
 		var waiting []string
 		for _, ip := range l.Nodes() {
 			r, ok := cur[ip]
-			if !ok || r.Ready.IsZero() || !r.Exited.IsZero() {
+			if !ok || r.Ready.IsZero() || !r.Exited.IsZero() || (version != "" && !strings.HasSuffix(r.Image, ":"+version)) {
 				waiting = append(waiting, ip)
 			}
 		}

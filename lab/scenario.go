@@ -24,6 +24,13 @@ import (
 // Names of the scenario's objects, as Kyverno names them.
 const (
 	ScenarioKyvernoServiceCIDR = "kyverno-servicecidr"
+	// ScenarioExcluded is the prevention: the same webhooks with a
+	// matchCondition that leaves kube-apiserver's own requests alone. The
+	// upgrade succeeds with the backend down the whole time.
+	ScenarioExcluded = "kyverno-servicecidr-excluded"
+
+	// ExcludeAPIServer is that matchCondition's CEL expression.
+	ExcludeAPIServer = "request.userInfo.username != 'system:apiserver'"
 
 	ValidatingWebhookConfig = "kyverno-resource-validating-webhook-cfg"
 	MutatingWebhookConfig   = "kyverno-resource-mutating-webhook-cfg"
@@ -40,7 +47,7 @@ const (
 var RecoveryPlugins = []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
 
 // Scenarios lists the scenario names `lab up --scenario` accepts.
-func Scenarios() []string { return []string{ScenarioKyvernoServiceCIDR} }
+func Scenarios() []string { return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded} }
 
 // ErrUnknownScenario: no scenario by that name.
 var ErrUnknownScenario = errors.New("unknown scenario")
@@ -54,8 +61,13 @@ type Deadlock struct {
 }
 
 // RunScenario plays a scenario on a lab that runs OldVersion, recording its
-// steps in tl, and returns once the incident is there.
+// steps in tl, and returns once the incident is there (kyverno-servicecidr)
+// or once the upgrade succeeded although the backend was down
+// (kyverno-servicecidr-excluded).
 func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Deadlock, error) {
+	if name == ScenarioExcluded {
+		return nil, runExcluded(ctx, l, tl)
+	}
 	if name != ScenarioKyvernoServiceCIDR {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, name, strings.Join(Scenarios(), ", "))
 	}
@@ -98,7 +110,7 @@ func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Dead
 // InstallWebhooks creates the two fail-closed, catch-all webhook
 // configurations through kube-apiserver. Their clientConfig is a URL on
 // loopback: never a service reference (that would dial the service CIDR).
-func InstallWebhooks(ctx context.Context, kube *KubeClient, b *WebhookBackend) error {
+func InstallWebhooks(ctx context.Context, kube *KubeClient, b *WebhookBackend, conds ...admissionregistrationv1.MatchCondition) error {
 	fail := admissionregistrationv1.Fail
 	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
 	equivalent := admissionregistrationv1.Equivalent
@@ -123,6 +135,7 @@ func InstallWebhooks(ctx context.Context, kube *KubeClient, b *WebhookBackend) e
 			SideEffects:             &sideEffects,
 			TimeoutSeconds:          &timeout,
 			AdmissionReviewVersions: []string{"v1"},
+			MatchConditions:         conds,
 		}},
 	}
 	mwc := admissionregistrationv1.MutatingWebhookConfiguration{
@@ -138,6 +151,7 @@ func InstallWebhooks(ctx context.Context, kube *KubeClient, b *WebhookBackend) e
 			TimeoutSeconds:          &timeout,
 			AdmissionReviewVersions: []string{"v1"},
 			ReinvocationPolicy:      &ifNeeded,
+			MatchConditions:         conds,
 		}},
 	}
 	if err := kube.Do(ctx, "POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", vwc, nil); err != nil {
@@ -317,4 +331,55 @@ func ReadAPIServerLogs(ctx context.Context, api *client.Client, node, nodeName s
 		}
 		b.Write(data.GetBytes())
 	}
+}
+
+// runExcluded: the webhooks exclude kube-apiserver's own identity; the
+// backend is held down from before the upgrade until v1.34.4 is ready on
+// every node, so that nothing but the exclusion can explain the success.
+func runExcluded(ctx context.Context, l *Lab, tl *Timeline) error {
+	if err := CheckBinaries(l.KubeBinDir, NewVersion); err != nil {
+		return err
+	}
+	if err := tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", OldVersion, len(l.Nodes())), func() error {
+		return l.WaitReady(ctx, 3*time.Minute)
+	}); err != nil {
+		return err
+	}
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		return err
+	}
+	cond := admissionregistrationv1.MatchCondition{Name: "exclude-kube-apiserver", Expression: ExcludeAPIServer}
+	if err := tl.Step("install the fail-closed webhooks with matchCondition "+ExcludeAPIServer, func() error {
+		return InstallWebhooks(ctx, kube, l.Webhook, cond)
+	}); err != nil {
+		return err
+	}
+	if err := tl.Step("webhook backend answers a review", func() error {
+		return ProbeWebhook(ctx, kube, l.Webhook, "before-upgrade")
+	}); err != nil {
+		return err
+	}
+	l.Webhook.Hold(true)
+	defer l.Webhook.Hold(false)
+	if err := tl.Step("webhook backend held down (connections refused)", func() error {
+		for l.Webhook.Serving() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := tl.Step("upgrade to "+NewVersion+": apply cluster.apiServer.image through the Talos API (mode NO_REBOOT)", func() error {
+		return Upgrade(ctx, l, NewVersion)
+	}); err != nil {
+		return err
+	}
+	return tl.Step("kube-apiserver "+NewVersion+" ready with the backend down: no deadlock", func() error {
+		return l.WaitReadyVersion(ctx, NewVersion, 3*time.Minute)
+	})
 }

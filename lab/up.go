@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -30,7 +31,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if out == nil {
 		out = io.Discard
 	}
-	if opts.Scenario != "" && opts.Scenario != ScenarioKyvernoServiceCIDR {
+	if opts.Scenario != "" && !slices.Contains(Scenarios(), opts.Scenario) {
 		return fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, opts.Scenario, strings.Join(Scenarios(), ", "))
 	}
 	dir, err := filepath.Abs(opts.Dir)
@@ -91,7 +92,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if kc, err := l.Cluster.AdminKubeconfig(); err == nil {
 		_ = os.WriteFile(kube, kc, 0o600)
 	}
-	l.PrintNext(out, opts.Scenario != "")
+	l.PrintNext(out, opts.Scenario == ScenarioKyvernoServiceCIDR)
 	<-ctx.Done()
 	return nil
 }

@@ -36,6 +36,7 @@ type WebhookBackend struct {
 	serving  bool
 	changes  []BackendChange
 	answered atomic.Int64
+	held     atomic.Bool
 	byKind   sync.Map // kind -> *atomic.Int64
 
 	cancel context.CancelFunc
@@ -96,6 +97,10 @@ func (b *WebhookBackend) AnsweredKind(kind string) int64 {
 	return 0
 }
 
+// Hold keeps the backend down (connections refused) whatever the service
+// network does, until Hold(false): a policy engine that is simply gone.
+func (b *WebhookBackend) Hold(down bool) { b.held.Store(down) }
+
 // Serving tells whether the backend answers right now.
 func (b *WebhookBackend) Serving() bool {
 	b.mu.Lock()
@@ -119,7 +124,7 @@ func (b *WebhookBackend) start(ctx context.Context) {
 		t := time.NewTicker(b.interval)
 		defer t.Stop()
 		for {
-			b.set(b.up(ctx))
+			b.set(!b.held.Load() && b.up(ctx))
 			select {
 			case <-ctx.Done():
 				b.set(false)
