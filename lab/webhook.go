@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"strconv"
@@ -160,8 +161,9 @@ func (b *WebhookBackend) set(up bool) {
 	if err != nil {
 		return // the port is busy a moment longer: the next tick retries
 	}
+	// kube-apiserver drops connections as it restarts: not worth a log line
 	srv := &http.Server{Handler: http.HandlerFunc(b.review), TLSConfig: b.tlsConf, ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog: nil}
+		ErrorLog: log.New(io.Discard, "", 0)}
 	go srv.Serve(tls.NewListener(lis, b.tlsConf)) //nolint:errcheck
 	b.srv, b.serving = srv, true
 	b.changes = append(b.changes, BackendChange{At: time.Now(), Serving: true})
