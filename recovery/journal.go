@@ -87,29 +87,39 @@ func (s State) NewIncident(meta IncidentMeta, now time.Time) (*Journal, error) {
 	return j, j.Append(Entry{Time: now.UTC(), Kind: "incident", Meta: &m})
 }
 
-// OpenIncident reopens an incident's journal to append to it (resume,
-// revert). An empty id means the newest incident.
-func (s State) OpenIncident(id string) (*Journal, []Entry, error) {
+// ReadIncident reads an incident's journal without opening it for writing.
+// An empty id means the newest incident.
+func (s State) ReadIncident(id string) (string, []Entry, error) {
 	if id == "" {
 		list, err := s.Incidents()
 		if err != nil {
-			return nil, nil, err
+			return "", nil, err
 		}
 		if len(list) == 0 {
-			return nil, nil, invalidInput("start one with: breakglass recover", "no incident in %s", s.incidentsDir())
+			return "", nil, invalidInput("start one with: breakglass recover", "no incident in %s", s.incidentsDir())
 		}
 		id = list[len(list)-1].ID
 	}
 	dir := filepath.Join(s.incidentsDir(), filepath.Base(id))
 	entries, err := ReadJournal(filepath.Join(dir, "journal.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, invalidInput("list them with: breakglass journal list", "no incident %q", id)
+		return "", nil, invalidInput("list them with: breakglass journal list", "no incident %q", id)
 	}
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
 	if len(entries) == 0 || entries[0].Meta == nil {
-		return nil, nil, fmt.Errorf("journal of incident %s has no incident record", id)
+		return "", nil, fmt.Errorf("journal of incident %s has no incident record", id)
+	}
+	return dir, entries, nil
+}
+
+// OpenIncident reopens an incident's journal to append to it (resume,
+// revert). An empty id means the newest incident.
+func (s State) OpenIncident(id string) (*Journal, []Entry, error) {
+	dir, entries, err := s.ReadIncident(id)
+	if err != nil {
+		return nil, nil, err
 	}
 	j, err := openJournal(dir, *entries[0].Meta)
 	return j, entries, err

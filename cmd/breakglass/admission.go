@@ -71,17 +71,29 @@ func connectTalos(ctx context.Context, g globalOptions) (*talos.Client, error) {
 	return talos.Connect(ctx, talos.Options{Talosconfig: g.Talosconfig, Context: g.Context, Endpoints: g.Endpoints, Nodes: g.Nodes})
 }
 
-func runAdmissionChange(c *cli.Context, s streams, op string) error {
+// withTalos reads the global flags and connects to the Talos API for one
+// command.
+func withTalos(c *cli.Context, fn func(globalOptions, *talos.Client) error) error {
 	g, err := readGlobals(c)
 	if err != nil {
 		return err
 	}
-	ctx := c.Context
-	tc, err := connectTalos(ctx, g)
+	tc, err := connectTalos(c.Context, g)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
+	return fn(g, tc)
+}
+
+func runAdmissionChange(c *cli.Context, s streams, op string) error {
+	return withTalos(c, func(g globalOptions, tc *talos.Client) error {
+		return admissionChange(c, s, g, tc, op)
+	})
+}
+
+func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Client, op string) error {
+	ctx := c.Context
 	opts := recovery.AdmissionOptions{
 		Plugins:     splitCSV(c.StringSlice("plugins")),
 		RevertAfter: c.Duration("revert-after"),
@@ -154,15 +166,12 @@ func countChanges(p *recovery.AdmissionPlan) int {
 }
 
 func runAdmissionStatus(c *cli.Context, s streams) error {
-	g, err := readGlobals(c)
-	if err != nil {
-		return err
-	}
-	tc, err := connectTalos(c.Context, g)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	return withTalos(c, func(g globalOptions, tc *talos.Client) error {
+		return admissionStatus(c, s, g, tc)
+	})
+}
+
+func admissionStatus(c *cli.Context, s streams, g globalOptions, tc *talos.Client) error {
 	nodes, err := recovery.AdmissionStatus(c.Context, tc, recovery.State{Dir: g.StateDir}, time.Now())
 	if nodes == nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 func init() { commandRegistry = append(commandRegistry, apiserverCommand) }
@@ -25,34 +26,27 @@ func apiserverCommand(s streams) *cli.Command {
 				&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after this long (exit 7)"},
 			},
 			Action: func(c *cli.Context) error {
-				g, err := readGlobals(c)
-				if err != nil {
+				return withTalos(c, func(g globalOptions, tc *talos.Client) error {
+					start := time.Now()
+					progress := progressPrinter(s.Err)
+					health, err := recovery.WaitReady(c.Context, tc, recovery.HealthOptions{
+						Timeout:  c.Duration("timeout"),
+						Progress: func(h recovery.NodeHealth) { progress(h.Node, h.Summary()) },
+					})
+					if health == nil {
+						return err
+					}
+					if g.json() {
+						if werr := writeJSON(s.Out, map[string]any{"nodes": health, "elapsed": recovery.Duration(time.Since(start))}); werr != nil {
+							return werr
+						}
+					} else {
+						for _, h := range health {
+							fmt.Fprintf(s.Out, "node %s: %s\n", h.Node, h.Summary())
+						}
+					}
 					return err
-				}
-				tc, err := connectTalos(c.Context, g)
-				if err != nil {
-					return err
-				}
-				defer tc.Close()
-				start := time.Now()
-				progress := progressPrinter(s.Err)
-				health, err := recovery.WaitReady(c.Context, tc, recovery.HealthOptions{
-					Timeout:  c.Duration("timeout"),
-					Progress: func(h recovery.NodeHealth) { progress(h.Node, h.Summary()) },
 				})
-				if health == nil {
-					return err
-				}
-				if g.json() {
-					if werr := writeJSON(s.Out, map[string]any{"nodes": health, "elapsed": recovery.Duration(time.Since(start))}); werr != nil {
-						return werr
-					}
-				} else {
-					for _, h := range health {
-						fmt.Fprintf(s.Out, "node %s: %s\n", h.Node, h.Summary())
-					}
-				}
-				return err
 			},
 		}},
 	}

@@ -104,7 +104,7 @@ func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configurat
 		cfgs = append(cfgs, parsed...)
 	}
 	if c.Bool("from-etcd") {
-		ec, err := connectEtcdVia(c, g)
+		ec, err := connectEtcd(c.Context, g, readEtcdFlags(c))
 		if err != nil {
 			return nil, err
 		}

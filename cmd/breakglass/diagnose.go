@@ -75,7 +75,7 @@ func diagnoseCommand(s streams) *cli.Command {
 				}
 			} else {
 				f := readEtcdFlags(c)
-				ec, err = recovery.ConnectEtcd(ctx, tc, recovery.EtcdOptions{Endpoints: f.Endpoints, CACert: f.CACert, Cert: f.Cert, Key: f.Key, Prefix: f.Prefix})
+				ec, err = recovery.ConnectEtcd(ctx, tc, f.options())
 				if err != nil {
 					// Not fatal: the logs still name the webhook.
 					opts.EtcdError = err

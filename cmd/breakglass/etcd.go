@@ -82,9 +82,11 @@ func connectEtcd(ctx context.Context, g globalOptions, f etcdFlags) (*etcd.Clien
 		}
 		defer tc.Close()
 	}
-	return recovery.ConnectEtcd(ctx, tc, recovery.EtcdOptions{
-		Endpoints: f.Endpoints, CACert: f.CACert, Cert: f.Cert, Key: f.Key, Prefix: f.Prefix,
-	})
+	return recovery.ConnectEtcd(ctx, tc, f.options())
+}
+
+func (f etcdFlags) options() recovery.EtcdOptions {
+	return recovery.EtcdOptions{Endpoints: f.Endpoints, CACert: f.CACert, Cert: f.Cert, Key: f.Key, Prefix: f.Prefix}
 }
 
 func etcdCommand(s streams) *cli.Command {

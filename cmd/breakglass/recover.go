@@ -57,7 +57,7 @@ func runRecover(c *cli.Context, s streams) error {
 	}
 	opts := recovery.RecoverOptions{Runbook: name, Steps: steps, KeepDisabled: c.Bool("keep-disabled"),
 		DryRun: g.DryRun, Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
-	return runGuided(c, s, g, func(ui recovery.UI, tc talosClient) (*recovery.RecoverResult, error) {
+	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, opts)
 	})
 }
@@ -71,11 +71,7 @@ func resumeCommand(s streams) *cli.Command {
 			"did not complete, with the options the incident was started with. Steps are idempotent: a\n" +
 			"step that had already taken effect notices it.\n\n" + exitCodeHelp(),
 		Action: func(c *cli.Context) error {
-			g, err := readGlobals(c)
-			if err != nil {
-				return err
-			}
-			return runGuided(c, s, g, func(ui recovery.UI, tc talosClient) (*recovery.RecoverResult, error) {
+			return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 				return recovery.Resume(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, c.Args().First())
 			})
 		},
@@ -93,11 +89,7 @@ func revertCommand(s streams) *cli.Command {
 		Flags: append(etcdConnFlags(),
 			&cli.BoolFlag{Name: "objects", Usage: "also restore the objects the incident removed from etcd"}),
 		Action: func(c *cli.Context) error {
-			g, err := readGlobals(c)
-			if err != nil {
-				return err
-			}
-			return runGuided(c, s, g, func(ui recovery.UI, tc talosClient) (*recovery.RecoverResult, error) {
+			return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 				return recovery.Revert(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, c.Args().First(), c.Bool("objects"), g.DryRun, etcdOptions(c), version)
 			})
 		},
@@ -105,13 +97,14 @@ func revertCommand(s streams) *cli.Command {
 }
 
 // runGuided connects, runs a guided flow and renders its result.
-func runGuided(c *cli.Context, s streams, g globalOptions, fn func(recovery.UI, talosClient) (*recovery.RecoverResult, error)) error {
-	tc, err := connectTalos(c.Context, g)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	res, err := fn(newTerminalUI(s, g.Yes), tc)
+func runGuided(c *cli.Context, s streams, fn func(globalOptions, recovery.UI, *talos.Client) (*recovery.RecoverResult, error)) error {
+	return withTalos(c, func(g globalOptions, tc *talos.Client) error {
+		return guided(s, g, tc, fn)
+	})
+}
+
+func guided(s streams, g globalOptions, tc *talos.Client, fn func(globalOptions, recovery.UI, *talos.Client) (*recovery.RecoverResult, error)) error {
+	res, err := fn(g, newTerminalUI(s, g.Yes), tc)
 	if res == nil {
 		return err
 	}
@@ -140,28 +133,8 @@ func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
 	}
 }
 
-type talosClient = *talos.Client
-
-// connectEtcdVia reaches etcd with the given certificates, or with one
-// minted from the Talos etcd CA when none is given.
-func connectEtcdVia(c *cli.Context, g globalOptions) (*etcd.Client, error) {
-	opts := etcdOptions(c)
-	var tc *talos.Client
-	if len(opts.Endpoints) == 0 || opts.Cert == "" {
-		var err error
-		if tc, err = connectTalos(c.Context, g); err != nil && !plainHTTP(opts.Endpoints) {
-			return nil, err
-		}
-		if tc != nil {
-			defer tc.Close()
-		}
-	}
-	return recovery.ConnectEtcd(c.Context, tc, opts)
-}
-
 func etcdOptions(c *cli.Context) recovery.EtcdOptions {
-	f := readEtcdFlags(c)
-	return recovery.EtcdOptions{Endpoints: f.Endpoints, CACert: f.CACert, Cert: f.Cert, Key: f.Key, Prefix: f.Prefix}
+	return readEtcdFlags(c).options()
 }
 
 func journalCommand(s streams) *cli.Command {
@@ -206,17 +179,12 @@ func journalCommand(s streams) *cli.Command {
 				Usage:     "print an incident's journal records (the newest incident by default)",
 				ArgsUsage: "[INCIDENT-ID]",
 				Action: func(c *cli.Context) error {
-					st, g, err := state(c)
+					g, entries, err := readIncident(c)
 					if err != nil {
 						return err
 					}
-					j, entries, err := st.OpenIncident(c.Args().First())
-					if err != nil {
-						return err
-					}
-					j.Close()
 					if g.json() {
-						return writeJSON(s.Out, map[string]any{"incident": j.Meta(), "entries": entries})
+						return writeJSON(s.Out, map[string]any{"incident": entries[0].Meta, "entries": entries})
 					}
 					for _, e := range entries {
 						line := fmt.Sprintf("%s  %-8s %-18s %-8s %s", e.Time.Local().Format("15:04:05.000"), e.Kind, e.Step, e.Outcome, e.Message)
@@ -234,15 +202,10 @@ func journalCommand(s streams) *cli.Command {
 				ArgsUsage: "[INCIDENT-ID]",
 				Flags:     []cli.Flag{&cli.StringFlag{Name: "format", Value: "text", Usage: "text or markdown"}},
 				Action: func(c *cli.Context) error {
-					st, g, err := state(c)
+					g, entries, err := readIncident(c)
 					if err != nil {
 						return err
 					}
-					j, entries, err := st.OpenIncident(c.Args().First())
-					if err != nil {
-						return err
-					}
-					j.Close()
 					meta, rows := recovery.Timeline(entries)
 					if g.json() {
 						return writeJSON(s.Out, map[string]any{"incident": meta, "timeline": rows})
@@ -258,6 +221,17 @@ func journalCommand(s streams) *cli.Command {
 			},
 		},
 	}
+}
+
+// readIncident reads the journal of the incident named by the first
+// argument (the newest when none is named).
+func readIncident(c *cli.Context) (globalOptions, []recovery.Entry, error) {
+	g, err := readGlobals(c)
+	if err != nil {
+		return g, nil, err
+	}
+	_, entries, err := recovery.State{Dir: g.StateDir}.ReadIncident(c.Args().First())
+	return g, entries, err
 }
 
 func lockCommand(s streams) *cli.Command {
@@ -319,7 +293,7 @@ func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *recove
 	if err != nil {
 		return err
 	}
-	ec, err := connectEtcdVia(c, g)
+	ec, err := connectEtcd(c.Context, g, readEtcdFlags(c))
 	if err != nil {
 		return err
 	}

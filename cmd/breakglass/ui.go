@@ -22,6 +22,7 @@ type terminalUI struct {
 
 	mu      sync.Mutex
 	current string
+	began   time.Time // the current step's start: the spinner counts from it
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -49,19 +50,23 @@ func (u *terminalUI) Begin(index, total int, s recovery.Step) {
 			fmt.Fprintf(u.w, "      %s\n", l)
 		}
 	}
-	u.current = s.Name
+	u.current, u.began = s.Name, time.Now()
 	u.mu.Unlock()
-	if u.spinner {
+	u.startSpinner()
+}
+
+// startSpinner runs the spinner for the current step, on a terminal.
+func (u *terminalUI) startSpinner() {
+	if u.spinner && u.stop == nil {
 		u.stop, u.done = make(chan struct{}), make(chan struct{})
-		go u.spin(u.stop, u.done)
+		go u.spin(u.stop, u.done, u.began)
 	}
 }
 
-func (u *terminalUI) spin(stop, done chan struct{}) {
+func (u *terminalUI) spin(stop, done chan struct{}, start time.Time) {
 	defer close(done)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	start := time.Now()
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
@@ -117,12 +122,17 @@ func (u *terminalUI) Show(text string) {
 	}
 }
 
+// Confirm and ConfirmTyped stop the spinner while the operator reads and
+// answers, and start it again for the rest of the step (the apply and the
+// wait after a confirmation take seconds).
 func (u *terminalUI) Confirm(ctx context.Context, q string) error {
 	u.pauseSpinner()
+	defer u.startSpinner()
 	return u.conf.Confirm(ctx, "  "+q)
 }
 
 func (u *terminalUI) ConfirmTyped(ctx context.Context, q, word string) error {
 	u.pauseSpinner()
+	defer u.startSpinner()
 	return u.conf.ConfirmTyped(ctx, "  "+q, word)
 }
