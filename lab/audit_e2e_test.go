@@ -1,0 +1,525 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery/audit"
+)
+
+// The proof of `breakglass audit --fix` against the real thing: the lab's
+// Kyverno-like webhooks, the 1.32.13 -> 1.34.4 upgrade the Talos way, and a
+// webhook backend that stays down for the whole upgrade (the incident's
+// worst case: the backend needs the service network that the start-up
+// writes create, and may not come back at once even when they succeed).
+//
+// Three variants, one lab each, the same steps:
+//   - apiserver: the fix `breakglass audit --from-etcd --fix` prints
+//     (request.userInfo.username != 'system:apiserver'), applied through the
+//     API server. The audit says none; the upgrade must become ready without
+//     a single failed webhook call, and user requests must still go to the
+//     webhook (refused while the backend is down, reviewed once it is up).
+//   - none: the control. The audit says deadlock on the default ServiceCIDR;
+//     the upgrade must deadlock there.
+//   - kinds: the incident's ServiceCIDR and IPAddress exclusions
+//     (--fix-style kinds). The audit says still deadlock, on
+//     rbac/bootstrap-roles and not on the ServiceCIDR; the upgrade must
+//     create the ServiceCIDR and then die on rbac/bootstrap-roles.
+//
+// So the audit is shown right in both directions: what it calls safe
+// survives, and what it calls a deadlock (even after a plausible fix)
+// deadlocks.
+
+// fixProofVariant is one way of treating the webhooks before the upgrade.
+type fixProofVariant struct {
+	name  string
+	style audit.Exclusion // "" is the control: no fix
+}
+
+var fixProofVariants = []fixProofVariant{
+	{"apiserver-exclusion", audit.ExcludeAPIServer},
+	{"no-fix", ""},
+	{"kind-exclusions", audit.ExcludeIncidentKinds},
+}
+
+// failedWebhookCall is what kube-apiserver logs (and answers) when a
+// webhook call fails.
+const failedWebhookCall = "failed calling webhook"
+
+// rbacHookFailed is kube-apiserver's last word when the RBAC bootstrap hook
+// gives up (k8s.io/apiserver/pkg/server/hooks.go runPostStartHook).
+const rbacHookFailed = `PostStartHook "rbac/bootstrap-roles" failed`
+
+const (
+	hookRBAC        = "poststarthook/rbac/bootstrap-roles"
+	upgradeDeadline = 3 * time.Minute
+)
+
+// TestAuditFixOnUpgrade runs the three variants, in parallel (each on its
+// own one-node lab) unless BREAKGLASS_FIXPROOF_SERIAL=1.
+func TestAuditFixOnUpgrade(t *testing.T) {
+	needBinaries(t)
+	bg := buildBreakglass(t)
+	serial := os.Getenv("BREAKGLASS_FIXPROOF_SERIAL") == "1"
+	start := time.Now()
+	for _, v := range fixProofVariants {
+		t.Run(v.name, func(t *testing.T) {
+			if !serial {
+				t.Parallel()
+			}
+			runFixProof(t, bg, v)
+		})
+	}
+	t.Cleanup(func() { t.Logf("all variants: %s wall (serial %v)", round(time.Since(start)), serial) })
+}
+
+func runFixProof(t *testing.T, bg string, v fixProofVariant) {
+	// The kubelet's start-up grace is longer than the RBAC hook's 30 s, so
+	// that a dying v1.34 is seen exiting by itself, not killed for /livez.
+	kubelet := DefaultKubelet()
+	kubelet.StartupGrace = 2 * time.Minute
+	l := startLab(t, 1, kubelet)
+	ctx := withTimeout(t, context.Background(), 8*time.Minute)
+	tl := NewTimeline(testWriter{t})
+	node, nodeName := l.Nodes()[0], l.Cluster.Nodes[0].Name
+	step := func(name string, f func() error) {
+		t.Helper()
+		if err := tl.Step(name, f); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+
+	var kube *KubeClient
+	step("kube-apiserver "+OldVersion+" ready", func() error { return l.WaitReady(ctx, 3*time.Minute) })
+	step("install the Kyverno-like webhooks", func() error {
+		var err error
+		if kube, err = l.Kube(ctx); err != nil {
+			return err
+		}
+		return InstallWebhooks(ctx, kube, l.Webhook)
+	})
+	step("the backend reviews a ConfigMap", func() error { return ProbeWebhook(ctx, kube, l.Webhook, "before") })
+
+	// The audit of what is stored, before the fix: both webhooks deadlock,
+	// the default ServiceCIDR among the writes they block.
+	before := fixProofAuditEtcd(t, ctx, l)
+	for _, f := range before.Findings {
+		if f.Risk != audit.RiskDeadlock || !slices.Contains(fatalHooks(f), DeadlockCheck) {
+			t.Fatalf("audit before any fix: %s/%s is %s blocking %v; want deadlock on %s", f.Configuration, f.Webhook, f.Risk, fatalHooks(f), DeadlockCheck)
+		}
+	}
+
+	if v.style != "" {
+		var fix []byte
+		step("breakglass audit --from-etcd --fix --fix-style "+string(v.style), func() error {
+			var err error
+			fix, err = runAuditFixBinary(ctx, bg, l, v.style)
+			return err
+		})
+		t.Logf("fix applied:\n%s", fix)
+		step("apply the fix through kube-apiserver (GET, PUT)", func() error { return applyFix(ctx, kube, fix) })
+	}
+
+	// The audit of what is stored now: its prediction for the upgrade.
+	after := fixProofAuditEtcd(t, ctx, l)
+	if len(after.Findings) != 2 {
+		t.Fatalf("audit after the fix: %d findings, want 2 (validating and mutating)", len(after.Findings))
+	}
+	for _, f := range after.Findings {
+		hooks := fatalHooks(f)
+		t.Logf("audit prediction: %s/%s %s, fatal hooks %v", f.Configuration, f.Webhook, f.Risk, hooks)
+		switch v.style {
+		case audit.ExcludeAPIServer:
+			if f.Risk != audit.RiskNone || len(hooks) != 0 {
+				t.Fatalf("audit of the applied apiserver fix: %s/%s is %s blocking %v, want none", f.Configuration, f.Webhook, f.Risk, hooks)
+			}
+		case audit.ExcludeIncidentKinds:
+			if f.Risk != audit.RiskDeadlock || slices.Contains(hooks, DeadlockCheck) || !slices.Contains(hooks, hookRBAC) {
+				t.Fatalf("audit of the applied kind exclusions: %s/%s is %s blocking %v; want deadlock on %s, not on %s",
+					f.Configuration, f.Webhook, f.Risk, hooks, hookRBAC, DeadlockCheck)
+			}
+		default:
+			if f.Risk != audit.RiskDeadlock {
+				t.Fatalf("audit without a fix: %s/%s is %s", f.Configuration, f.Webhook, f.Risk)
+			}
+		}
+	}
+
+	// The backend goes down and stays down, whatever the service network does.
+	release := holdBackendDown(t, l.Webhook)
+	heldAt := time.Now()
+	reviewsHeld := l.Webhook.Answered()
+
+	upgradeAt := time.Now()
+	step("upgrade to "+NewVersion+" the Talos way, backend down", func() error { return Upgrade(ctx, l, NewVersion) })
+
+	api, err := l.machineryClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+
+	switch v.style {
+	case audit.ExcludeAPIServer:
+		var run ContainerRun
+		step(NewVersion+" ready with the backend down", func() error {
+			var err error
+			run, err = waitNewVersion(ctx, l, node, upgradeDeadline, func(r ContainerRun) bool { return !r.Ready.IsZero() })
+			return err
+		})
+		t.Logf("figure: upgrade applied -> %s ready in %s (process start -> ready %s)", NewVersion, round(run.Ready.Sub(upgradeAt)), round(run.Ready.Sub(run.Started)))
+		if ready, failing, err := kube.Readyz(ctx); err != nil || !ready {
+			t.Fatalf("readyz after the fixed upgrade: ready %v, failing %v, %v", ready, failing, err)
+		}
+		if ok, err := l.EtcdKeyExists(ctx, "/registry/servicecidrs/kubernetes"); err != nil || !ok {
+			t.Fatalf("default ServiceCIDR not created (%v, %v)", ok, err)
+		}
+		// Let the start-up writes that follow readiness happen too (the
+		// kubernetes Service, endpoints, leases) before counting failures.
+		time.Sleep(3 * time.Second)
+		logs, err := containerLog(ctx, api, node, nodeName, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(logs, failedWebhookCall); n != 0 {
+			t.Fatalf("%d failed webhook calls in the log of the fixed %s; first: %s", n, NewVersion, lineWith(logs, failedWebhookCall))
+		}
+		if runs := runsOf(l, node, NewVersion); len(runs) != 1 {
+			t.Fatalf("%d %s containers, want 1 (no restart)", len(runs), NewVersion)
+		}
+		if l.Webhook.Serving() || l.Webhook.Answered() != reviewsHeld {
+			t.Fatalf("the backend was reached while held down: serving %v, %d reviews since", l.Webhook.Serving(), l.Webhook.Answered()-reviewsHeld)
+		}
+		// A user request still goes to the webhook: refused while the backend is down...
+		err = kube.Do(ctx, "POST", "/api/v1/namespaces/default/configmaps", fixProofConfigMap("while-down"), nil)
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, failedWebhookCall) {
+			t.Fatalf("a user's ConfigMap with the backend down: got %v, want the fail-closed webhook to refuse it", err)
+		}
+		t.Logf("user request with the backend down: %v", err)
+		// ...and reviewed once it is back.
+		release()
+		step("the backend is back: a user's ConfigMap is reviewed by both webhooks", func() error {
+			if err := waitServing(ctx, l.Webhook, 10*time.Second); err != nil {
+				return err
+			}
+			return ProbeWebhook(ctx, kube, l.Webhook, "after-fix")
+		})
+
+	case "":
+		var ev []Deadlock
+		step("deadlock: readyz fails on "+DeadlockCheck, func() error {
+			var err error
+			ev, err = ObserveDeadlock(ctx, l, upgradeDeadline)
+			return err
+		})
+		t.Logf("figure: upgrade applied -> deadlock evidence in %s: failing %v, %d log lines %q", round(time.Since(upgradeAt)), ev[0].FailingChecks, ev[0].LogLines, DeadlockLogLine)
+		if ok, err := l.EtcdKeyExists(ctx, "/registry/servicecidrs/kubernetes"); err != nil || ok {
+			t.Fatalf("default ServiceCIDR exists in the deadlock (%v, %v)", ok, err)
+		}
+		if rs := runsOf(l, node, NewVersion); len(rs) == 0 || slices.ContainsFunc(rs, func(r ContainerRun) bool { return !r.Ready.IsZero() }) {
+			t.Fatalf("%s was ready without a fix: %+v", NewVersion, rs)
+		}
+		logs, err := ReadAPIServerLogs(ctx, api, node, nodeName, 0)
+		if err != nil || !strings.Contains(logs, failedWebhookCall) {
+			t.Fatalf("no %q in the log of the deadlocked %s (%v)", failedWebhookCall, NewVersion, err)
+		}
+
+	case audit.ExcludeIncidentKinds:
+		// Watch readyz while the first v1.34 container lives: the ServiceCIDR
+		// hook passes, rbac/bootstrap-roles does not, and the process exits.
+		var sawRBACOnly atomic.Bool
+		var lastFailing atomic.Value
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go func() {
+			for watchCtx.Err() == nil {
+				if ready, failing, err := kube.Readyz(watchCtx); err == nil && !ready {
+					lastFailing.Store(failing)
+					if slices.Contains(failing, hookRBAC) && !slices.Contains(failing, DeadlockCheck) {
+						sawRBACOnly.Store(true)
+					}
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+		}()
+		var run ContainerRun
+		step(NewVersion+" exits on rbac/bootstrap-roles", func() error {
+			var err error
+			run, err = waitNewVersion(ctx, l, node, upgradeDeadline, func(r ContainerRun) bool { return !r.Exited.IsZero() })
+			return err
+		})
+		stopWatch()
+		t.Logf("figure: upgrade applied -> %s exited in %s (process lived %s): %s", NewVersion, round(run.Exited.Sub(upgradeAt)), round(run.Exited.Sub(run.Started)), run.ExitErr)
+		if !run.Ready.IsZero() {
+			t.Fatalf("%s was ready with only the kind exclusions, backend down", NewVersion)
+		}
+		if !run.StopRequested.IsZero() {
+			t.Fatalf("the kubelet stopped %s before it exited by itself; the test needs the process's own verdict", NewVersion)
+		}
+		if ok, err := l.EtcdKeyExists(ctx, "/registry/servicecidrs/kubernetes"); err != nil || !ok {
+			t.Fatalf("default ServiceCIDR not created with the kind exclusions (%v, %v)", ok, err)
+		}
+		logs, err := containerLog(ctx, api, node, nodeName, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs, rbacHookFailed) && !strings.Contains(run.LastLog, rbacHookFailed) {
+			t.Fatalf("%s exited without %q; last lines:\n%s", NewVersion, rbacHookFailed, run.LastLog)
+		}
+		fails := strings.Count(logs, failedWebhookCall)
+		if fails == 0 {
+			t.Fatalf("no failed webhook call in the log of %s", NewVersion)
+		}
+		if strings.Contains(logs, DeadlockLogLine) {
+			t.Logf("note: %q logged before the ServiceCIDR was created", DeadlockLogLine)
+		}
+		if !sawRBACOnly.Load() {
+			t.Fatalf("readyz never failed on %s alone without %s; last failing %v", hookRBAC, DeadlockCheck, lastFailing.Load())
+		}
+		t.Logf("figure: %d failed webhook calls in its log; %s", fails, lineWith(logs, rbacHookFailed))
+	}
+	if v.style != audit.ExcludeAPIServer {
+		if n := l.Webhook.Answered(); n != reviewsHeld || l.Webhook.Serving() {
+			t.Fatalf("the backend was reached while held down (%d reviews since)", n-reviewsHeld)
+		}
+		for _, c := range l.Webhook.Changes() {
+			if c.Serving && c.At.After(heldAt) {
+				t.Fatalf("the backend came up at %s while held down", c.At)
+			}
+		}
+		release()
+	}
+	tl.Print(testWriter{t})
+}
+
+// fixProofAuditEtcd audits the webhook configurations as they are stored,
+// read the way `breakglass audit --from-etcd` reads them.
+func fixProofAuditEtcd(t *testing.T, ctx context.Context, l *Lab) audit.Report {
+	t.Helper()
+	ec, err := etcd.Connect(ctx, etcd.Config{Endpoints: l.Etcd.Endpoints, CACertPEM: l.Etcd.CACertPEM, CertPEM: l.Etcd.CertPEM, KeyPEM: l.Etcd.KeyPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.Close()
+	list, err := ec.List(ctx, []etcd.Resource{etcd.ValidatingWebhookConfigurations, etcd.MutatingWebhookConfigurations})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []audit.Configuration
+	for _, o := range list.Objects {
+		if o.Decoded == nil {
+			t.Fatalf("%s %s not decoded: %s", o.Kind, o.Name, o.DecodeError)
+		}
+		c, err := audit.FromObjects(o.Decoded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, c...)
+	}
+	rep, err := audit.Audit(cfgs, audit.Options{KubernetesVersion: "1.34"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// fatalHooks lists, once each, the readyz checks a finding's fatal blocked
+// writes make fail.
+func fatalHooks(f audit.Finding) []string {
+	var out []string
+	for _, b := range f.Blocks {
+		if b.Fatal && !slices.Contains(out, b.Hook) {
+			out = append(out, b.Hook)
+		}
+	}
+	return out
+}
+
+// runAuditFixBinary runs the real command as an operator would: the
+// configurations read from etcd with a client certificate minted from the
+// Talos etcd CA (talosconfig), the fix printed on stdout. Exit 0 means the
+// fix audits clean; 24 that it leaves a deadlock (the kinds style).
+func runAuditFixBinary(ctx context.Context, bg string, l *Lab, style audit.Exclusion) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bg, "--talosconfig", l.Talosconfig, "--state-dir", l.Dir+"/state",
+		"audit", "--from-etcd", "--etcd-endpoints", strings.Join(l.Etcd.Endpoints, ","), "--fix", "--fix-style", string(style))
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		return nil, err
+	}
+	want := 0
+	if style == audit.ExcludeIncidentKinds {
+		want = 24 // the fix's own audit: still deadlock
+	}
+	if code != want {
+		return nil, fmt.Errorf("breakglass audit --fix --fix-style %s: exit %d, want %d\nstderr:\n%s", style, code, want, errb.String())
+	}
+	if style == audit.ExcludeIncidentKinds && !strings.Contains(errb.String(), "rbac/bootstrap-roles") {
+		return nil, fmt.Errorf("the kinds fix's summary does not name rbac/bootstrap-roles:\n%s", errb.String())
+	}
+	return out.Bytes(), nil
+}
+
+// applyFix replaces each configuration of the fix through kube-apiserver
+// (what kubectl replace does): GET for the resourceVersion, then PUT. The
+// API server validates the matchConditions (CEL compiled for real).
+func applyFix(ctx context.Context, kube *KubeClient, manifest []byte) error {
+	cfgs, err := audit.ParseWebhookConfigurations(manifest)
+	if err != nil {
+		return err
+	}
+	if len(cfgs) != 2 {
+		return fmt.Errorf("the fix holds %d configurations, want 2", len(cfgs))
+	}
+	const base = "/apis/admissionregistration.k8s.io/v1/"
+	for _, c := range cfgs {
+		var cur metav1.PartialObjectMetadata
+		switch {
+		case c.Validating != nil:
+			path := base + "validatingwebhookconfigurations/" + c.Name()
+			if err := kube.Do(ctx, "GET", path, nil, &cur); err != nil {
+				return err
+			}
+			obj := c.Validating.DeepCopy()
+			obj.ResourceVersion = cur.ResourceVersion
+			var stored struct {
+				Webhooks []struct {
+					MatchConditions []any `json:"matchConditions"`
+				} `json:"webhooks"`
+			}
+			if err := kube.Do(ctx, "PUT", path, obj, &stored); err != nil {
+				return err
+			}
+			if len(stored.Webhooks) != 1 || len(stored.Webhooks[0].MatchConditions) != len(obj.Webhooks[0].MatchConditions) || len(stored.Webhooks[0].MatchConditions) == 0 {
+				return fmt.Errorf("%s: the stored object does not hold the fix's matchConditions", c.Name())
+			}
+		default:
+			path := base + "mutatingwebhookconfigurations/" + c.Name()
+			if err := kube.Do(ctx, "GET", path, nil, &cur); err != nil {
+				return err
+			}
+			obj := c.Mutating.DeepCopy()
+			obj.ResourceVersion = cur.ResourceVersion
+			if err := kube.Do(ctx, "PUT", path, obj, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// holdBackendDown keeps the webhook backend refusing, whatever the service
+// network does, until release is called (then it follows the network
+// again). It restarts the backend's loop with a gated up().
+func holdBackendDown(t *testing.T, b *WebhookBackend) (release func()) {
+	t.Helper()
+	var held atomic.Bool
+	held.Store(true)
+	b.stop() // the loop has ended and closed the port
+	network := b.up
+	b.up = func(ctx context.Context) bool { return !held.Load() && network(ctx) }
+	b.start(context.Background())
+	if b.Serving() {
+		t.Fatal("the webhook backend still serves after the hold")
+	}
+	return func() { held.Store(false) }
+}
+
+// waitNewVersion waits until the node's first container of NewVersion
+// satisfies done. A run that exited fails a wait for readiness at once.
+func waitNewVersion(ctx context.Context, l *Lab, node string, timeout time.Duration, done func(ContainerRun) bool) (ContainerRun, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if rs := runsOf(l, node, NewVersion); len(rs) > 0 {
+			if done(rs[0]) {
+				return rs[0], nil
+			}
+			if !rs[0].Exited.IsZero() {
+				return rs[0], fmt.Errorf("%s exited (%s) after %s; last lines:\n%s", NewVersion, rs[0].ExitErr, round(rs[0].Exited.Sub(rs[0].Started)), rs[0].LastLog)
+			}
+		}
+		if time.Now().After(deadline) {
+			return ContainerRun{}, fmt.Errorf("%s not there within %s: %+v", NewVersion, timeout, runsOf(l, node, NewVersion))
+		}
+		select {
+		case <-ctx.Done():
+			return ContainerRun{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// runsOf lists the node's containers of an image version, oldest first.
+func runsOf(l *Lab, node, version string) []ContainerRun {
+	var out []ContainerRun
+	for _, r := range l.Runs() {
+		if r.Node == node && strings.HasSuffix(r.Image, ":"+version) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// containerLog reads one container's whole log through the Talos Logs API
+// (the container ID suffix selects it among restarts).
+func containerLog(ctx context.Context, api *client.Client, node, nodeName, id string) (string, error) {
+	stream, err := api.Logs(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI,
+		"kube-system/kube-apiserver-"+nodeName+":kube-apiserver:"+id, false, -1)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for {
+		data, err := stream.Recv()
+		if err != nil {
+			if b.Len() > 0 || strings.Contains(err.Error(), "EOF") {
+				return b.String(), nil
+			}
+			return "", err
+		}
+		b.Write(data.GetBytes())
+	}
+}
+
+func lineWith(s, sub string) string {
+	i := strings.Index(s, sub)
+	if i < 0 {
+		return ""
+	}
+	start := strings.LastIndexByte(s[:i], '\n') + 1
+	end := strings.IndexByte(s[i:], '\n')
+	if end < 0 {
+		return s[start:]
+	}
+	return s[start : i+end]
+}
+
+func fixProofConfigMap(name string) corev1.ConfigMap {
+	return corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fix-proof-%s-%d", name, time.Now().UnixNano()%1e6), Namespace: "default"},
+		Data:       map[string]string{"purpose": "a user request after the fix still goes to the webhook"},
+	}
+}
