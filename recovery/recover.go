@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -108,12 +110,33 @@ func Recover(ctx context.Context, tc *talos.Client, st State, ui UI, opts Recove
 	if err != nil {
 		return nil, err
 	}
-	j, err := st.NewIncident(IncidentMeta{Nodes: tc.Nodes(), Runbook: opts.Runbook, Options: rawOpts, ToolVersion: opts.ToolVersion, DryRun: opts.DryRun}, time.Now())
+	j, err := st.NewIncident(IncidentMeta{Cluster: clusterName(ctx, tc), Nodes: tc.Nodes(), Runbook: opts.Runbook, Options: rawOpts, ToolVersion: opts.ToolVersion, DryRun: opts.DryRun}, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("create the incident journal: %w", err)
 	}
 	r.journal = j
 	return r.execute(ctx)
+}
+
+// clusterName is the cluster's name from the first node's machine config,
+// for the incident record (where it happened); "" when it cannot be read
+// quickly: preflight then says why.
+func clusterName(ctx context.Context, tc *talos.Client) string {
+	nodes := tc.Nodes()
+	if len(nodes) == 0 || !tc.CanApply() {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	mc, err := tc.ReadMachineConfig(ctx, nodes[0])
+	if err != nil {
+		return ""
+	}
+	facts, err := talos.ReadFacts(mc.Bytes)
+	if err != nil {
+		return ""
+	}
+	return facts.ClusterName
 }
 
 // Resume continues an interrupted incident from its last completed step,
@@ -165,6 +188,14 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 	defer r.close(ctx)
 	start := time.Now()
 	res := &RecoverResult{Incident: r.journal.ID, Journal: filepath.Join(r.journal.Dir, "journal.jsonl"), DryRun: r.opts.DryRun}
+	if !r.opts.DryRun && !r.willRun("preflight") {
+		// A resume whose preflight completed earlier, or a revert, changes
+		// the cluster too: it takes the lock here, before any step.
+		if err := r.lockBeforeSteps(ctx); err != nil {
+			_ = r.journal.Append(Entry{Kind: "note", Message: "not run: " + err.Error()})
+			return nil, err
+		}
+	}
 	var runErr error
 	for i, s := range r.opts.Steps {
 		if r.done[s.Name] {
@@ -323,20 +354,90 @@ func (r *run) preflight(ctx context.Context) (string, map[string]any, error) {
 	if r.opts.DryRun {
 		return msg, data, nil
 	}
-	lock, ec, warning, err := TakeClusterLock(ctx, r.tc, r.opts.Etcd, LockHolder{Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")})
+	warning, err := r.takeLock(ctx)
 	if err != nil {
 		return "", data, err
 	}
 	if warning != "" {
-		// The lock lives in etcd; an incident must not wait for etcd to
-		// take it, but the operator must know nobody is kept out.
-		r.progress("etcd", warning)
 		data["lock"] = "not taken"
 		return msg + "; cluster lock NOT taken (etcd unreachable)", data, nil
 	}
-	r.lock, r.ec = lock, ec
 	data["lock"] = "taken"
 	return msg + "; cluster lock taken", data, nil
+}
+
+// willRun tells whether this run will execute a step with that action
+// (it is in the runbook and did not complete in an earlier run).
+func (r *run) willRun(action string) bool {
+	for _, s := range r.opts.Steps {
+		if s.Action == action && !r.done[s.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// lockBeforeSteps takes the cluster lock for a run without a preflight step
+// to take it, and journals the outcome.
+func (r *run) lockBeforeSteps(ctx context.Context) error {
+	warning, err := r.takeLock(ctx)
+	if err != nil {
+		return err
+	}
+	msg := "cluster lock taken"
+	if warning != "" {
+		msg = "cluster lock NOT taken: " + warning
+	}
+	return r.journal.Append(Entry{Kind: "note", Message: msg})
+}
+
+// takeLock takes the cluster lock for this incident. A lock still held by
+// this same incident, by the same user on the same host, is the lease of an
+// earlier run that was killed before it could release it (it would expire
+// by itself within its TTL): it is taken over rather than waited for. When
+// etcd cannot be reached it returns a warning instead: an incident must not
+// wait for etcd to take the lock, but the operator must know nobody is kept
+// out.
+func (r *run) takeLock(ctx context.Context) (warning string, err error) {
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		warning = "cannot take the cluster lock, etcd is unreachable (" + shortErr(err) + "): make sure nobody else runs breakglass on this cluster"
+		r.progress("etcd", warning)
+		return warning, nil
+	}
+	holder := LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
+	lock, err := AcquireLock(ctx, ec, holder)
+	var held *LockHeldError
+	if errors.As(err, &held) && held.Holder.Incident == holder.Incident && held.Holder.By == holder.By {
+		r.progress("etcd", fmt.Sprintf("the cluster lock is still held by this incident's interrupted %s run (since %s): taking it over", held.Holder.Command, held.Holder.Since.Local().Format(time.RFC3339)))
+		if err = takeOverLock(ctx, ec, holder); err == nil {
+			lock, err = AcquireLock(ctx, ec, holder)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	r.lock = lock
+	return "", nil
+}
+
+// takeOverLock removes the lock only if it is still this incident's, by
+// this user: a transaction on the key's revision, so a lock someone else
+// took meanwhile is left alone.
+func takeOverLock(ctx context.Context, ec *etcd.Client, holder LockHolder) error {
+	resp, err := ec.KV().Get(ctx, lockKey)
+	if err != nil || len(resp.Kvs) == 0 {
+		return err
+	}
+	var cur LockHolder
+	if err := json.Unmarshal(resp.Kvs[0].Value, &cur); err != nil || cur.Incident != holder.Incident || cur.By != holder.By {
+		return &LockHeldError{Holder: cur}
+	}
+	_, err = ec.KV().Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(lockKey), "=", resp.Kvs[0].ModRevision)).
+		Then(clientv3.OpDelete(lockKey)).
+		Commit()
+	return err
 }
 
 func (r *run) disable(ctx context.Context, s Step) (string, map[string]any, error) {
@@ -360,7 +461,34 @@ func (r *run) restore(ctx context.Context, s Step) (string, map[string]any, erro
 	if p == nil {
 		return "", nil, err
 	}
+	if err == nil {
+		if err := r.dropRestoredRecords(p); err != nil {
+			return "", nil, err
+		}
+	}
 	return r.applyPlan(ctx, s, p, err)
+}
+
+// dropRestoredRecords removes the record of a node whose config is already
+// byte for byte what it was before the disable: a restore killed between
+// its apply and the record's removal (or a try-mode rollback). The plan has
+// nothing to do there, and a record left behind would say the plugins are
+// still disabled: verify would fail on it, and status would show it.
+func (r *run) dropRestoredRecords(p *AdmissionPlan) error {
+	for _, n := range p.Nodes {
+		if n.Action != "none" || n.record == nil || !n.ByteExact {
+			continue
+		}
+		if r.opts.DryRun {
+			r.progress(n.Node, "the config is already what it was before the disable; its leftover record would be removed")
+			continue
+		}
+		if err := r.st.DeleteAdmission(n.Cluster, n.Node); err != nil {
+			return talos.NewNodeError(n.Node, "remove state record", err)
+		}
+		r.progress(n.Node, "the config is already what it was before the disable: removed the leftover record of an interrupted restore")
+	}
+	return nil
 }
 
 func (r *run) admissionOptions(s Step) AdmissionOptions {
@@ -476,18 +604,22 @@ func (r *run) deleteObjects(ctx context.Context, s Step) (string, map[string]any
 	if err != nil {
 		return "", nil, invalidInput("", "step %s: %v", s.Name, err)
 	}
-	backup := filepath.Join(r.journal.Dir, "backup-"+s.Name+".json")
 	plan, err := ec.PlanDelete(ctx, names, resources)
 	var nf *etcd.NotFoundError
-	if errors.As(err, &nf) && fileExists(backup) {
-		// Resumed after the delete went through: the backup is the proof.
-		if _, rerr := etcd.ReadBackup(backup); rerr == nil {
-			return "already removed in an earlier run; backup " + backup, map[string]any{"backup": backup}, nil
+	if errors.As(err, &nf) {
+		// Resumed after the delete went through: a verified backup of
+		// every named object, written by this step, is the proof.
+		if done := r.earlierBackup(s, names); done != "" {
+			return "already removed in an earlier run; backup " + done, map[string]any{"backup": done}, nil
 		}
 	}
 	if err != nil {
 		return "", nil, err
 	}
+	// A run killed after writing its backup (or half of it) but before the
+	// delete left that file behind; backups are never overwritten, so this
+	// run writes its own next to it.
+	backup := r.freeBackupPath(s.Name)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Remove from etcd (cluster %s, revision %d), after a verified backup to %s:\n", plan.Cluster.ClusterID, plan.Cluster.Revision, backup)
 	for _, o := range plan.Objects {
@@ -513,6 +645,56 @@ func (r *run) deleteObjects(ctx context.Context, s Step) (string, map[string]any
 		return fmt.Sprintf("dry run: would back up and remove %s", strings.Join(res.Deleted, ", ")), data, nil
 	}
 	return fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", strings.Join(res.Deleted, ", "), res.BackupPath, res.BackupPath), data, nil
+}
+
+// backupPaths are the backup files a step of this incident may have
+// written: backup-STEP.json, then backup-STEP-2.json, ...
+func (r *run) backupPath(step string, i int) string {
+	if i <= 1 {
+		return filepath.Join(r.journal.Dir, "backup-"+step+".json")
+	}
+	return filepath.Join(r.journal.Dir, fmt.Sprintf("backup-%s-%d.json", step, i))
+}
+
+// freeBackupPath is the first backup path of the step with neither the file
+// nor its .part there.
+func (r *run) freeBackupPath(step string) string {
+	for i := 1; ; i++ {
+		p := r.backupPath(step, i)
+		if !fileExists(p) && !fileExists(p+".part") {
+			return p
+		}
+	}
+}
+
+// earlierBackup is a verified backup of this step that holds an object of
+// every name, or "".
+func (r *run) earlierBackup(s Step, names []string) string {
+	for i := 1; i < 100; i++ {
+		p := r.backupPath(s.Name, i)
+		if !fileExists(p) {
+			if fileExists(p + ".part") {
+				continue
+			}
+			return ""
+		}
+		b, err := etcd.ReadBackup(p)
+		if err != nil {
+			continue
+		}
+		have := map[string]bool{}
+		for _, k := range b.Keys {
+			have[k.Key[strings.LastIndexByte(k.Key, '/')+1:]] = true
+		}
+		all := true
+		for _, n := range names {
+			all = all && have[n]
+		}
+		if all {
+			return p
+		}
+	}
+	return ""
 }
 
 func (r *run) verify(ctx context.Context, s Step) (string, map[string]any, error) {
