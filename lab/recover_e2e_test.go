@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -207,6 +208,40 @@ func (g *guided) explained(when string) {
 		default:
 			g.t.Fatalf("%s: node %s runs a config the state directory cannot explain: hash %s, original %s, record %+v", when, ip, h, g.orig[ip], rec)
 		}
+	}
+}
+
+// records are the admission records of every node (there must be one).
+func (g *guided) records() []*recovery.AdmissionRecord {
+	g.t.Helper()
+	var out []*recovery.AdmissionRecord
+	for _, ip := range g.l.Nodes() {
+		rec, err := g.st.LoadAdmission(g.l.Cluster.Name, ip)
+		if err != nil || rec == nil {
+			g.t.Fatalf("node %s: no admission record (%v)", ip, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// waitConfigs waits until every node's config has the wanted hash.
+func (g *guided) waitConfigs(want map[string]string, exited <-chan struct{}) {
+	g.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if maps.Equal(configHashes(g.t, context.Background(), g.tc, g.l.Nodes()), want) {
+			return
+		}
+		select {
+		case <-exited:
+			g.t.Fatal("breakglass exited before the configs changed")
+		default:
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatal("the configs did not change within a minute")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -804,7 +839,7 @@ func TestResumeAfterKill(t *testing.T) {
 		step     string
 		maxDelay time.Duration
 	}{
-		{"disable", 2500 * time.Millisecond}, // plan, apply, wait for the new container
+		{"disable", 800 * time.Millisecond}, // plan, apply, wait for the new container (1-5s)
 		{"wait-apiserver", 2 * time.Second},
 		{"delete-webhook", 40 * time.Millisecond}, // a few ms: plan, backup, transaction
 		{"restore", 3 * time.Second},
@@ -818,6 +853,10 @@ func TestResumeAfterKill(t *testing.T) {
 			skip = len(journalEntries(g.journalPath(id)))
 			args = []string{"resume", "--yes", id}
 		}
+		var records []*recovery.AdmissionRecord
+		if k.step == "restore" {
+			records = g.records() // the disable's, before the restore removes them
+		}
 		p := g.start(nil, args...)
 		for id == "" {
 			select {
@@ -827,9 +866,17 @@ func TestResumeAfterKill(t *testing.T) {
 			}
 			id = g.newIncident(before)
 		}
-		waitBegin(t, g.journalPath(id), skip, k.step, p.exited, 3*time.Minute)
-		delay := time.Duration(rng.Int64N(int64(k.maxDelay)))
-		time.Sleep(delay)
+		began := waitBegin(t, g.journalPath(id), skip, k.step, p.exited, 3*time.Minute)
+		if k.step == "restore" {
+			// Kill once the nodes run the original config again (the
+			// restore has applied and waits for the new containers), then
+			// put the records back: what a kill between the apply and the
+			// records' removal leaves, too narrow a window to hit at random.
+			g.waitConfigs(g.orig, p.exited)
+		} else {
+			time.Sleep(time.Duration(rng.Int64N(int64(k.maxDelay))))
+		}
+		delay := time.Since(began)
 		select {
 		case <-p.exited:
 			t.Fatalf("breakglass %v exited before the kill in %s:\n%s", p.cmd.Args[5:], k.step, p.errOut.String())
@@ -841,6 +888,17 @@ func TestResumeAfterKill(t *testing.T) {
 		last := es[len(es)-1]
 		t.Logf("killed %s %s after step %s began; journal ends with %s %s %s", p.cmd.Args[5], delay.Round(time.Millisecond), k.step, last.Kind, last.Step, last.Outcome)
 		g.explained("after the kill in " + k.step)
+		if k.step == "restore" {
+			for _, rec := range records {
+				if cur, _ := g.st.LoadAdmission(rec.Cluster, rec.Node); cur == nil {
+					if err := g.st.SaveAdmission(*rec); err != nil {
+						t.Fatal(err)
+					}
+					t.Logf("node %s: the record of the disable put back, as if the kill came before its removal", rec.Node)
+				}
+			}
+			g.explained("with the records put back")
+		}
 		if k.step == "wait-apiserver" {
 			// What a kill between the backup and the delete transaction
 			// leaves (too narrow to hit at random): a complete backup at the
