@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"github.com/breakglass-dev/breakglass/recovery"
 )
 
 // KubeClient is the smallest Kubernetes API client the lab needs: JSON over
@@ -39,71 +37,14 @@ func (e *APIError) Error() string {
 
 // NewKubeClient reads an admin kubeconfig (embedded data, as Talos writes it).
 func NewKubeClient(kubeconfig []byte) (*KubeClient, error) {
-	var kc struct {
-		CurrentContext string `yaml:"current-context"`
-		Clusters       []struct {
-			Name    string `yaml:"name"`
-			Cluster struct {
-				Server string `yaml:"server"`
-				CAData string `yaml:"certificate-authority-data"`
-			} `yaml:"cluster"`
-		} `yaml:"clusters"`
-		Contexts []struct {
-			Name    string `yaml:"name"`
-			Context struct {
-				Cluster string `yaml:"cluster"`
-				User    string `yaml:"user"`
-			} `yaml:"context"`
-		} `yaml:"contexts"`
-		Users []struct {
-			Name string `yaml:"name"`
-			User struct {
-				CertData string `yaml:"client-certificate-data"`
-				KeyData  string `yaml:"client-key-data"`
-			} `yaml:"user"`
-		} `yaml:"users"`
+	kc, err := recovery.ParseKubeconfig(kubeconfig)
+	if err != nil {
+		return nil, err
 	}
-	if err := yaml.Unmarshal(kubeconfig, &kc); err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+	if kc.Server == "" {
+		return nil, errors.New("kubeconfig: no server in the current context")
 	}
-	var clusterName, userName string
-	for _, c := range kc.Contexts {
-		if c.Name == kc.CurrentContext {
-			clusterName, userName = c.Context.Cluster, c.Context.User
-		}
-	}
-	k := &KubeClient{}
-	pool := x509.NewCertPool()
-	for _, c := range kc.Clusters {
-		if c.Name != clusterName {
-			continue
-		}
-		k.Server = c.Cluster.Server
-		ca, err := base64.StdEncoding.DecodeString(c.Cluster.CAData)
-		if err != nil || !pool.AppendCertsFromPEM(ca) {
-			return nil, errors.New("kubeconfig: cannot read the cluster CA")
-		}
-	}
-	var cert tls.Certificate
-	for _, u := range kc.Users {
-		if u.Name != userName {
-			continue
-		}
-		crt, err1 := base64.StdEncoding.DecodeString(u.User.CertData)
-		key, err2 := base64.StdEncoding.DecodeString(u.User.KeyData)
-		if err1 != nil || err2 != nil {
-			return nil, errors.New("kubeconfig: cannot decode the client certificate")
-		}
-		var err error
-		if cert, err = tls.X509KeyPair(crt, key); err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
-		}
-	}
-	if k.Server == "" || cert.Certificate == nil {
-		return nil, errors.New("kubeconfig: no server or client certificate in the current context")
-	}
-	k.http = newHTTPClient(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	return k, nil
+	return &KubeClient{Server: kc.Server, http: newHTTPClient(kc.TLS)}, nil
 }
 
 func newHTTPClient(tlsConf *tls.Config) *http.Client {

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/lab"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/recovery/audit"
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -40,6 +41,9 @@ const (
 	exitAuditDeadlock  = 24 // audit: a webhook can deadlock kube-apiserver's start-up
 	exitAuditUnknown   = 25 // audit: a webhook's risk could not be decided
 	exitAuditSlowStart = 26 // audit: a webhook can slow kube-apiserver's start-up
+
+	exitLabFailed     = 27 // lab: the rehearsal's checks failed
+	exitLabNoBinaries = 28 // lab: the kube-apiserver binaries are not built
 )
 
 var exitCodeTable = []struct {
@@ -64,6 +68,8 @@ var exitCodeTable = []struct {
 	{exitAuditDeadlock, "audit: a webhook can deadlock kube-apiserver's start-up"},
 	{exitAuditUnknown, "audit: a webhook's risk could not be decided"},
 	{exitAuditSlowStart, "audit: a webhook can slow kube-apiserver's start-up"},
+	{exitLabFailed, "lab: the rehearsal's checks failed"},
+	{exitLabNoBinaries, "lab: the kube-apiserver binaries are not built (make kube-apiserver)"},
 }
 
 func exitCodeHelp() string {
@@ -103,6 +109,10 @@ func exitCodeOf(err error) int {
 		return exitUsage
 	}
 	switch {
+	case errors.Is(err, lab.ErrRehearsalFailed):
+		return exitLabFailed
+	case errors.Is(err, lab.ErrNoKubeBinary):
+		return exitLabNoBinaries
 	case errors.Is(err, audit.ErrDeadlockRisk):
 		return exitAuditDeadlock
 	case errors.Is(err, audit.ErrUnknownRisk):
