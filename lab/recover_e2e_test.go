@@ -718,6 +718,44 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 	}
 	g.unchanged("after declining")
 
+	// The truth about this scenario: the webhook-deadlock runbook's own
+	// plugin (ValidatingAdmissionWebhook) is not enough, because the
+	// fail-closed mutating webhook still blocks the ServiceCIDR. A user
+	// runbook with the same steps and a short wait shows it: the wait times
+	// out (exit 7) naming the failing check, and `revert` puts every config
+	// back byte for byte.
+	rbFile := filepath.Join(t.TempDir(), "validating-only.yaml")
+	if err := os.WriteFile(rbFile, []byte(validatingOnlyRunbook), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := g.incidents()
+	r = g.run("", append([]string{"runbook", "run", rbFile, "--yes", "-o", "json"}, g.etcdFlags()...)...)
+	if r.code != 7 {
+		t.Fatalf("validating-only runbook: exit %d, want 7 (timed out waiting for the API server)\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, DeadlockCheck[len("poststarthook/"):]) || !strings.Contains(r.stderr, "hint: ") {
+		t.Errorf("the timeout does not name the failing check %s or give a hint:\n%s", DeadlockCheck, r.stderr)
+	}
+	res := decodeResult(t, r.stdout)
+	if res.Outcome != "failed" || !slices.ContainsFunc(res.Next, func(n string) bool { return strings.Contains(n, "breakglass revert "+res.Incident) }) {
+		t.Errorf("failed run: outcome %q, next %v; want failed and the revert command", res.Outcome, res.Next)
+	}
+	if id := g.newIncident(before); id != res.Incident {
+		t.Errorf("incident %q in the result, %q in the state directory", res.Incident, id)
+	}
+	r = g.run("", "revert", "--yes", "-o", "json", res.Incident)
+	if r.code != 0 {
+		t.Fatalf("revert: exit %d\n%s", r.code, r.stderr)
+	}
+	if rv := decodeResult(t, r.stdout); rv.Outcome != "completed" {
+		t.Errorf("revert: outcome %q", rv.Outcome)
+	}
+	g.unchanged("after the revert")
+	r = g.run("", "admission", "status", "-o", "json")
+	if r.code != 0 {
+		t.Errorf("admission status after the revert: exit %d (20: plugins still disabled)\n%s", r.code, r.stdout)
+	}
+
 	// The real recovery, answered through a terminal.
 	args := append([]string{"recover", "--runbook", "mutating-webhook-deadlock", "--plugins", strings.Join(RecoveryPlugins, ","),
 		"--delete", MutatingWebhookConfig}, g.etcdFlags()...)
@@ -726,7 +764,7 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 		{prompt: fmt.Sprintf("Type %q to continue", MutatingWebhookConfig), reply: MutatingWebhookConfig},
 		{prompt: "[y/N]", reply: "y"}, // restore
 	}
-	before := g.incidents()
+	before = g.incidents()
 	t0 := time.Now()
 	out, code, pty := g.scripted(t, args, answers)
 	wall := time.Since(t0)
@@ -751,6 +789,31 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 	g.timelineLists(id, g.runbookSteps("mutating-webhook-deadlock"))
 	logGuidedMeasurement(t, g, id, t0, wall)
 }
+
+// validatingOnlyRunbook is webhook-deadlock cut short: its plugin only and
+// a 20s wait, to show that it cannot end this scenario's deadlock.
+const validatingOnlyRunbook = `apiVersion: breakglass.dev/v1alpha1
+kind: Runbook
+metadata:
+  name: validating-only
+  description: ValidatingAdmissionWebhook alone, with a short wait.
+spec:
+  steps:
+  - name: preflight
+    action: preflight
+  - name: disable
+    action: admission.disable
+    with:
+      plugins: [ValidatingAdmissionWebhook]
+  - name: wait-apiserver
+    action: apiserver.wait
+    with:
+      timeout: 20s
+  - name: restore
+    action: admission.restore
+  - name: verify
+    action: verify
+`
 
 type answer struct{ prompt, reply string }
 
