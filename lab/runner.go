@@ -166,7 +166,7 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 		// kubelet expands $(POD_IP) from the pod's status: the node's address
 		args = append(args, strings.ReplaceAll(a, "$(POD_IP)", c.Node.IP))
 	}
-	run.Args = args
+	r.record(func() { run.Args = args })
 	cmd := exec.Command(bin, args...)
 	tail := &tailWriter{w: logs}
 	cmd.Stdout, cmd.Stderr = tail, tail
