@@ -52,7 +52,22 @@ func labCommand(s streams) *cli.Command {
 					if err := checkNodes(c.Int("nodes")); err != nil {
 						return err
 					}
-					_, err := lab.Rehearse(c.Context, lab.RehearseOptions{Nodes: c.Int("nodes"), Out: s.Out, ToolVersion: version})
+					g, err := readGlobals(c)
+					if err != nil {
+						return err
+					}
+					// With -o json the running account goes to stderr and
+					// the rehearsal's result is the one document on stdout.
+					out := s.Out
+					if g.json() {
+						out = s.Err
+					}
+					r, err := lab.Rehearse(c.Context, lab.RehearseOptions{Nodes: c.Int("nodes"), Out: out, ToolVersion: version})
+					if g.json() && r != nil {
+						if werr := writeJSON(s.Out, r); werr != nil {
+							return werr
+						}
+					}
 					return err
 				},
 			},
@@ -66,7 +81,20 @@ func labCommand(s streams) *cli.Command {
 							return err
 						}
 					}
-					_, err := lab.Bench(c.Context, c.IntSlice("nodes"), lab.RehearseOptions{ToolVersion: version}, s.Out)
+					g, err := readGlobals(c)
+					if err != nil {
+						return err
+					}
+					out := s.Out
+					if g.json() {
+						out = s.Err
+					}
+					reps, err := lab.Bench(c.Context, c.IntSlice("nodes"), lab.RehearseOptions{ToolVersion: version}, out)
+					if g.json() && reps != nil {
+						if werr := writeJSON(s.Out, map[string]any{"rehearsals": reps}); werr != nil {
+							return werr
+						}
+					}
 					return err
 				},
 			},
