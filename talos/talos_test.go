@@ -1,0 +1,101 @@
+package talos
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestSupportsListArgs(t *testing.T) {
+	for v, want := range map[string]bool{
+		"v1.13.8": true, "v1.13.0": true, "v1.14.1": true, "v2.0.0": true,
+		"v1.12.4": false, "v1.11.0": false, "": false, "garbage": false, "v1": false,
+	} {
+		if got := SupportsListArgs(v); got != want {
+			t.Errorf("SupportsListArgs(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// The node's gRPC codes become the kinds the commands map to exit codes.
+func TestNodeErrorKinds(t *testing.T) {
+	cases := []struct {
+		err  error
+		want error
+		hint string
+	}{
+		{status.Error(codes.PermissionDenied, "not authorized"), ErrPermission, "needs os:admin"},
+		{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.11:50000: connect: connection refused"`), ErrUnreachable, "talosctl -n 127.0.0.11 version"},
+		{status.Error(codes.InvalidArgument, "this config change can't be applied in immediate mode\ndiff: ..."), ErrNeedsReboot, ""},
+		{status.Error(codes.InvalidArgument, "1 error occurred:\n\t* unknown keys found during decoding"), ErrRejected, ""},
+		{status.Error(codes.FailedPrecondition, "another apply is in progress"), ErrBusy, "run the same command again"},
+	}
+	for _, c := range cases {
+		err := nodeError("127.0.0.11", "apply config", c.err, "os:operator")
+		if !errors.Is(err, c.want) {
+			t.Errorf("%v: got %v, want kind %v", c.err, err, c.want)
+		}
+		if !strings.Contains(err.Error(), "node 127.0.0.11: apply config") {
+			t.Errorf("the node is not named: %v", err)
+		}
+		var ne *NodeError
+		if !errors.As(err, &ne) {
+			t.Fatalf("not a *NodeError: %T", err)
+		}
+		if c.hint != "" && (len(ne.Hints()) == 0 || !strings.Contains(ne.Hints()[0], c.hint)) {
+			t.Errorf("%v: hints %q, want one containing %q", c.err, ne.Hints(), c.hint)
+		}
+	}
+	if nodeError("n", "op", nil, "") != nil {
+		t.Error("nil error must stay nil")
+	}
+}
+
+// ReadFacts reads the v1alpha1 document and ignores documents of kinds it
+// does not know (a config from a newer Talos).
+func TestReadFacts(t *testing.T) {
+	cfg := `version: v1alpha1
+machine:
+  type: controlplane
+cluster:
+  clusterName: prod
+  apiServer:
+    image: registry.k8s.io/kube-apiserver:v1.34.4
+  etcd:
+    ca:
+      crt: ` + "TFMwdExTMUNSVWRKVGlCRFJWSlVTVVpKUTBGVVJTMHRMUzB0Q2c9PQ==" + `
+      key: ""
+---
+apiVersion: v1alpha1
+kind: FutureConfig
+machine:
+  type: worker
+`
+	f, err := ReadFacts([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.IsControlPlane() || f.ClusterName != "prod" || !strings.HasSuffix(f.APIServerImage, ":v1.34.4") || len(f.EtcdCACert) == 0 || f.EtcdCAKey != nil {
+		t.Errorf("facts %+v", f)
+	}
+	if _, err := ReadFacts([]byte("apiVersion: v1alpha1\nkind: HostnameConfig\n")); err == nil {
+		t.Error("a config without a v1alpha1 document must be an error")
+	}
+}
+
+func TestParsePodStatus(t *testing.T) {
+	ps := map[string]any{
+		"conditions": []any{map[string]any{"type": "Ready", "status": "False"}},
+		"containerStatuses": []any{map[string]any{
+			"name": "kube-apiserver", "restartCount": float64(4), "containerID": "containerd://abc",
+			"state": map[string]any{"waiting": map[string]any{"reason": "CrashLoopBackOff"}},
+		}},
+	}
+	st := parsePodStatus(ps)
+	if !st.Found || st.Ready || st.Running || st.RestartCount != 4 || st.WaitingReason != "CrashLoopBackOff" || st.ContainerID != "containerd://abc" {
+		t.Errorf("status %+v", st)
+	}
+}
