@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -96,6 +98,8 @@ type run struct {
 	lock    *Lock
 	cluster string
 	done    map[string]bool // steps completed in an earlier run (resume)
+	touched bool            // a step that changes the cluster began in this run
+	claimed bool            // this process wrote the incident's lock.pid
 	entries []Entry         // the journal so far (resume, revert)
 }
 
@@ -116,6 +120,11 @@ func Recover(ctx context.Context, tc *talos.Client, st State, ui UI, opts Recove
 	}
 	r.journal = j
 	return r.execute(ctx)
+}
+
+// defaultConnection: no endpoints nor certificates given.
+func (o EtcdOptions) defaultConnection() bool {
+	return len(o.Endpoints) == 0 && o.CACert == "" && o.Cert == "" && o.Key == ""
 }
 
 // clusterName is the cluster's name from the first node's machine config,
@@ -175,6 +184,14 @@ func Revert(ctx context.Context, tc *talos.Client, st State, ui UI, id string, o
 		steps = append(steps, Step{Name: "revert-objects", Action: "etcd.restore", Confirm: true,
 			Description: "Put back the objects this incident removed from etcd, from their verified backups, only where absent."})
 	}
+	if etcdOpts.defaultConnection() {
+		// Reach etcd (the lock, removed objects) the way the incident did
+		// when not told otherwise.
+		var orig RecoverOptions
+		if json.Unmarshal(j.Meta().Options, &orig) == nil && !orig.Etcd.defaultConnection() {
+			etcdOpts.Endpoints, etcdOpts.CACert, etcdOpts.Cert, etcdOpts.Key = orig.Etcd.Endpoints, orig.Etcd.CACert, orig.Etcd.Cert, orig.Etcd.Key
+		}
+	}
 	opts := RecoverOptions{Runbook: "revert", Steps: steps, DryRun: dryRun, Etcd: etcdOpts, ToolVersion: toolVersion, Command: "revert"}
 	r := &run{tc: tc, st: st, ui: ui, opts: opts, journal: j, done: map[string]bool{}, entries: entries}
 	if err := j.Append(Entry{Kind: "note", Message: fmt.Sprintf("revert started by %s", whoami())}); err != nil {
@@ -203,6 +220,7 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 			continue
 		}
 		r.ui.Begin(i+1, len(r.opts.Steps), s)
+		r.touched = r.touched || changesCluster(s.Action)
 		if err := r.journal.Append(Entry{Kind: "begin", Step: s.Name, Action: s.Action, Message: s.Description}); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
@@ -251,6 +269,26 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 	return res, runErr
 }
 
+// changesCluster tells whether an action changes the cluster.
+func changesCluster(action string) bool {
+	switch action {
+	case "admission.disable", "admission.restore", "etcd.delete", "etcd.restore":
+		return true
+	}
+	return false
+}
+
+// touchedBefore tells whether an earlier run of the incident began a step
+// that changes the cluster.
+func touchedBefore(entries []Entry) bool {
+	for _, e := range entries {
+		if e.Kind == "begin" && changesCluster(e.Action) {
+			return true
+		}
+	}
+	return false
+}
+
 // next names what the operator should run after this run.
 func (r *run) next(res *RecoverResult, runErr error) []string {
 	id := r.journal.ID
@@ -258,6 +296,10 @@ func (r *run) next(res *RecoverResult, runErr error) []string {
 	switch {
 	case r.opts.DryRun:
 		out = append(out, "run it for real: the same command without --dry-run")
+	case runErr != nil && !r.touched && !touchedBefore(r.entries):
+		// Refused or failed before any step that changes the cluster began
+		// (the lock held by someone else, preflight, diagnose): nothing to undo.
+		out = append(out, "nothing was changed; once the cause is dealt with, run it again or continue it: breakglass resume "+id)
 	case runErr != nil:
 		out = append(out, "continue from where it stopped: breakglass resume "+id,
 			"or undo what this incident changed: breakglass revert "+id)
@@ -272,6 +314,9 @@ func (r *run) next(res *RecoverResult, runErr error) []string {
 }
 
 func (r *run) close(ctx context.Context) {
+	if r.claimed {
+		_ = os.Remove(r.lockPIDPath())
+	}
 	if r.lock != nil {
 		_ = r.lock.Release(ctx)
 	}
@@ -391,14 +436,24 @@ func (r *run) lockBeforeSteps(ctx context.Context) error {
 	return r.journal.Append(Entry{Kind: "note", Message: msg})
 }
 
-// takeLock takes the cluster lock for this incident. A lock still held by
-// this same incident, by the same user on the same host, is the lease of an
-// earlier run that was killed before it could release it (it would expire
-// by itself within its TTL): it is taken over rather than waited for. When
-// etcd cannot be reached it returns a warning instead: an incident must not
-// wait for etcd to take the lock, but the operator must know nobody is kept
-// out.
+// takeLock takes the cluster lock for this incident. First, on this host,
+// the incident itself: if another process runs it (its lock.pid, written
+// when a run starts changing things, names a live process), this run is
+// refused even when etcd cannot be reached. A cluster lock still held by
+// this same incident, by the same user on the same host, whose process is
+// gone, is the lease of an earlier run killed before it could release it
+// (it would expire by itself within its TTL): it is taken over rather than
+// waited for. When etcd cannot be reached it returns a warning instead: an
+// incident must not wait for etcd to take the lock, but the operator must
+// know nobody is kept out.
 func (r *run) takeLock(ctx context.Context) (warning string, err error) {
+	if pid, alive := r.lockOwnerAlive(); alive {
+		return "", &incidentBusyError{incident: r.journal.ID, pid: pid}
+	}
+	if err := WriteFileAtomic(r.lockPIDPath(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("record this run's process in the incident: %w", err)
+	}
+	r.claimed = true
 	ec, err := r.etcd(ctx)
 	if err != nil {
 		warning = "cannot take the cluster lock, etcd is unreachable (" + shortErr(err) + "): make sure nobody else runs breakglass on this cluster"
@@ -409,7 +464,7 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	lock, err := AcquireLock(ctx, ec, holder)
 	var held *LockHeldError
 	if errors.As(err, &held) && held.Holder.Incident == holder.Incident && held.Holder.By == holder.By {
-		r.progress("etcd", fmt.Sprintf("the cluster lock is still held by this incident's interrupted %s run (since %s): taking it over", held.Holder.Command, held.Holder.Since.Local().Format(time.RFC3339)))
+		r.progress("etcd", fmt.Sprintf("the cluster lock is still held by this incident's interrupted %s run (since %s), whose process is gone: taking it over", held.Holder.Command, held.Holder.Since.Local().Format(time.RFC3339)))
 		if err = takeOverLock(ctx, ec, holder); err == nil {
 			lock, err = AcquireLock(ctx, ec, holder)
 		}
@@ -419,6 +474,44 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	}
 	r.lock = lock
 	return "", nil
+}
+
+// incidentBusyError: another process on this host runs the same incident.
+type incidentBusyError struct {
+	incident string
+	pid      int
+}
+
+func (e *incidentBusyError) Error() string {
+	return fmt.Sprintf("incident %s is being run by another breakglass process on this host (process id %d)", e.incident, e.pid)
+}
+func (e *incidentBusyError) Unwrap() error { return ErrConflict }
+func (e *incidentBusyError) Hints() []string {
+	return []string{"let that run finish, or stop it with Ctrl-C, then: breakglass resume " + e.incident}
+}
+
+func (r *run) lockPIDPath() string { return filepath.Join(r.journal.Dir, "lock.pid") }
+
+// lockOwnerAlive tells whether another process that runs this incident
+// (lock.pid) is alive. No record (a run killed just after taking the lock)
+// counts as gone; a process that cannot be probed counts as running.
+func (r *run) lockOwnerAlive() (int, bool) {
+	b, err := os.ReadFile(r.lockPIDPath())
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	if pid == os.Getpid() {
+		return pid, false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return pid, false
+	}
+	return pid, !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
 
 // takeOverLock removes the lock only if it is still this incident's, by
