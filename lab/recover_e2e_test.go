@@ -46,16 +46,27 @@ type guided struct {
 	stateDir string
 	st       recovery.State
 	orig     map[string]string // node -> config hash before anything
+	keys     []string          // etcd keys of the scenario's objects
 	etcdEP   string            // --etcd-endpoints (the lab's free ports, not 2379)
 	started  time.Time         // when the scenario's deadlock was there
 }
 
 func newGuided(t *testing.T, nodes int) *guided {
 	t.Helper()
+	return newGuidedWith(t, nodes, func(ctx context.Context, l *Lab) error {
+		_, err := RunScenario(ctx, l, ScenarioKyvernoServiceCIDR, NewTimeline(testWriter{t}))
+		return err
+	}, objectKey(ValidatingWebhookConfig), objectKey(MutatingWebhookConfig))
+}
+
+// newGuidedWith starts a lab, plays scenario on it, and remembers the
+// configs and the etcd keys of the scenario's objects (which must exist).
+func newGuidedWith(t *testing.T, nodes int, scenario func(context.Context, *Lab) error, keys ...string) *guided {
+	t.Helper()
 	l := startLab(t, nodes, DefaultKubelet())
 	bin := buildBreakglass(t)
 	ctx := context.Background()
-	if _, err := RunScenario(ctx, l, ScenarioKyvernoServiceCIDR, NewTimeline(testWriter{t})); err != nil {
+	if err := scenario(ctx, l); err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
 	tc, err := l.TalosClient(ctx)
@@ -66,7 +77,8 @@ func newGuided(t *testing.T, nodes int) *guided {
 	g := &guided{t: t, l: l, tc: tc, bin: bin, stateDir: filepath.Join(l.Dir, "state"), etcdEP: strings.Join(l.Etcd.Endpoints, ","), started: time.Now()}
 	g.st = recovery.State{Dir: g.stateDir}
 	g.orig = configHashes(t, ctx, tc, l.Nodes())
-	g.mustHaveObjects(ValidatingWebhookConfig, MutatingWebhookConfig)
+	g.keys = keys
+	g.mustHaveKeys(keys...)
 	return g
 }
 
@@ -131,8 +143,15 @@ func exitCode(t *testing.T, err error, args []string) int {
 func (g *guided) mustHaveObjects(names ...string) {
 	g.t.Helper()
 	for _, n := range names {
-		if ok, err := g.l.EtcdKeyExists(context.Background(), objectKey(n)); err != nil || !ok {
-			g.t.Fatalf("%s missing from etcd (%v)", objectKey(n), err)
+		g.mustHaveKeys(objectKey(n))
+	}
+}
+
+func (g *guided) mustHaveKeys(keys ...string) {
+	g.t.Helper()
+	for _, k := range keys {
+		if ok, err := g.l.EtcdKeyExists(context.Background(), k); err != nil || !ok {
+			g.t.Fatalf("%s missing from etcd (%v)", k, err)
 		}
 	}
 }
@@ -145,8 +164,8 @@ func objectKey(name string) string {
 }
 
 // unchanged: every node's config is still the original and breakglass
-// holds no record of a change, both webhook configurations are still in
-// etcd, and the lock is free.
+// holds no record of a change, the scenario's objects are still in etcd,
+// and the lock is free.
 func (g *guided) unchanged(when string) {
 	g.t.Helper()
 	ctx := context.Background()
@@ -159,7 +178,7 @@ func (g *guided) unchanged(when string) {
 			g.t.Errorf("%s: node %s: a state record exists (%+v, %v)", when, ip, rec, err)
 		}
 	}
-	g.mustHaveObjects(ValidatingWebhookConfig, MutatingWebhookConfig)
+	g.mustHaveKeys(g.keys...)
 	g.lockFree(when)
 }
 
@@ -254,14 +273,19 @@ func (g *guided) waitConfigs(want map[string]string, exited <-chan struct{}) {
 // recorded when it ended ok.
 func (g *guided) journaledBackup(id string) string {
 	g.t.Helper()
+	return g.journaledBackupOf(id, "delete-webhook")
+}
+
+func (g *guided) journaledBackupOf(id, step string) string {
+	g.t.Helper()
 	var p string
 	for _, e := range journalEntries(g.journalPath(id)) {
-		if e.Kind == "end" && e.Step == "delete-webhook" && e.Outcome == recovery.OutcomeOK {
+		if e.Kind == "end" && e.Step == step && e.Outcome == recovery.OutcomeOK {
 			p, _ = e.Data["backup"].(string)
 		}
 	}
 	if p == "" {
-		g.t.Fatalf("incident %s: no backup recorded by delete-webhook", id)
+		g.t.Fatalf("incident %s: no backup recorded by %s", id, step)
 	}
 	if filepath.Dir(p) != filepath.Join(g.stateDir, "incidents", id) {
 		g.t.Errorf("backup %s is not in the incident directory", p)
