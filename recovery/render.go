@@ -17,7 +17,7 @@ func RenderAdmissionPlan(w io.Writer, p *AdmissionPlan) {
 			fmt.Fprintf(w, "    nothing to do: %s\n", n.Reason)
 			continue
 		}
-		fmt.Fprintf(w, "    disable-admission-plugins: %s -> %s\n", listOrNone(n.DisabledBefore), listOrNone(n.DisabledAfter))
+		fmt.Fprintf(w, "    disable-admission-plugins: %s -> %s\n", ListOrNone(n.DisabledBefore), ListOrNone(n.DisabledAfter))
 		if len(n.RemovedFromEnable) > 0 {
 			fmt.Fprintf(w, "    enable-admission-plugins: %s taken out (kube-apiserver refuses a plugin in both lists)\n", strings.Join(n.RemovedFromEnable, ","))
 		}
@@ -58,7 +58,7 @@ func RenderAdmissionOutcome(w io.Writer, p *AdmissionPlan) {
 		case "failed":
 			fmt.Fprintf(w, "node %s: %s failed: %s\n", n.Node, n.Action, n.Error)
 		case "running":
-			fmt.Fprintf(w, "node %s: %s done; kube-apiserver runs with disable-admission-plugins=%s (%s)\n", n.Node, n.Action, listOrNone(n.DisabledAfter), time.Duration(n.Elapsed).Round(time.Millisecond))
+			fmt.Fprintf(w, "node %s: %s done; kube-apiserver runs with disable-admission-plugins=%s (%s)\n", n.Node, n.Action, ListOrNone(n.DisabledAfter), time.Duration(n.Elapsed).Round(time.Millisecond))
 		default:
 			fmt.Fprintf(w, "node %s: %s applied (%s)\n", n.Node, n.Action, time.Duration(n.Elapsed).Round(time.Millisecond))
 		}
@@ -74,7 +74,8 @@ func RenderAdmissionOutcome(w io.Writer, p *AdmissionPlan) {
 	}
 }
 
-func listOrNone(l []string) string {
+// ListOrNone renders a plugin list as the operator reads it.
+func ListOrNone(l []string) string {
 	if len(l) == 0 {
 		return "(none)"
 	}

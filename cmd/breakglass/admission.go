@@ -204,7 +204,7 @@ func renderAdmissionStatus(w io.Writer, nodes []recovery.NodeAdmission, admin bo
 			fmt.Fprintf(tw, "%s\terror: %s\t\t\t\n", n.Node, n.Error)
 			continue
 		}
-		configured := listOrNone(n.ConfigDisabled)
+		configured := recovery.ListOrNone(n.ConfigDisabled)
 		if !admin {
 			configured = "? (needs os:admin)"
 		}
@@ -215,7 +215,7 @@ func renderAdmissionStatus(w io.Writer, nodes []recovery.NodeAdmission, admin bo
 		if n.RollbackPending {
 			revert = "at " + n.RollbackAt.Local().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, configured, listOrNone(n.RunningDisabled), since, revert)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, configured, recovery.ListOrNone(n.RunningDisabled), since, revert)
 	}
 	tw.Flush()
 	for _, n := range nodes {
@@ -248,18 +248,4 @@ func splitCSV(in []string) []string {
 		}
 	}
 	return out
-}
-
-func listOrNone(l []string) string {
-	if len(l) == 0 {
-		return "(none)"
-	}
-	return strings.Join(l, ",")
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(unnamed)"
-	}
-	return s
 }

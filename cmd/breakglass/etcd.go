@@ -487,7 +487,7 @@ func renderListing(w io.Writer, l *etcd.Listing) {
 					ops[i] = string(op)
 				}
 				fmt.Fprintf(w, "    rule %s groups=%s versions=%s resources=%s scope=%s\n", strings.Join(ops, ","),
-					listOrNone(r.APIGroups), listOrNone(r.APIVersions), listOrNone(r.Resources), scope)
+					recovery.ListOrNone(r.APIGroups), recovery.ListOrNone(r.APIVersions), recovery.ListOrNone(r.Resources), scope)
 			}
 			fmt.Fprintf(w, "    namespaceSelector %s, objectSelector %s\n", selector(wh.NamespaceSelector), selector(wh.ObjectSelector))
 			for _, mc := range wh.MatchConditions {
@@ -509,7 +509,7 @@ func renderListing(w io.Writer, l *etcd.Listing) {
 			}
 			if m := p.MatchConstraints; m != nil {
 				for _, r := range m.ResourceRules {
-					fmt.Fprintf(w, "    matches groups=%s resources=%s\n", listOrNone(r.APIGroups), listOrNone(r.Resources))
+					fmt.Fprintf(w, "    matches groups=%s resources=%s\n", recovery.ListOrNone(r.APIGroups), recovery.ListOrNone(r.Resources))
 				}
 			}
 		}

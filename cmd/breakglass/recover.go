@@ -162,11 +162,15 @@ func journalCommand(s streams) *cli.Command {
 						return writeJSON(s.Out, map[string]any{"incidents": list})
 					}
 					for _, i := range list {
+						last := i.LastStep
+						if last == "" {
+							last = "-"
+						}
 						dry := ""
 						if i.DryRun {
 							dry = " (dry run)"
 						}
-						fmt.Fprintf(s.Out, "%s  %-11s %-18s %s by %s, last step %s%s\n", i.ID, i.State, i.Runbook, i.Started.Local().Format(time.RFC3339), i.By, orNone(i.LastStep), dry)
+						fmt.Fprintf(s.Out, "%s  %-11s %-18s %s by %s, last step %s%s\n", i.ID, i.State, i.Runbook, i.Started.Local().Format(time.RFC3339), i.By, last, dry)
 					}
 					if len(list) == 0 {
 						fmt.Fprintln(s.Out, "no incident yet")
