@@ -618,7 +618,7 @@ func (r *run) applyPlan(ctx context.Context, s Step, p *AdmissionPlan, planErr e
 	if err := p.Execute(ctx, r.tc, r.st); err != nil {
 		return "", data, err
 	}
-	return fmt.Sprintf("%s applied on %d node(s); kube-apiserver runs with disable-admission-plugins=%s", p.Operation, countChanges(p), listOrNone(p.Nodes[0].DisabledAfter)), data, nil
+	return fmt.Sprintf("%s applied on %d node(s); kube-apiserver runs with disable-admission-plugins=%s", p.Operation, countChanges(p), ListOrNone(p.Nodes[0].DisabledAfter)), data, nil
 }
 
 func countChanges(p *AdmissionPlan) int {
