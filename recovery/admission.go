@@ -81,6 +81,33 @@ func (p *AdmissionPlan) Changes() bool {
 	return false
 }
 
+// restoredRecords are the restore plan's nodes whose config is already byte
+// for byte what it was before the disable, but whose record is still there.
+func (p *AdmissionPlan) restoredRecords() []*NodeChange {
+	var out []*NodeChange
+	for _, n := range p.Nodes {
+		if p.Operation == "restore" && n.Action == "none" && n.record != nil && n.ByteExact {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// DropRestoredRecords removes the records of nodes whose config is already
+// what it was before the disable: a restore killed between its apply and the
+// record's removal, or a try-mode rollback. A record left behind would say
+// the plugins are still disabled (status, verify). It returns the nodes.
+func (p *AdmissionPlan) DropRestoredRecords(st State) ([]string, error) {
+	var done []string
+	for _, n := range p.restoredRecords() {
+		if err := st.DeleteAdmission(n.Cluster, n.Node); err != nil {
+			return done, talos.NewNodeError(n.Node, "remove state record", err)
+		}
+		done = append(done, n.Node)
+	}
+	return done, nil
+}
+
 // PlanErr is the planning failure of some nodes, if any.
 func (p *AdmissionPlan) PlanErr() error { return failures(p.planErrs, len(p.Nodes)) }
 

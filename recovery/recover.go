@@ -562,26 +562,20 @@ func (r *run) restore(ctx context.Context, s Step) (string, map[string]any, erro
 	return r.applyPlan(ctx, s, p, err)
 }
 
-// dropRestoredRecords removes the record of a node whose config is already
-// byte for byte what it was before the disable: a restore killed between
-// its apply and the record's removal (or a try-mode rollback). The plan has
-// nothing to do there, and a record left behind would say the plugins are
-// still disabled: verify would fail on it, and status would show it.
+// dropRestoredRecords removes leftover records of restores that took
+// effect (see AdmissionPlan.DropRestoredRecords), saying so.
 func (r *run) dropRestoredRecords(p *AdmissionPlan) error {
-	for _, n := range p.Nodes {
-		if n.Action != "none" || n.record == nil || !n.ByteExact {
-			continue
-		}
-		if r.opts.DryRun {
+	if r.opts.DryRun {
+		for _, n := range p.restoredRecords() {
 			r.progress(n.Node, "the config is already what it was before the disable; its leftover record would be removed")
-			continue
 		}
-		if err := r.st.DeleteAdmission(n.Cluster, n.Node); err != nil {
-			return talos.NewNodeError(n.Node, "remove state record", err)
-		}
-		r.progress(n.Node, "the config is already what it was before the disable: removed the leftover record of an interrupted restore")
+		return nil
 	}
-	return nil
+	nodes, err := p.DropRestoredRecords(r.st)
+	for _, n := range nodes {
+		r.progress(n, "the config is already what it was before the disable: removed the leftover record of an interrupted restore")
+	}
+	return err
 }
 
 func (r *run) admissionOptions(s Step) AdmissionOptions {

@@ -121,6 +121,11 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 		}
 		return err
 	}
+	if !g.DryRun {
+		if _, err := p.DropRestoredRecords(st); err != nil {
+			return err
+		}
+	}
 	if g.DryRun || !p.Changes() {
 		if g.json() {
 			if err := writeJSON(s.Out, p); err != nil {
