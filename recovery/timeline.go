@@ -32,7 +32,7 @@ func Timeline(entries []Entry) (IncidentMeta, []TimelineRow) {
 			}
 		case "begin":
 			open[e.Step] = len(rows)
-			rows = append(rows, TimelineRow{Start: e.Time, Offset: e.Time.Sub(meta.Started), Step: e.Step, Action: e.Action, Outcome: "interrupted", Message: e.Message})
+			rows = append(rows, TimelineRow{Start: e.Time, Offset: e.Time.Sub(meta.Started), Step: e.Step, Action: e.Action, Outcome: "interrupted", Message: "no end record: the run stopped during this step"})
 		case "end":
 			i, ok := open[e.Step]
 			if !ok {
@@ -60,7 +60,7 @@ func RenderTimeline(w io.Writer, meta IncidentMeta, rows []TimelineRow, markdown
 		fmt.Fprintln(w, "| time (UTC) | +offset | step | outcome | duration | notes |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|")
 		for _, r := range rows {
-			fmt.Fprintf(w, "| %s | +%s | %s | %s | %s | %s |\n", r.Start.UTC().Format("15:04:05"), r.Offset.Round(time.Second), r.Step, r.Outcome, r.Elapsed.Round(time.Millisecond), strings.ReplaceAll(r.Message, "|", "\\|"))
+			fmt.Fprintf(w, "| %s | +%s | %s | %s | %s | %s |\n", r.Start.UTC().Format("15:04:05"), r.Offset.Round(time.Second), r.Step, r.Outcome, r.Elapsed.Round(time.Millisecond), markdownCell(r.Message))
 		}
 		return
 	}
@@ -78,4 +78,10 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// markdownCell keeps a message on one table row.
+func markdownCell(s string) string {
+	s = strings.ReplaceAll(s, "|", "\\|")
+	return strings.Join(strings.Fields(s), " ")
 }
