@@ -244,14 +244,35 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 			bindings = appendOnce(bindings, c.Binding)
 		}
 	}
+	// A fail-closed webhook later in the chain is not in the log (the first
+	// failure ends each request) but blocks start-up too: the audit says
+	// which. Leaving its plugin on would keep the API server down.
+	for _, o := range ev.Etcd.Objects {
+		if o.StartupRisk != "deadlock" || contains(validating, o.Name) || contains(mutating, o.Name) {
+			continue
+		}
+		switch o.Kind {
+		case "ValidatingWebhookConfiguration":
+			plugins[PluginValidatingWebhook] = true
+		case "MutatingWebhookConfiguration":
+			plugins[PluginMutatingWebhook] = true
+		default:
+			continue
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("%s %s is not in the log yet, but the audit says it blocks start-up too (breakglass audit --from-etcd): its plugin must be off as well", o.Kind, o.Name))
+	}
 	// The guided recovery first: its runbooks name the plugin and the kind
 	// of object they delete (runbooks/builtin).
 	switch {
 	case len(validating) > 0 && len(mutating) > 0:
 		r.addNext("breakglass recover --plugins " + PluginValidatingWebhook + "," + PluginMutatingWebhook + " --delete " + strings.Join(validating, ","))
 		r.addNext("breakglass etcd delete --kind mutating " + strings.Join(mutating, " "))
+	case len(validating) > 0 && plugins[PluginMutatingWebhook]:
+		r.addNext("breakglass recover --plugins " + PluginValidatingWebhook + "," + PluginMutatingWebhook + " --delete " + strings.Join(validating, ","))
 	case len(validating) > 0:
 		r.addNext("breakglass recover --delete " + strings.Join(validating, ","))
+	case len(mutating) > 0 && plugins[PluginValidatingWebhook]:
+		r.addNext("breakglass recover --runbook mutating-webhook-deadlock --plugins " + PluginValidatingWebhook + "," + PluginMutatingWebhook + " --delete " + strings.Join(mutating, ","))
 	case len(mutating) > 0:
 		r.addNext("breakglass recover --runbook mutating-webhook-deadlock --delete " + strings.Join(mutating, ","))
 	}

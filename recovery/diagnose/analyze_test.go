@@ -3,6 +3,7 @@ package diagnose
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -382,5 +383,39 @@ func TestWriteText(t *testing.T) {
 	}
 	if !strings.HasSuffix(out, "ValidatingAdmissionWebhook\n") {
 		t.Errorf("the next command must come last:\n%s", out)
+	}
+}
+
+// The lab's Kyverno-like setup: the log names only the mutating webhook
+// (it runs first), but the validating one blocks start-up too; the next
+// command must turn both plugins off, or the API server stays down.
+func TestAnalyzeWebhookNotInLogYet(t *testing.T) {
+	logs := []string{
+		`W1129 22:57:03.100200      44 dispatcher.go:201] Failed calling webhook, failing closed mutate.kyverno.svc-fail: failed calling webhook "mutate.kyverno.svc-fail": failed to call webhook: Post "https://127.0.0.1:9443/mutate/fail?timeout=10s": context deadline exceeded`,
+		`I1129 22:57:03.100900      44 event.go:389] "Event occurred" object="" fieldPath="" kind="ServiceCIDR" apiVersion="networking.k8s.io/v1" type="Warning" reason="KubernetesDefaultServiceCIDRError" message="The default ServiceCIDR can not be created"`,
+	}
+	ee := kyvernoEtcd()
+	for i := range ee.Objects {
+		if strings.HasPrefix(ee.Objects[i].Kind, "ValidatingWebhook") || strings.HasPrefix(ee.Objects[i].Kind, "MutatingWebhook") {
+			ee.Objects[i].StartupRisk = "deadlock"
+		}
+	}
+	r := Analyze(&Evidence{HealthAsked: true, Etcd: ee, Nodes: []NodeEvidence{node("127.0.0.11", logs, runningPod, stuck())}}, Options{})
+	if r.Verdict != AdmissionDeadlock {
+		t.Fatalf("verdict %s: %s", r.Verdict, r.Summary)
+	}
+	want := "breakglass recover --runbook mutating-webhook-deadlock --plugins ValidatingAdmissionWebhook,MutatingAdmissionWebhook --delete kyverno-resource-mutating-webhook-cfg"
+	if len(r.Next) == 0 || r.Next[0] != want {
+		t.Errorf("next %q, want first %q", r.Next, want)
+	}
+	if !slices.Contains(r.Next, "breakglass admission disable --plugins ValidatingAdmissionWebhook,MutatingAdmissionWebhook") {
+		t.Errorf("next %q lacks the disable of both plugins", r.Next)
+	}
+	found := false
+	for _, n := range r.Notes {
+		found = found || strings.Contains(n, "kyverno-resource-validating-webhook-cfg is not in the log yet")
+	}
+	if !found {
+		t.Errorf("notes %q do not name the validating configuration", r.Notes)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery/audit"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -120,6 +121,10 @@ type AdmissionObject struct {
 	Policy    string         `json:"policy,omitempty"` // a binding's policy name
 	Failure   string         `json:"failurePolicy,omitempty"`
 	Undecoded string         `json:"undecoded,omitempty"` // why the value could not be read
+	// StartupRisk is the audit's verdict (deadlock, slow-start, none,
+	// unknown) for a webhook configuration: whether one of its webhooks can
+	// block kube-apiserver's own start-up writes with its backend down.
+	StartupRisk string `json:"startupRisk,omitempty"`
 }
 
 // WebhookBrief is one webhook of a configuration.
@@ -266,6 +271,7 @@ func gatherEtcd(ctx context.Context, objs Objects, resources []etcd.Resource) Et
 		if o.Policy != nil {
 			ao.Policy, ao.Failure = o.Policy.PolicyName, o.Policy.FailurePolicy
 		}
+		ao.StartupRisk = startupRisk(o)
 		ee.Objects = append(ee.Objects, ao)
 	}
 	return ee
@@ -279,4 +285,22 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// startupRisk audits one webhook configuration: a fail-closed webhook that
+// runs after another one in the chain never shows in the log (the first
+// failure ends the request), but blocks start-up all the same.
+func startupRisk(o etcd.Object) string {
+	if o.Decoded == nil || len(o.Webhooks) == 0 {
+		return ""
+	}
+	cfgs, err := audit.FromObjects(o.Decoded)
+	if err != nil {
+		return ""
+	}
+	report, err := audit.Audit(cfgs, audit.Options{})
+	if err != nil {
+		return ""
+	}
+	return string(report.Risk)
 }
