@@ -255,3 +255,19 @@ func CompletedSteps(entries []Entry) map[string]bool {
 	}
 	return done
 }
+
+// resumable is the newest incident that started a step and did not
+// complete: what `resume` without an ID continues. A run refused before its
+// first step (the lock was held, say) is not one.
+func (s State) resumable() (string, error) {
+	list, err := s.Incidents()
+	if err != nil {
+		return "", err
+	}
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].State != "completed" && list[i].LastStep != "" && !list[i].DryRun {
+			return list[i].ID, nil
+		}
+	}
+	return "", invalidInput("list them with: breakglass journal list", "no interrupted incident to resume in %s", s.incidentsDir())
+}

@@ -56,3 +56,30 @@ func TestJournalRoundTrip(t *testing.T) {
 		t.Errorf("journal mode %v, want 0600", info.Mode().Perm())
 	}
 }
+
+// resume without an ID continues the newest incident that started a step
+// and did not complete, not a newer one refused before its first step.
+func TestResumableSkipsRefusedRuns(t *testing.T) {
+	st := State{Dir: t.TempDir()}
+	now := time.Now()
+	started, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := started.Append(Entry{Kind: "begin", Step: "disable"}); err != nil {
+		t.Fatal(err)
+	}
+	started.Close()
+	refused, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock"}, now.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := refused.Append(Entry{Kind: "note", Message: "not run: lock held"}); err != nil {
+		t.Fatal(err)
+	}
+	refused.Close()
+	id, err := st.resumable()
+	if err != nil || id != started.ID {
+		t.Fatalf("resumable = %q, %v; want %q", id, err, started.ID)
+	}
+}

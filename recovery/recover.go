@@ -151,6 +151,12 @@ func clusterName(ctx context.Context, tc *talos.Client) string {
 // Resume continues an interrupted incident from its last completed step,
 // with the options it was started with.
 func Resume(ctx context.Context, tc *talos.Client, st State, ui UI, id string) (*RecoverResult, error) {
+	if id == "" {
+		var err error
+		if id, err = st.resumable(); err != nil {
+			return nil, err
+		}
+	}
 	j, entries, err := st.OpenIncident(id)
 	if err != nil {
 		return nil, err
