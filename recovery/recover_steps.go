@@ -2,10 +2,13 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -132,4 +135,191 @@ func (r *run) waitWebhooks(ctx context.Context, s Step) (string, map[string]any,
 		msg += fmt.Sprintf("; cannot tell for %s (service backends)", strings.Join(untellable, ", "))
 	}
 	return msg, nil, nil
+}
+
+func (r *run) snapshot(ctx context.Context) (string, map[string]any, error) {
+	if !r.deletesObjects() {
+		return "", nil, skip("nothing will be removed from etcd, so no snapshot is needed")
+	}
+	path := filepath.Join(r.journal.Dir, "etcd.snapshot")
+	if _, err := os.Stat(path); err == nil {
+		info, err := etcd.VerifySnapshotFile(path)
+		if err == nil {
+			return fmt.Sprintf("snapshot already taken: %s (%d bytes, verified)", path, info.Size), map[string]any{"snapshot": path}, nil
+		}
+		return "", nil, fmt.Errorf("a snapshot from an earlier run is there but fails verification (%v): move %s away and resume", err, path)
+	}
+	if r.opts.DryRun {
+		return "", nil, skip("dry run: would take a full etcd snapshot to %s", path)
+	}
+	node := r.tc.Nodes()[0]
+	r.progress(node, "streaming an etcd snapshot through the Talos API")
+	pr, pw := ioPipe()
+	go func() { pw.CloseWithError(r.tc.EtcdSnapshot(ctx, node, pw)) }()
+	info, err := etcd.WriteSnapshot(pr, path, nil)
+	pr.Close()
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("full etcd snapshot: %s (%d bytes, verified)", path, info.Size), map[string]any{"snapshot": path, "sha256": info.SHA256}, nil
+}
+
+// deletesObjects tells whether a step of this run removes objects from etcd.
+func (r *run) deletesObjects() bool {
+	for _, s := range r.opts.Steps {
+		if s.Action == "etcd.delete" && len(s.Names) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) deleteObjects(ctx context.Context, s Step) (string, map[string]any, error) {
+	names := s.Names
+	if len(names) == 0 {
+		return "", nil, skip("no object named to remove (--delete NAME): with its bootstrap objects created, the API server can start with webhooks back on")
+	}
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	resources, err := etcd.ParseKind(orDefault(s.Kind, "validating"))
+	if err != nil {
+		return "", nil, invalidInput("", "step %s: %v", s.Name, err)
+	}
+	plan, err := ec.PlanDelete(ctx, names, resources)
+	var nf *etcd.NotFoundError
+	if errors.As(err, &nf) {
+		// Resumed after the delete went through: a verified backup of
+		// every named object, written by this step, is the proof.
+		if done := r.earlierBackup(s, names); done != "" {
+			return "already removed in an earlier run; backup " + done, map[string]any{"backup": done}, nil
+		}
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	// A run killed after writing its backup (or half of it) but before the
+	// delete left that file behind; backups are never overwritten, so this
+	// run writes its own next to it.
+	backup := r.freeBackupPath(s.Name)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Remove from etcd (cluster %s, revision %d), after a verified backup to %s:\n", plan.Cluster.ClusterID, plan.Cluster.Revision, backup)
+	for _, o := range plan.Objects {
+		fmt.Fprintf(&b, "  %s %s (key %s, mod revision %d)\n", o.Kind, o.Name, o.Key, o.ModRevision)
+	}
+	r.ui.Show(b.String())
+	if !r.opts.DryRun {
+		for _, o := range plan.Objects {
+			if err := r.ui.ConfirmTyped(ctx, fmt.Sprintf("This removes %s %s from etcd.", o.Kind, o.Name), o.Name); err != nil {
+				return "", nil, err
+			}
+		}
+	}
+	if err := r.journal.Append(Entry{Kind: "note", Step: s.Name, Message: "backup goes to " + backup, Data: map[string]any{"backup": backup}}); err != nil {
+		return "", nil, err
+	}
+	res, err := ec.Execute(ctx, plan, etcd.NewWriter(ec, r.opts.DryRun), etcd.ExecuteOptions{BackupPath: backup, ToolVersion: r.opts.ToolVersion})
+	if err != nil {
+		return "", nil, err
+	}
+	data := map[string]any{"backup": res.BackupPath, "deleted": res.Deleted, "revision": res.Revision}
+	if r.opts.DryRun {
+		return fmt.Sprintf("dry run: would back up and remove %s", strings.Join(res.Deleted, ", ")), data, nil
+	}
+	return fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", strings.Join(res.Deleted, ", "), res.BackupPath, res.BackupPath), data, nil
+}
+
+// backupPaths are the backup files a step of this incident may have
+// written: backup-STEP.json, then backup-STEP-2.json, ...
+func (r *run) backupPath(step string, i int) string {
+	if i <= 1 {
+		return filepath.Join(r.journal.Dir, "backup-"+step+".json")
+	}
+	return filepath.Join(r.journal.Dir, fmt.Sprintf("backup-%s-%d.json", step, i))
+}
+
+// freeBackupPath is the first backup path of the step with neither the file
+// nor its .part there.
+func (r *run) freeBackupPath(step string) string {
+	for i := 1; ; i++ {
+		p := r.backupPath(step, i)
+		if !fileExists(p) && !fileExists(p+".part") {
+			return p
+		}
+	}
+}
+
+// earlierBackup is a verified backup of this step that holds an object of
+// every name, or "".
+func (r *run) earlierBackup(s Step, names []string) string {
+	for i := 1; i < 100; i++ {
+		p := r.backupPath(s.Name, i)
+		if !fileExists(p) {
+			if fileExists(p + ".part") {
+				continue
+			}
+			return ""
+		}
+		b, err := etcd.ReadBackup(p)
+		if err != nil {
+			continue
+		}
+		have := map[string]bool{}
+		for _, k := range b.Keys {
+			have[k.Key[strings.LastIndexByte(k.Key, '/')+1:]] = true
+		}
+		all := true
+		for _, n := range names {
+			all = all && have[n]
+		}
+		if all {
+			return p
+		}
+	}
+	return ""
+}
+
+// restoreObjects restores every backup an etcd.delete step of this
+// incident recorded.
+func (r *run) restoreObjects(ctx context.Context) (string, map[string]any, error) {
+	var backups []string
+	seen := map[string]bool{}
+	for _, e := range r.entries {
+		if p, ok := e.Data["backup"].(string); ok && e.Kind == "end" && e.Outcome == OutcomeOK && !seen[p] {
+			seen[p] = true
+			backups = append(backups, p)
+		}
+	}
+	if len(backups) == 0 {
+		return "", nil, skip("this incident removed nothing from etcd")
+	}
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	var b strings.Builder
+	b.WriteString("Restore from these verified backups, creating only the keys that are absent:\n")
+	for _, p := range backups {
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	r.ui.Show(b.String())
+	if !r.opts.DryRun {
+		if err := r.ui.Confirm(ctx, fmt.Sprintf("Restore %d backup(s) into etcd?", len(backups))); err != nil {
+			return "", nil, err
+		}
+	}
+	var parts []string
+	data := map[string]any{}
+	for _, p := range backups {
+		res, err := ec.RestoreFile(ctx, p, etcd.NewWriter(ec, r.opts.DryRun), etcd.RestoreOptions{})
+		if err != nil {
+			return "", data, err
+		}
+		for _, it := range res.Items {
+			parts = append(parts, fmt.Sprintf("%s: %s", it.Key, it.Status))
+			data[it.Key] = string(it.Status)
+		}
+	}
+	return strings.Join(parts, "; "), data, nil
 }

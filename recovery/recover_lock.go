@@ -1,0 +1,144 @@
+package recovery
+
+// The cluster lock as the guided engine takes it: in preflight, or before
+// the first step of a resume or revert; taken over only from this same
+// incident's dead run.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+)
+
+// willRun tells whether this run will execute a step with that action
+// (it is in the runbook and did not complete in an earlier run).
+func (r *run) willRun(action string) bool {
+	for _, s := range r.opts.Steps {
+		if s.Action == action && !r.done[s.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// lockBeforeSteps takes the cluster lock for a run without a preflight step
+// to take it, and journals the outcome.
+func (r *run) lockBeforeSteps(ctx context.Context) error {
+	warning, err := r.takeLock(ctx)
+	if err != nil {
+		return err
+	}
+	msg := "cluster lock taken"
+	if warning != "" {
+		msg = "cluster lock NOT taken: " + warning
+	}
+	return r.journal.Append(Entry{Kind: "note", Message: msg})
+}
+
+// takeLock takes the cluster lock for this incident. First, on this host,
+// the incident itself: if another process runs it (its lock.pid, written
+// when a run starts changing things, names a live process), this run is
+// refused even when etcd cannot be reached. A cluster lock still held by
+// this same incident, by the same user on the same host, whose process is
+// gone, is the lease of an earlier run killed before it could release it
+// (it would expire by itself within its TTL): it is taken over rather than
+// waited for. When etcd cannot be reached it returns a warning instead: an
+// incident must not wait for etcd to take the lock, but the operator must
+// know nobody is kept out.
+func (r *run) takeLock(ctx context.Context) (warning string, err error) {
+	if pid, alive := r.lockOwnerAlive(); alive {
+		return "", &incidentBusyError{incident: r.journal.ID, pid: pid}
+	}
+	if err := WriteFileAtomic(r.lockPIDPath(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("record this run's process in the incident: %w", err)
+	}
+	r.claimed = true
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		warning = "cannot take the cluster lock, etcd is unreachable (" + shortErr(err) + "): make sure nobody else runs breakglass on this cluster"
+		r.progress("etcd", warning)
+		return warning, nil
+	}
+	holder := LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
+	lock, err := AcquireLock(ctx, ec, holder)
+	var held *LockHeldError
+	if errors.As(err, &held) && held.Holder.Incident == holder.Incident && held.Holder.By == holder.By {
+		r.progress("etcd", fmt.Sprintf("the cluster lock is still held by this incident's interrupted %s run (since %s), whose process is gone: taking it over", held.Holder.Command, held.Holder.Since.Local().Format(time.RFC3339)))
+		if err = takeOverLock(ctx, ec, holder); err == nil {
+			lock, err = AcquireLock(ctx, ec, holder)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	r.lock = lock
+	return "", nil
+}
+
+// incidentBusyError: another process on this host runs the same incident.
+type incidentBusyError struct {
+	incident string
+	pid      int
+}
+
+func (e *incidentBusyError) Error() string {
+	return fmt.Sprintf("incident %s is being run by another breakglass process on this host (process id %d)", e.incident, e.pid)
+}
+func (e *incidentBusyError) Unwrap() error { return ErrConflict }
+func (e *incidentBusyError) Hints() []string {
+	return []string{"let that run finish, or stop it with Ctrl-C, then: breakglass resume " + e.incident}
+}
+
+func (r *run) lockPIDPath() string { return filepath.Join(r.journal.Dir, "lock.pid") }
+
+// lockOwnerAlive tells whether another process that runs this incident
+// (lock.pid) is alive. No record (a run killed just after taking the lock)
+// counts as gone; a process that cannot be probed counts as running.
+func (r *run) lockOwnerAlive() (int, bool) {
+	b, err := os.ReadFile(r.lockPIDPath())
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	if pid == os.Getpid() {
+		return pid, false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return pid, false
+	}
+	return pid, !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
+}
+
+// takeOverLock removes the lock only if it is still this incident's, by
+// this user: a transaction on the key's revision, so a lock someone else
+// took meanwhile is left alone.
+func takeOverLock(ctx context.Context, ec *etcd.Client, holder LockHolder) error {
+	resp, err := ec.KV().Get(ctx, lockKey)
+	if err != nil || len(resp.Kvs) == 0 {
+		return err
+	}
+	var cur LockHolder
+	if err := json.Unmarshal(resp.Kvs[0].Value, &cur); err != nil || cur.Incident != holder.Incident || cur.By != holder.By {
+		return &LockHeldError{Holder: cur}
+	}
+	_, err = ec.KV().Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(lockKey), "=", resp.Kvs[0].ModRevision)).
+		Then(clientv3.OpDelete(lockKey)).
+		Commit()
+	return err
+}
