@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,16 +18,7 @@ import (
 // mid-edit elsewhere).
 func buildBreakglass(t *testing.T) string {
 	t.Helper()
-	if b := os.Getenv("BREAKGLASS_TEST_BIN"); b != "" {
-		return b
-	}
-	bin := filepath.Join(t.TempDir(), "breakglass")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/breakglass")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/breakglass: %v\n%s", err, out)
-	}
-	return bin
+	return buildBreakglassTB(t)
 }
 
 // TestKilledMidwayConverges runs `breakglass admission disable` and then
