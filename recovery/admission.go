@@ -108,6 +108,16 @@ func (p *AdmissionPlan) DropRestoredRecords(st State) ([]string, error) {
 	return done, nil
 }
 
+// Cluster is the name of the cluster the plan's nodes belong to.
+func (p *AdmissionPlan) Cluster() string {
+	for _, n := range p.Nodes {
+		if n.Cluster != "" {
+			return n.Cluster
+		}
+	}
+	return ""
+}
+
 // PlanErr is the planning failure of some nodes, if any.
 func (p *AdmissionPlan) PlanErr() error { return failures(p.planErrs, len(p.Nodes)) }
 

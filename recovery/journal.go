@@ -271,3 +271,40 @@ func (s State) resumable() (string, error) {
 	}
 	return "", invalidInput("list them with: breakglass journal list", "no interrupted incident to resume in %s", s.incidentsDir())
 }
+
+// Journaled runs a change made outside a guided recovery (admission
+// disable, admission restore) as an incident of one step, so that it is in
+// the journal before and after it acts, like every step of recover. It
+// returns the incident's ID and act's error.
+func (s State) Journaled(meta IncidentMeta, step, action string, act func() (string, map[string]any, error)) (string, error) {
+	j, err := s.NewIncident(meta, time.Now())
+	if err != nil {
+		return "", fmt.Errorf("create the incident journal: %w", err)
+	}
+	defer j.Close()
+	if err := j.Append(Entry{Kind: "begin", Step: step, Action: action}); err != nil {
+		return j.ID, fmt.Errorf("journal: %w", err)
+	}
+	start := time.Now()
+	msg, data, actErr := act()
+	end := Entry{Kind: "end", Step: step, Action: action, Outcome: OutcomeOK, Message: msg, Data: data, Elapsed: Duration(time.Since(start))}
+	finish := "completed"
+	if actErr != nil {
+		end.Outcome, end.Error, finish = OutcomeFailed, actErr.Error(), "failed"
+	}
+	if err := j.Append(end); err != nil && actErr == nil {
+		return j.ID, fmt.Errorf("journal: %w", err)
+	}
+	_ = j.Append(Entry{Kind: "finish", Outcome: finish, Elapsed: end.Elapsed})
+	return j.ID, actErr
+}
+
+// JournalData is what the journal keeps of an executed plan: per node, the
+// action, the config hashes and the outcome (never the config itself).
+func (p *AdmissionPlan) JournalData() map[string]any {
+	data := map[string]any{}
+	for _, n := range p.Nodes {
+		data[n.Node] = map[string]any{"action": n.Action, "outcome": n.Outcome, "configHashBefore": n.ConfigHashBefore, "configHashAfter": n.ConfigHashAfter, "disabledAfter": n.DisabledAfter}
+	}
+	return data
+}

@@ -470,10 +470,7 @@ func (r *run) applyPlan(ctx context.Context, s Step, p *AdmissionPlan, planErr e
 	if planErr != nil {
 		return "", nil, planErr
 	}
-	data := map[string]any{}
-	for _, n := range p.Nodes {
-		data[n.Node] = map[string]any{"action": n.Action, "configHashBefore": n.ConfigHashBefore, "configHashAfter": n.ConfigHashAfter, "disabledAfter": n.DisabledAfter}
-	}
+	data := p.JournalData()
 	if err := p.PlanErr(); err != nil {
 		// A node that cannot be planned is not left behind silently.
 		return "", data, err

@@ -149,7 +149,14 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 		defer ec.Close()
 		defer lock.Release(ctx)
 	}
-	execErr := p.Execute(ctx, tc, st)
+	meta := recovery.IncidentMeta{Cluster: p.Cluster(), Nodes: tc.Nodes(), Runbook: "admission " + op, ToolVersion: version}
+	incident, execErr := st.Journaled(meta, op, "admission."+op, func() (string, map[string]any, error) {
+		err := p.Execute(ctx, tc, st)
+		return fmt.Sprintf("%s on %d node(s)", op, countChanges(p)), p.JournalData(), err
+	})
+	if incident != "" {
+		fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", incident)
+	}
 	if g.json() {
 		if err := writeJSON(s.Out, p); err != nil {
 			return err

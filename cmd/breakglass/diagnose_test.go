@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,13 +28,8 @@ import (
 // testdata/script, does not have these commands.
 func TestDiagnoseScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script/diagnose_harness",
-		Setup: func(env *testscript.Env) error {
-			env.Setenv("BREAKGLASS_STATE_DIR", filepath.Join(env.WorkDir, "state"))
-			env.Setenv("HOME", env.WorkDir)
-			env.Values[clusterKey] = &clusterHolder{}
-			return nil
-		},
+		Dir:   "testdata/script/diagnose_harness",
+		Setup: scriptSetup,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"stopnode":     cmdStopNode,
 			"deadcluster":  cmdDeadCluster,

@@ -266,8 +266,12 @@ func runEtcdDelete(c *cli.Context, s streams, g globalOptions, ec *etcd.Client) 
 		renderDeletePlan(s.Out, ec, plan, opts)
 	}
 	if !w.DryRun() {
-		if err := newConfirmer(s, g.Yes).Confirm(ctx, fmt.Sprintf("Delete %d key(s) from etcd?", len(plan.Objects))); err != nil {
-			return err
+		// Removing an object from etcd asks to type its name, as recover does.
+		conf := newConfirmer(s, g.Yes)
+		for _, o := range plan.Objects {
+			if err := conf.ConfirmTyped(ctx, fmt.Sprintf("This deletes %s %s from etcd (backup first).", o.Kind, o.Name), o.Name); err != nil {
+				return err
+			}
 		}
 	}
 	res, err := ec.Execute(ctx, plan, w, opts)

@@ -38,15 +38,19 @@ func TestMain(m *testing.M) {
 
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
-		Setup: func(env *testscript.Env) error {
-			env.Setenv("BREAKGLASS_STATE_DIR", filepath.Join(env.WorkDir, "state"))
-			env.Setenv("HOME", env.WorkDir)
-			env.Values[clusterKey] = &clusterHolder{}
-			return nil
-		},
-		Cmds: scriptCommands(),
+		Dir:   "testdata/script",
+		Setup: scriptSetup,
+		Cmds:  scriptCommands(),
 	})
+}
+
+// scriptSetup gives each script its own state directory and home, and a
+// place for the cluster its "cluster" command starts.
+func scriptSetup(env *testscript.Env) error {
+	env.Setenv("BREAKGLASS_STATE_DIR", filepath.Join(env.WorkDir, "state"))
+	env.Setenv("HOME", env.WorkDir)
+	env.Values[clusterKey] = &clusterHolder{}
+	return nil
 }
 
 func scriptCommands() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
