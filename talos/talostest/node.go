@@ -72,8 +72,9 @@ type Node struct {
 
 	kubelet    *kubelet
 	rebooting  atomic.Bool
-	sysLog     *logBuffer // machined's own log (Logs namespace "system", id "machined")
-	kubeletLog *logBuffer // the kubelet's log (id "kubelet")
+	etcdDown   atomic.Bool // SetEtcdHealthy(false)
+	sysLog     *logBuffer  // machined's own log (Logs namespace "system", id "machined")
+	kubeletLog *logBuffer  // the kubelet's log (id "kubelet")
 
 	ctx    context.Context //nolint:containedctx
 	cancel context.CancelFunc
