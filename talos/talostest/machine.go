@@ -35,6 +35,8 @@ type machineService struct {
 	machine.UnimplementedMachineServiceServer
 
 	n *Node
+
+	etcdHealth etcdHealthLog // services.go
 }
 
 // Version implements machine.MachineServiceServer.
@@ -89,6 +91,8 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 	if err != nil {
 		return nil, err
 	}
+
+	warnings := configWarnings(cfg)
 
 	switch in.Mode { //nolint:exhaustive
 	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_NO_REBOOT:
@@ -169,9 +173,24 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 	return &machine.ApplyConfigurationResponse{
 		Messages: []*machine.ApplyConfiguration{{
 			Mode:        in.Mode,
+			Warnings:    warnings,
 			ModeDetails: modeDetails + modeErr,
 		}},
 	}, nil
+}
+
+// configWarnings are the warnings machined returns with an apply (not with a dry run,
+// whose reply it builds before): those of the config's Validate, then those of its
+// RuntimeValidate that do not depend on the machine (it also looks for sd-boot, and
+// refuses Kubernetes images this Talos does not support, which the emulator does not).
+func configWarnings(cfg *nodeConfig) []string {
+	warnings, _ := cfg.prov.Validate(validationMode{}) //nolint:errcheck // parseConfig refused the errors
+
+	if raw := cfg.prov.RawV1Alpha1(); raw != nil && raw.MachineConfig != nil && len(raw.MachineConfig.Install().Extensions()) > 0 {
+		warnings = append(warnings, ".machine.install.extensions is deprecated, please see https://docs.siderolabs.com/talos/latest/platform-specific-installations/boot-assets")
+	}
+
+	return warnings
 }
 
 // canApplyImmediate is machined's Runtime.CanApplyImmediate: the v1alpha1 documents

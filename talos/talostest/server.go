@@ -32,9 +32,13 @@ var errNotAuthorized = status.Error(codes.PermissionDenied, "not authorized")
 var methodRoles = map[string]role.Set{
 	"/machine.MachineService/ApplyConfiguration": role.MakeSet(role.Admin, role.Reader), // reader only in maintenance, checked in the handler
 	"/machine.MachineService/Containers":         role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Dmesg":              role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/EtcdMemberList":     role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
 	"/machine.MachineService/EtcdSnapshot":       role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
+	"/machine.MachineService/EtcdStatus":         role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
 	"/machine.MachineService/Kubeconfig":         role.MakeSet(role.Admin),
 	"/machine.MachineService/Logs":               role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/ServiceList":        role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/Version":            role.MakeSet(role.Admin, role.Operator, role.Reader),
 
 	// per-type authorization is handled by the resource access filter

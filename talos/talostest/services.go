@@ -1,0 +1,480 @@
+package talostest
+
+// What a node answers for its services, etcd and kernel log (sources: siderolabs/talos
+// v1.13.8, internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go and
+// internal/app/machined/pkg/system):
+//
+//   - ServiceList (talosctl services, talosctl service ID): machined's services sorted
+//     by ID, all Running: apid, auditd, containerd, cri, dashboard, etcd, kubelet,
+//     machined, syslogd, trustd, udevd; etcd and trustd on control planes only. Each
+//     carries the event history a booted node shows (Starting, Waiting for its
+//     conditions, Preparing, the runner's start message with a PID, "Health check
+//     successful") and its health: OK, "?" for the dashboard (no health check), and for
+//     etcd the node's etcd health (Node.SetEtcdHealthy): unhealthy is "Fail" with
+//     "context deadline exceeded", machined's quorum check failing against a local etcd
+//     that does not answer. A health change is recorded (event, machined log line) when
+//     the emulator next looks, not when it happened.
+//   - EtcdMemberList and EtcdStatus (talosctl etcd members / status): control planes
+//     only (Unimplemented elsewhere). An unhealthy etcd acts as a stopped one: etcd's
+//     client waits for the connection (gRPC WaitForReady), so the call blocks until the
+//     caller's context ends, as on a node. Members are the cluster's control planes
+//     (IDs stable per node, https URLs on the node IPs, ports 2380 and 2379); talosctl
+//     asks the local member (QueryLocal). With too few healthy members for a quorum the
+//     member list fails with "etcdserver: no leader" (Unknown) and the status reports
+//     no leader and that error. A node rebooting after an apply counts as down.
+//   - Dmesg (talosctl dmesg): kernel boot lines, machined's service lines, then
+//     machined's log (the lines Logs serves for "machined") as Talos writes them to the
+//     kernel log ("user: warning: [time]: [talos] ..."); Follow streams new machined
+//     lines until the caller's context ends, Tail skips what was logged before.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+)
+
+// serviceDef describes one of machined's services on a booted node.
+type serviceDef struct {
+	id           string
+	controlPlane bool          // etcd and trustd run on control planes only
+	waiting      string        // the service's start conditions, "" when it has none
+	running      string        // what its runner reports once started
+	healthCheck  bool          // false: health "?" (unknown)
+	ago          time.Duration // when it started, before the node's API came up
+}
+
+// nodeServices is the list machined reports, sorted by ID as it sorts them.
+var nodeServices = []serviceDef{
+	{id: "apid", waiting: `service "containerd" to be "up", api certificates`, running: containerTask("apid", 1388), healthCheck: true, ago: 24 * time.Second},
+	{id: "auditd", running: "Service started as goroutine", healthCheck: true, ago: 28 * time.Second},
+	{id: "containerd", running: process(1021, "/bin/containerd", "--address", constants.SystemContainerdAddress, "--state", constants.SystemRunPath+"/containerd", "--root", constants.SystemVarPath+"/lib/containerd"), healthCheck: true, ago: 27 * time.Second},
+	{id: "cri", waiting: "network", running: process(1490, "/bin/containerd", "--address", constants.CRIContainerdAddress, "--config", constants.CRIContainerdConfig), healthCheck: true, ago: 21 * time.Second},
+	{id: "dashboard", waiting: `service "machined" to be "up", file "` + constants.MachineSocketPath + `" to exist`, running: process(1030, "/sbin/dashboard"), ago: 27 * time.Second},
+	{id: "etcd", controlPlane: true, waiting: `service "cri" to be "up", time sync, network, etcd spec`, running: containerTask("etcd", 1563), healthCheck: true, ago: 18 * time.Second},
+	{id: "kubelet", waiting: `service "cri" to be "up", time sync, network`, running: containerTask("kubelet", 1612), healthCheck: true, ago: 15 * time.Second},
+	{id: "machined", running: "Service started as goroutine", healthCheck: true, ago: 29 * time.Second},
+	{id: "syslogd", waiting: `service "machined" to be "up"`, running: "Service started as goroutine", healthCheck: true, ago: 28 * time.Second},
+	{id: "trustd", controlPlane: true, waiting: `service "containerd" to be "up", time sync, network`, running: containerTask("trustd", 1405), healthCheck: true, ago: 22 * time.Second},
+	{id: "udevd", running: process(1012, "/sbin/systemd-udevd", "--resolve-names=never"), healthCheck: true, ago: 28 * time.Second},
+}
+
+// containerTask is the containerd runner's start message.
+func containerTask(id string, pid int) string {
+	return fmt.Sprintf("Started task %s (PID %d) for container %s", id, pid, id)
+}
+
+// process is the process runner's start message.
+func process(pid int, args ...string) string {
+	return fmt.Sprintf("Process Process(%q) started with PID %d", args, pid)
+}
+
+// etcdDownMessage is what machined's etcd health check (a quorum read through a local
+// client, 15 s timeout) fails with when the local etcd does not answer.
+const etcdDownMessage = "context deadline exceeded"
+
+// serviceEvent is one entry of a service's event history.
+type serviceEvent struct {
+	state, msg string
+	at         time.Time
+}
+
+// etcdHealthLog records the etcd health changes the emulator has seen on a node.
+type etcdHealthLog struct {
+	mu      sync.Mutex
+	started bool
+	healthy bool
+	events  []serviceEvent
+}
+
+// upTime is when the node's machined came up: the creation of its MachineType resource.
+func (n *Node) upTime() time.Time {
+	r, err := n.st.Get(n.ctx, config.NewMachineType().Metadata())
+	if err != nil {
+		return time.Now()
+	}
+
+	return r.Metadata().Created()
+}
+
+// etcdUp reports whether the node's etcd answers: healthy and not rebooting.
+func (n *Node) etcdUp() bool {
+	return n.Type == machinetype.TypeControlPlane && n.EtcdHealthy() && !n.rebooting.Load()
+}
+
+// observeEtcdHealth records a change of the node's etcd health since last seen, as
+// machined's service runner does when a health check flips (event and log line).
+func (n *Node) observeEtcdHealth() []serviceEvent {
+	if n.Type != machinetype.TypeControlPlane {
+		return nil
+	}
+
+	h := &n.machine.etcdHealth
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+
+	if !h.started {
+		h.started, h.healthy = true, true // healthy at boot
+	}
+
+	if healthy := n.EtcdHealthy(); healthy != h.healthy {
+		h.healthy = healthy
+
+		msg := "Health check successful"
+		if !healthy {
+			msg = "Health check failed: " + etcdDownMessage
+		}
+
+		h.events = append(h.events, serviceEvent{state: "Running", msg: msg, at: time.Now()})
+		n.logf("service[etcd](Running): %s", msg)
+	}
+
+	return slices.Clone(h.events)
+}
+
+// serviceEvents is the boot history of a service, oldest first.
+func (d serviceDef) events(up time.Time) []serviceEvent {
+	start := up.Add(-d.ago)
+
+	evs := []serviceEvent{{"Starting", "Starting service", start.Add(-3 * time.Second)}}
+
+	if d.waiting != "" {
+		evs = append(evs, serviceEvent{"Waiting", "Waiting for " + d.waiting, start.Add(-3 * time.Second)})
+	}
+
+	evs = append(evs,
+		serviceEvent{"Preparing", "Running pre state", start.Add(-1500 * time.Millisecond)},
+		serviceEvent{"Preparing", "Creating service runner", start.Add(-time.Second)},
+		serviceEvent{"Running", d.running, start},
+	)
+
+	if d.healthCheck {
+		evs = append(evs, serviceEvent{"Running", "Health check successful", start.Add(time.Second)})
+	}
+
+	return evs
+}
+
+func (n *Node) services() []serviceDef {
+	var out []serviceDef
+
+	for _, d := range nodeServices {
+		if !d.controlPlane || n.Type == machinetype.TypeControlPlane {
+			out = append(out, d)
+		}
+	}
+
+	return out
+}
+
+// ServiceList implements machine.MachineServiceServer.
+func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
+	n := s.n
+	up := n.upTime()
+	etcdEvents := n.observeEtcdHealth()
+
+	var list []*machine.ServiceInfo
+
+	for _, d := range n.services() {
+		evs := d.events(up)
+		if d.id == "etcd" {
+			evs = append(evs, etcdEvents...)
+		}
+
+		info := &machine.ServiceInfo{
+			Id:     d.id,
+			State:  "Running",
+			Events: &machine.ServiceEvents{},
+			Health: &machine.ServiceHealth{Unknown: true, LastChange: timestamppb.New(time.Time{})},
+		}
+
+		for _, e := range evs {
+			info.Events.Events = append(info.Events.Events, &machine.ServiceEvent{Msg: e.msg, State: e.state, Ts: timestamppb.New(e.at)})
+
+			if strings.HasPrefix(e.msg, "Health check ") {
+				info.Health = &machine.ServiceHealth{Healthy: e.msg == "Health check successful", LastChange: timestamppb.New(e.at)}
+
+				if !info.Health.Healthy {
+					info.Health.LastMessage = etcdDownMessage
+				}
+			}
+		}
+
+		list = append(list, info)
+	}
+
+	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: list}}}, nil
+}
+
+// etcdMemberID is a node's etcd member ID: random on a real cluster, stable here.
+func etcdMemberID(n *Node) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%s", n.cluster.Name, n.Name)
+
+	return h.Sum64() | 1 // never 0, which means "no member"
+}
+
+// etcdLeader returns the leader of the cluster's etcd (the first control plane whose
+// etcd is up) and the control planes, or nil without a quorum of members up.
+func (n *Node) etcdLeader() (*Node, []*Node) {
+	members := n.cluster.ControlPlanes()
+
+	var up []*Node
+
+	for _, m := range members {
+		if m.etcdUp() {
+			up = append(up, m)
+		}
+	}
+
+	if len(up) <= len(members)/2 {
+		return nil, members
+	}
+
+	return up[0], members
+}
+
+// waitLocalEtcd blocks while the node's etcd is down, as etcd's client does
+// (WaitForReady): until it comes back or the caller gives up.
+func (n *Node) waitLocalEtcd(ctx context.Context) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+
+	for !n.etcdUp() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.ctx.Done():
+			return n.ctx.Err()
+		case <-t.C:
+		}
+	}
+
+	return nil
+}
+
+// EtcdMemberList implements machine.MachineServiceServer.
+func (s *machineService) EtcdMemberList(ctx context.Context, in *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
+	n := s.n
+
+	if err := checkControlPlane(n, "member list"); err != nil {
+		return nil, err
+	}
+
+	n.observeEtcdHealth()
+
+	if in.QueryLocal {
+		if err := n.waitLocalEtcd(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := n.waitAnyEtcd(ctx); err != nil {
+		return nil, err
+	}
+
+	leader, members := n.etcdLeader()
+	if leader == nil {
+		// etcd's rpctypes.ErrNoLeader reaches the caller as an error without a gRPC status
+		return nil, status.Error(codes.Unknown, "etcdserver: no leader")
+	}
+
+	slices.SortFunc(members, func(a, b *Node) int { return cmp.Compare(etcdMemberID(a), etcdMemberID(b)) })
+
+	resp := &machine.EtcdMembers{}
+
+	for _, m := range members {
+		resp.LegacyMembers = append(resp.LegacyMembers, m.Name)
+		resp.Members = append(resp.Members, &machine.EtcdMember{
+			Id:         etcdMemberID(m),
+			Hostname:   m.Name,
+			PeerUrls:   []string{fmt.Sprintf("https://%s:%d", m.IP, constants.EtcdPeerPort)},
+			ClientUrls: []string{fmt.Sprintf("https://%s:%d", m.IP, constants.EtcdClientPort)},
+		})
+	}
+
+	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{resp}}, nil
+}
+
+// waitAnyEtcd blocks while no control plane's etcd answers (the client is given every
+// control-plane endpoint and picks one that is up).
+func (n *Node) waitAnyEtcd(ctx context.Context) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+
+	for !slices.ContainsFunc(n.cluster.ControlPlanes(), (*Node).etcdUp) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.ctx.Done():
+			return n.ctx.Err()
+		case <-t.C:
+		}
+	}
+
+	return nil
+}
+
+// EtcdStatus implements machine.MachineServiceServer.
+func (s *machineService) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
+	n := s.n
+
+	if err := checkControlPlane(n, "etcd status"); err != nil {
+		return nil, err
+	}
+
+	n.observeEtcdHealth()
+
+	if err := n.waitLocalEtcd(ctx); err != nil {
+		return nil, fmt.Errorf("failed to query etcd status: %w", err)
+	}
+
+	id := etcdMemberID(n)
+	leader, members := n.etcdLeader()
+
+	st := &machine.EtcdMemberStatus{
+		MemberId:        id,
+		ProtocolVersion: etcdVersion(n),
+		StorageVersion:  "3.6.0",
+		// a small cluster's bbolt file, about 60% in use
+		DbSize:      int64(20<<20 + (id%1024)*4096), //nolint:gosec
+		DbSizeInUse: int64(12<<20 + (id%512)*4096),  //nolint:gosec
+	}
+
+	// the raft log grows as kube-apiserver writes (leases, events)
+	st.RaftIndex = 4096 + uint64(time.Since(n.upTime())/time.Second)*3 //nolint:gosec
+	st.RaftAppliedIndex = st.RaftIndex
+	st.RaftTerm = 2
+
+	if leader == nil {
+		st.Errors = []string{"etcdserver: no leader"}
+	} else {
+		st.Leader = etcdMemberID(leader)
+		st.RaftTerm += uint64(slices.Index(members, leader)) //nolint:gosec // each new leader takes a new term
+	}
+
+	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{MemberStatus: st}}}, nil
+}
+
+// etcdVersion is the version of the etcd image in the running config, without the "v".
+func etcdVersion(n *Node) string {
+	img := n.currentConfig().prov.Cluster().Etcd().Image()
+	if i := strings.LastIndex(img, ":"); i >= 0 && strings.HasPrefix(img[i+1:], "v") {
+		return strings.TrimPrefix(img[i+1:], "v")
+	}
+
+	return strings.TrimPrefix(constants.DefaultEtcdVersion, "v")
+}
+
+// kmsgLine formats a kernel log record as machined's Dmesg sends it.
+func kmsgLine(facility, priority string, at time.Time, msg string) []byte {
+	return fmt.Appendf(nil, "%s: %7s: [%s]: %s\n", facility, priority, at.UTC().Format(time.RFC3339Nano), msg)
+}
+
+// bootKmsg is the kernel log of the node's boot: kernel lines, then machined's
+// service lines (machined logs every service event).
+func (n *Node) bootKmsg() [][]byte {
+	up := n.upTime()
+	boot := up.Add(-35 * time.Second)
+
+	kernel := []struct {
+		after         time.Duration
+		prio, message string
+	}{
+		{0, "notice", "Linux version " + constants.DefaultKernelVersion + " (@buildkitsandbox) (gcc (GCC) 14.2.0, GNU ld (GNU Binutils) 2.44) #1 SMP PREEMPT_DYNAMIC"},
+		{0, "info", "Command line: talos.platform=metal console=ttyS0 console=tty0 init_on_alloc=1 slab_nomerge pti=on consoleblank=0 nvme_core.io_timeout=4294967295 printk.devkmsg=on selinux=1 module.sig_enforce=1"},
+		{120 * time.Millisecond, "info", "Memory: 7993328K/8388088K available"},
+		{900 * time.Millisecond, "info", "NET: Registered PF_INET6 protocol family"},
+		{1300 * time.Millisecond, "notice", "Run /init as init process"},
+		{2 * time.Second, "info", "XFS (sda5): Mounting V5 Filesystem"},
+		{2100 * time.Millisecond, "info", "XFS (sda6): Ending clean mount"},
+	}
+
+	var lines [][]byte
+
+	for _, k := range kernel {
+		lines = append(lines, kmsgLine("kern", k.prio, boot.Add(k.after), k.message))
+	}
+
+	type bootEvent struct {
+		id string
+		serviceEvent
+	}
+
+	var evs []bootEvent
+
+	for _, d := range n.services() {
+		for _, e := range d.events(up) {
+			evs = append(evs, bootEvent{d.id, e})
+		}
+	}
+
+	slices.SortStableFunc(evs, func(a, b bootEvent) int { return a.at.Compare(b.at) })
+
+	for _, e := range evs {
+		lines = append(lines, kmsgLine("user", "warning", e.at, fmt.Sprintf("[talos] service[%s](%s): %s", e.id, e.state, e.msg)))
+	}
+
+	return lines
+}
+
+// machinedKmsg turns a line of machined's log ("<RFC3339 time> [talos] ...") into a kernel log record.
+func machinedKmsg(line []byte) []byte {
+	text := strings.TrimRight(string(line), "\n")
+
+	ts, msg, ok := strings.Cut(text, " ")
+	at, err := time.Parse(time.RFC3339Nano, ts)
+
+	if !ok || err != nil {
+		at, msg = time.Now(), text
+	}
+
+	return kmsgLine("user", "warning", at, msg)
+}
+
+// Dmesg implements machine.MachineServiceServer.
+func (s *machineService) Dmesg(req *machine.DmesgRequest, srv machine.MachineService_DmesgServer) error {
+	n := s.n
+	ctx := srv.Context()
+
+	n.observeEtcdHealth()
+
+	send := func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) }
+
+	tail := -1 // every line logged so far
+
+	if req.Tail {
+		tail = 0 // only what comes next
+	} else {
+		for _, l := range n.bootKmsg() {
+			if err := send(l); err != nil {
+				return err
+			}
+		}
+	}
+
+	// machined sends one record per message
+	return n.sysLog.stream(ctx, tail, req.Follow, func(chunk []byte) error {
+		for line := range strings.Lines(string(chunk)) {
+			if err := send(machinedKmsg([]byte(line))); err != nil {
+				return err
+			}
+		}
+
+		return nil
+	})
+}
