@@ -140,8 +140,8 @@ func TestKilledMidwayConverges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, ok := pod.Flags["disable-admission-plugins"]; ok {
-			t.Errorf("node %s: static pod still has --disable-admission-plugins=%s", ip, v)
+		if v := pod.DisabledPlugins(); len(v) > 0 {
+			t.Errorf("node %s: static pod still has --disable-admission-plugins=%v", ip, v)
 		}
 		if rec, _ := st.LoadAdmission(l.Cluster.Name, ip); rec != nil {
 			// Explained (checked above) but stale: restore was killed between

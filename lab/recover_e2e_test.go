@@ -319,8 +319,8 @@ func (g *guided) recovered(deleted, backup string) {
 		if err != nil {
 			g.t.Fatal(err)
 		}
-		if v, ok := pod.Flags["disable-admission-plugins"]; ok {
-			g.t.Errorf("node %s: kube-apiserver still runs with --disable-admission-plugins=%s", ip, v)
+		if v := pod.DisabledPlugins(); len(v) > 0 {
+			g.t.Errorf("node %s: kube-apiserver still runs with --disable-admission-plugins=%v", ip, v)
 		}
 		if rec, err := g.st.LoadAdmission(g.l.Cluster.Name, ip); err != nil || rec != nil {
 			g.t.Errorf("node %s: state record left after a completed recovery: %+v (%v)", ip, rec, err)

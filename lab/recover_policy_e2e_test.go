@@ -139,8 +139,8 @@ func TestRecoverPolicyDeadlock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, ok := pod.Flags["disable-admission-plugins"]; ok {
-			t.Errorf("node %s: kube-apiserver still runs with --disable-admission-plugins=%s", ip, v)
+		if v := pod.DisabledPlugins(); len(v) > 0 {
+			t.Errorf("node %s: kube-apiserver still runs with --disable-admission-plugins=%v", ip, v)
 		}
 		if rec, _ := g.st.LoadAdmission(g.l.Cluster.Name, ip); rec != nil {
 			t.Errorf("node %s: state record left", ip)

@@ -346,8 +346,8 @@ func verify(ctx context.Context, l *Lab, tc *talos.Client, st recovery.State, be
 		case err != nil:
 			add("node "+ip+": flag gone from the static pod", false, err.Error())
 		default:
-			_, has := pod.Flags["disable-admission-plugins"]
-			add("node "+ip+": flag gone from the static pod", !has, "disable-admission-plugins="+pod.Flags["disable-admission-plugins"])
+			left := pod.DisabledPlugins()
+			add("node "+ip+": flag gone from the static pod", len(left) == 0, fmt.Sprintf("disable-admission-plugins=%s", strings.Join(left, ",")))
 		}
 		run := l.Current()[ip]
 		running := !slices.ContainsFunc(run.Args, func(a string) bool { return strings.HasPrefix(a, "--disable-admission-plugins=") })

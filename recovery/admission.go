@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +24,12 @@ type AdmissionOptions struct {
 	Wait        bool          // wait until the static pod runs with the new flags
 	WaitTimeout time.Duration
 	DryRun      bool // the nodes validate the change; nothing is applied
-	ToolVersion string
-	Progress    func(node, msg string) // optional: one line per step, per node
+	// AllowPendingChange applies even where someone else's TRY or STAGED
+	// change is pending (the running config and the one on disk differ in
+	// ways breakglass did not make). Off, such a node is refused.
+	AllowPendingChange bool
+	ToolVersion        string
+	Progress           func(node, msg string) // optional: one line per step, per node
 }
 
 // NodeChange is the plan, then the outcome, for one node.
@@ -41,10 +46,11 @@ type NodeChange struct {
 	NodeDiff          string     `json:"nodeDiff,omitempty"`
 	ConfigHashBefore  string     `json:"configHashBefore"`
 	ConfigHashAfter   string     `json:"configHashAfter,omitempty"`
-	ByteExact         bool       `json:"byteExact,omitempty"`  // restore: the config is again exactly what it was before disable
-	Unknowns          []string   `json:"unknowns,omitempty"`   // what breakglass cannot know (restore without a record)
-	RollbackAt        *time.Time `json:"rollbackAt,omitempty"` // try mode: when the node reverts by itself
-	Outcome           string     `json:"outcome"`              // planned, applied, running, failed
+	ByteExact         bool       `json:"byteExact,omitempty"`     // restore: the config is again exactly what it was before disable
+	Unknowns          []string   `json:"unknowns,omitempty"`      // what breakglass cannot know (restore without a record)
+	RollbackAt        *time.Time `json:"rollbackAt,omitempty"`    // try mode: when the node reverts by itself
+	PendingChange     string     `json:"pendingChange,omitempty"` // someone else's TRY or STAGED change on the node
+	Outcome           string     `json:"outcome"`                 // planned, applied, running, failed
 	Error             string     `json:"error,omitempty"`
 	Elapsed           Duration   `json:"elapsed,omitempty"`
 
@@ -55,7 +61,7 @@ type NodeChange struct {
 	// plan's dry run must then be a try too.
 	pendingRollback time.Time
 	nodeName        string
-	containerID     string // of the running kube-apiserver before the change
+	podBefore       talos.PodStatus // the kube-apiserver pod before the change
 }
 
 // AdmissionPlan is a computed change over the target nodes: shown, confirmed,
@@ -317,9 +323,26 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 	if n.Action == "none" {
 		return n, nil
 	}
-	dryReq := talos.ApplyRequest{Config: n.newConfig, Mode: applyMode(opts), TryTimeout: opts.RevertAfter, DryRun: true}
-	if left := time.Until(n.pendingRollback); left > time.Second && dryReq.Mode != talos.Try {
-		dryReq.Mode, dryReq.TryTimeout = talos.Try, left
+	if err := checkPendingChange(ctx, tc, n, cfg, opts); err != nil {
+		return nil, err
+	}
+	if health, err := tc.ReadEtcdHealth(ctx, node); err != nil {
+		return nil, err
+	} else if health == talos.EtcdUnhealthy {
+		return nil, talos.NewNodeError(node, "plan "+opsName(n), fmt.Errorf("%w: Talos renders kube-apiserver's static pod only while the node's etcd is healthy, so the new flags would never reach it", talos.ErrEtcdUnhealthy),
+			"look at etcd on that node: talosctl -n "+node+" service etcd; talosctl -n "+node+" etcd status",
+			"or leave the node out: -n with the other control-plane nodes")
+	}
+	// Every planning dry run is sent in TRY mode: on Talos any other request,
+	// a dry run included, cancels a pending TRY rollback (someone's, or our
+	// own --revert-after). A TRY is refused exactly when NO_REBOOT would be
+	// (the change needs a reboot), so it answers the same question.
+	dryReq := talos.ApplyRequest{Config: n.newConfig, Mode: talos.Try, TryTimeout: dryRunTryTimeout, DryRun: true}
+	if opts.RevertAfter > 0 {
+		dryReq.TryTimeout = opts.RevertAfter
+	}
+	if left := time.Until(n.pendingRollback); left > time.Second {
+		dryReq.TryTimeout = left
 	}
 	dry, err := tc.Apply(ctx, node, dryReq)
 	if err != nil {
@@ -330,9 +353,42 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 		return nil, err
 	}
 	if st, err := tc.ReadAPIServerStatus(ctx, node, n.nodeName); err == nil {
-		n.containerID = st.ContainerID
+		n.podBefore = st
 	}
 	return n, nil
+}
+
+// dryRunTryTimeout is the try timeout a planning dry run names; nothing is
+// applied, so it only has to be valid.
+const dryRunTryTimeout = time.Minute
+
+// checkPendingChange finds a TRY or STAGED change someone else left pending:
+// the running config and the one on disk differ, and breakglass's own record
+// does not explain it. Applying on top would make a TRY change permanent (its
+// rollback is cancelled) or lose a STAGED one (the disk is overwritten).
+func checkPendingChange(ctx context.Context, tc *talos.Client, n *NodeChange, running talos.MachineConfig, opts AdmissionOptions) error {
+	disk, err := tc.ReadPersistentConfig(ctx, n.Node)
+	if err != nil {
+		return err
+	}
+	if disk.Hash() == running.Hash() || ownTryChange(n, disk) {
+		return nil
+	}
+	n.PendingChange = "the running config and the config on disk differ: someone's TRY change is pending (it rolls back by itself) or a STAGED change waits for a reboot"
+	if opts.AllowPendingChange {
+		n.PendingChange += "; applying anyway (--allow-pending-change): a pending TRY change becomes permanent, a STAGED one is overwritten"
+		return nil
+	}
+	return talos.NewNodeError(n.Node, "plan "+opsName(n), fmt.Errorf("%w: %s; breakglass will not stack on it", ErrConflict, n.PendingChange),
+		"see the difference: talosctl -n "+n.Node+" get machineconfig v1alpha1 -o yaml, and the same for persistent",
+		"let the TRY change roll back or make it permanent (talosctl apply-config --mode no-reboot), or add --allow-pending-change to apply on top")
+}
+
+// ownTryChange tells whether breakglass's own try-mode disable explains the
+// difference: its rollback is pending (the running config is what it
+// applied) and the disk still holds what was there before.
+func ownTryChange(n *NodeChange, disk talos.MachineConfig) bool {
+	return !n.pendingRollback.IsZero() && n.record != nil && disk.Hash() == n.record.ConfigHashBefore
 }
 
 // rollbackPending is when a try-mode change recorded in rec reverts by
@@ -452,7 +508,11 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, tc *talos.Client, st St
 }
 
 // waitForFlags waits until the node has re-rendered kube-apiserver with the
-// new flags and a new container runs.
+// new flags and a container of the new pod runs. On Talos that takes the
+// kubelet's next poll of the static pods (every 20 s), the old pod's
+// shutdown (up to its 30 s grace) and Talos's next status refresh (every
+// 15 s). A restart of the old pod meanwhile also gives a new container ID:
+// only a new pod start time marks the new pod.
 func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts AdmissionOptions, say func(string, ...any)) error {
 	timeout := opts.WaitTimeout
 	if timeout == 0 {
@@ -460,23 +520,71 @@ func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts Adm
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	say("waiting for kube-apiserver to run with disable-admission-plugins=%v", n.DisabledAfter)
+	applied := time.Now()
 	var last talos.PodObservation
+	phase := ""
 	err := tc.WatchAPIServer(wctx, n.Node, n.nodeName, 100*time.Millisecond, func(o talos.PodObservation) bool {
 		last = o
-		return sameSet(o.Pod.DisabledPlugins(), n.DisabledAfter) && o.Status.Running &&
-			(n.containerID == "" || o.Status.ContainerID != n.containerID)
+		p := podPhase(o, n, applied)
+		if p != phase {
+			phase = p
+			say("%s", p)
+		}
+		return p == phaseDone
 	})
 	if err == nil {
 		n.Outcome = "running"
-		say("kube-apiserver restarted with the new flags (container %s)", last.Status.ContainerID)
+		say("kube-apiserver runs in the new pod with disable-admission-plugins=%s (container %s)", ListOrNone(n.DisabledAfter), shortID(last.Status.ContainerID))
 		return nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return &talos.NodeError{Node: n.Node, Op: "wait for kube-apiserver", Err: fmt.Errorf("%w after %s: pod flags %v, running %v, waiting reason %q",
-			ErrTimeout, timeout, last.Pod.DisabledPlugins(), last.Status.Running, last.Status.WaitingReason)}
+		return &talos.NodeError{Node: n.Node, Op: "wait for kube-apiserver", Err: fmt.Errorf("%w after %s: %s (pod flags %v, running %v, waiting reason %q)",
+			ErrTimeout, timeout, phase, last.Pod.DisabledPlugins(), last.Status.Running, last.Status.WaitingReason)}
 	}
 	return err
+}
+
+const phaseDone = "done"
+
+// podPhase says what the wait is waiting for, from one look at the node.
+func podPhase(o talos.PodObservation, n *NodeChange, applied time.Time) string {
+	switch {
+	case !sameSet(o.Pod.DisabledPlugins(), n.DisabledAfter):
+		return fmt.Sprintf("waiting for the node to re-render the static pod with disable-admission-plugins=%s", ListOrNone(n.DisabledAfter))
+	case !newPod(o.Status, n.podBefore, applied):
+		if o.Status.ContainerID != n.podBefore.ContainerID && o.Status.ContainerID != "" {
+			return "the old pod restarted (new container, old flags); still waiting for the kubelet to replace it"
+		}
+		return "static pod re-rendered; waiting for the kubelet to pick it up (it polls every 20 s), stop the old pod (up to 30 s) and for Talos to report the new one (every 15 s)"
+	case !o.Status.Running:
+		if o.Status.WaitingReason != "" {
+			return "new pod started; its container is waiting: " + o.Status.WaitingReason
+		}
+		return "new pod started; waiting for its container to run"
+	}
+	return phaseDone
+}
+
+// newPod tells whether the status is of a pod started after the change: its
+// start time changed (a container restart keeps the pod's). Without an
+// earlier status, a pod started after the apply counts (start times are
+// whole seconds, hence the second of slack).
+func newPod(st, before talos.PodStatus, applied time.Time) bool {
+	switch {
+	case !st.Found || st.PodStartedAt.IsZero():
+		return false
+	case before.Found && !before.PodStartedAt.IsZero():
+		return !st.PodStartedAt.Equal(before.PodStartedAt)
+	}
+	return !st.PodStartedAt.Before(applied.Truncate(time.Second).Add(-time.Second))
+}
+
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "containerd://")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 func modeName(m talos.ApplyMode) string {

@@ -91,8 +91,8 @@ func (p *apiserverProber) probe(ctx context.Context, node, nodeName string) Node
 		h.ProbeError = err.Error()
 		return h
 	}
-	port := pod.Flags["secure-port"]
-	if port == "" {
+	port, ok := pod.Flag("secure-port")
+	if !ok || port == "" {
 		port = "6443"
 	}
 	h.URL = "https://" + net.JoinHostPort(node, port) + "/readyz?verbose"

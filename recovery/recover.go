@@ -46,13 +46,15 @@ type UI interface {
 // RecoverOptions are what the operator asked for; they are stored in the
 // incident record so that a resume continues the same way.
 type RecoverOptions struct {
-	Runbook      string      `json:"runbook"`
-	Steps        []Step      `json:"steps"` // the runbook's, with the command line's overrides
-	KeepDisabled bool        `json:"keepDisabled,omitempty"`
-	DryRun       bool        `json:"dryRun,omitempty"`
-	Etcd         EtcdOptions `json:"etcd"`
-	ToolVersion  string      `json:"toolVersion"`
-	Command      string      `json:"command"` // recover, resume, revert: for the lock and the journal
+	Runbook      string `json:"runbook"`
+	Steps        []Step `json:"steps"` // the runbook's, with the command line's overrides
+	KeepDisabled bool   `json:"keepDisabled,omitempty"`
+	// AllowPendingChange: apply even over someone else's pending TRY or STAGED change.
+	AllowPendingChange bool        `json:"allowPendingChange,omitempty"`
+	DryRun             bool        `json:"dryRun,omitempty"`
+	Etcd               EtcdOptions `json:"etcd"`
+	ToolVersion        string      `json:"toolVersion"`
+	Command            string      `json:"command"` // recover, resume, revert: for the lock and the journal
 }
 
 // StepResult is the outcome of one step.
@@ -459,7 +461,8 @@ func (r *run) dropRestoredRecords(p *AdmissionPlan) error {
 }
 
 func (r *run) admissionOptions(s Step) AdmissionOptions {
-	return AdmissionOptions{Plugins: s.Plugins, Wait: true, WaitTimeout: orDuration(s.Timeout, 5*time.Minute), DryRun: r.opts.DryRun, ToolVersion: r.opts.ToolVersion, Progress: r.progress}
+	return AdmissionOptions{Plugins: s.Plugins, Wait: true, WaitTimeout: orDuration(s.Timeout, 5*time.Minute), DryRun: r.opts.DryRun,
+		AllowPendingChange: r.opts.AllowPendingChange, ToolVersion: r.opts.ToolVersion, Progress: r.progress}
 }
 
 // applyPlan shows a plan, asks, executes it, and journals the hashes.

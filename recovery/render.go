@@ -24,6 +24,9 @@ func RenderAdmissionPlan(w io.Writer, p *AdmissionPlan) {
 		if n.Reason != "" {
 			fmt.Fprintf(w, "    note: %s\n", n.Reason)
 		}
+		if n.PendingChange != "" {
+			fmt.Fprintf(w, "    WARNING: %s\n", n.PendingChange)
+		}
 		for _, u := range n.Unknowns {
 			fmt.Fprintf(w, "    note: %s\n", u)
 		}

@@ -22,6 +22,7 @@ var (
 	ErrNeedsReboot     = errors.New("the change needs a reboot")
 	ErrNotControlPlane = errors.New("not a control-plane node")
 	ErrConfig          = errors.New("talosconfig problem")
+	ErrEtcdUnhealthy   = errors.New("the node's etcd is not healthy")
 )
 
 // NodeError is a failure on one node, named by its address.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"regexp"
+	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -16,11 +17,16 @@ import (
 // message follows it.
 var criPrefix = regexp.MustCompile(`^\S+ (stdout|stderr) [FP] `)
 
-// APIServerLogs returns the last tail lines of the kube-apiserver container
-// (the current one, or the last that ran), with the CRI headers removed.
-// Logs are readable with os:reader and up.
-func (c *Client) APIServerLogs(ctx context.Context, node, nodeName string, tail int) ([]string, error) {
+// APIServerLogs returns the last tail lines of one kube-apiserver container,
+// named by its ID (from the pod status: PodStatus.ContainerID), with the CRI
+// headers removed. Without an ID Talos answers with the first container its
+// CRI lists, in no particular order: possibly one of a replaced pod, so
+// callers always name the one they mean. Readable with os:reader and up.
+func (c *Client) APIServerLogs(ctx context.Context, node, nodeName, containerID string, tail int) ([]string, error) {
 	id := "kube-system/kube-apiserver-" + nodeName + ":kube-apiserver"
+	if cid := strings.TrimPrefix(containerID, "containerd://"); cid != "" {
+		id += ":" + cid
+	}
 	stream, err := c.api.Logs(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI, id, false, int32(tail))
 	if err != nil {
 		return nil, nodeError(node, "read kube-apiserver logs", err, c.role)
@@ -58,4 +64,28 @@ func (c *Client) EtcdSnapshot(ctx context.Context, node string, w io.Writer) err
 		return nodeError(node, "take etcd snapshot", err, c.role)
 	}
 	return nil
+}
+
+// RunningAPIServerContainer finds the ID of the one running kube-apiserver
+// container in the node's CRI list, for when the pod status names none
+// (Talos has not reported the pod yet). The list holds exited containers and
+// those of replaced pods too, in no particular order: with no running one,
+// or several, it answers "" rather than guess.
+func (c *Client) RunningAPIServerContainer(ctx context.Context, node, nodeName string) (string, error) {
+	resp, err := c.api.Containers(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI)
+	if err != nil {
+		return "", nodeError(node, "list containers", err, c.role)
+	}
+	var running []string
+	for _, m := range resp.GetMessages() {
+		for _, ct := range m.GetContainers() {
+			if ct.GetPodId() == "kube-system/kube-apiserver-"+nodeName && ct.GetName() == "kube-apiserver" && ct.GetStatus() == "CONTAINER_RUNNING" {
+				running = append(running, ct.GetInternalId())
+			}
+		}
+	}
+	if len(running) != 1 {
+		return "", nil
+	}
+	return running[0], nil
 }

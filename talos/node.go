@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -55,7 +57,19 @@ func HashConfig(b []byte) string {
 // bytes. It skips the typed decoding on purpose: a config written for a
 // newer Talos may hold document kinds this machinery does not know.
 func (c *Client) ReadMachineConfig(ctx context.Context, node string) (MachineConfig, error) {
-	md := resource.NewMetadata(config.NamespaceName, config.MachineConfigType, config.ActiveID, resource.VersionUndefined)
+	return c.readMachineConfig(ctx, node, config.ActiveID)
+}
+
+// ReadPersistentConfig reads the config on the node's disk ("persistent").
+// It differs from the running one while someone's TRY change is pending
+// (running changed, disk not) or a STAGED change waits for a reboot (disk
+// changed, running not).
+func (c *Client) ReadPersistentConfig(ctx context.Context, node string) (MachineConfig, error) {
+	return c.readMachineConfig(ctx, node, config.PersistentID)
+}
+
+func (c *Client) readMachineConfig(ctx context.Context, node, id string) (MachineConfig, error) {
+	md := resource.NewMetadata(config.NamespaceName, config.MachineConfigType, id, resource.VersionUndefined)
 	r, err := c.api.COSI.Get(client.WithNode(ctx, node), md, state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
 	if err != nil {
 		return MachineConfig{}, nodeError(node, "read machine config", err, c.role)
@@ -125,16 +139,39 @@ func (c *Client) Apply(ctx context.Context, node string, req ApplyRequest) (Appl
 
 // APIServerPod is the kube-apiserver static pod as the node rendered it.
 type APIServerPod struct {
-	Args    []string          // the container's command line after the binary
-	Flags   map[string]string // --name=value flags from Args
+	Args []string // the container's command line after the binary
+	// Flags holds every value of each --name=value flag in Args, in order.
+	// Talos 1.13 renders a list value in extraArgs as the flag repeated once
+	// per item (--disable-admission-plugins=A --disable-admission-plugins=B).
+	Flags   map[string][]string
 	Image   string
 	Version resource.Version // changes whenever the node re-renders the pod
 }
 
-// DisabledPlugins lists --disable-admission-plugins of the running pod.
-func (p APIServerPod) DisabledPlugins() []string {
-	return splitList(p.Flags["disable-admission-plugins"])
+// Flag is the value kube-apiserver uses for a single-valued flag: the last one given.
+func (p APIServerPod) Flag(name string) (string, bool) {
+	v := p.Flags[name]
+	if len(v) == 0 {
+		return "", false
+	}
+	return v[len(v)-1], true
 }
+
+// FlagList is a list flag (comma-separated, possibly repeated) read as
+// kube-apiserver reads it: every occurrence, every item.
+func (p APIServerPod) FlagList(name string) []string {
+	var out []string
+	for _, v := range p.Flags[name] {
+		out = append(out, SplitList(v)...)
+	}
+	return out
+}
+
+// DisabledPlugins lists --disable-admission-plugins of the running pod.
+func (p APIServerPod) DisabledPlugins() []string { return p.FlagList("disable-admission-plugins") }
+
+// EnabledPlugins lists --enable-admission-plugins of the running pod.
+func (p APIServerPod) EnabledPlugins() []string { return p.FlagList("enable-admission-plugins") }
 
 // ReadAPIServerPod reads the rendered kube-apiserver static pod. It is not a
 // sensitive resource: any role may read it, and on every Talos version it
@@ -145,7 +182,7 @@ func (c *Client) ReadAPIServerPod(ctx context.Context, node string) (APIServerPo
 	if err != nil {
 		return APIServerPod{}, nodeError(node, "read kube-apiserver static pod", err, c.role)
 	}
-	out := APIServerPod{Flags: map[string]string{}, Version: sp.Metadata().Version()}
+	out := APIServerPod{Flags: map[string][]string{}, Version: sp.Metadata().Version()}
 	containers, _ := nested(sp.TypedSpec().Pod, "spec", "containers").([]any)
 	for _, ct := range containers {
 		m, _ := ct.(map[string]any)
@@ -163,21 +200,57 @@ func (c *Client) ReadAPIServerPod(ctx context.Context, node string) (APIServerPo
 	}
 	for _, a := range out.Args {
 		if name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok && strings.HasPrefix(a, "--") {
-			out.Flags[name] = value
+			out.Flags[name] = append(out.Flags[name], value)
 		}
 	}
 	return out, nil
 }
 
-// PodStatus is what kubelet reports of the kube-apiserver static pod.
+// PodStatus is what kubelet reports of the kube-apiserver static pod. Talos
+// refreshes it from the kubelet every 15 s, so it lags what runs.
 type PodStatus struct {
-	Found         bool // false until kubelet reports the pod
+	Found bool // false until kubelet reports the pod
+	// PodStartedAt is the pod's start time: a changed manifest makes a new
+	// pod with a new start time, while a container restart keeps it. It tells
+	// the new pod from a restart of the old one (both give a new container ID).
+	PodStartedAt  time.Time
 	Ready         bool
 	Running       bool
 	StartedAt     time.Time
 	RestartCount  int
 	WaitingReason string // e.g. CrashLoopBackOff
 	ContainerID   string
+}
+
+// EtcdHealth is what the node says of its etcd service.
+type EtcdHealth int
+
+const (
+	EtcdHealthUnknown EtcdHealth = iota // the node does not say (no such resource on this version)
+	EtcdHealthy
+	EtcdUnhealthy
+)
+
+// ReadEtcdHealth reads the node's etcd service health (COSI runtime
+// Services "etcd", any role). Talos renders the control-plane static pods
+// only while it is healthy: elsewhere a new flag never reaches kube-apiserver.
+func (c *Client) ReadEtcdHealth(ctx context.Context, node string) (EtcdHealth, error) {
+	md := resource.NewMetadata(v1alpha1.NamespaceName, v1alpha1.ServiceType, "etcd", resource.VersionUndefined)
+	svc, err := safe.StateGet[*v1alpha1.Service](client.WithNode(ctx, node), c.api.COSI, md)
+	switch {
+	case state.IsNotFoundError(err):
+		return EtcdUnhealthy, nil // a control plane without an etcd service: Talos tears the pods down
+	case err != nil:
+		if errors.Is(nodeError(node, "", err, c.role), ErrUnreachable) {
+			return EtcdHealthUnknown, nodeError(node, "read etcd service", err, c.role)
+		}
+		return EtcdHealthUnknown, nil // not served (older Talos, emulators): say nothing
+	case svc.TypedSpec().Running && svc.TypedSpec().Healthy:
+		return EtcdHealthy, nil
+	case svc.TypedSpec().Unknown:
+		return EtcdHealthUnknown, nil
+	}
+	return EtcdUnhealthy, nil
 }
 
 // NodeName is the Kubernetes node name of a Talos node.
@@ -205,6 +278,9 @@ func (c *Client) ReadAPIServerStatus(ctx context.Context, node, nodeName string)
 
 func parsePodStatus(ps map[string]any) PodStatus {
 	out := PodStatus{Found: true}
+	if t, ok := ps["startTime"].(string); ok {
+		out.PodStartedAt, _ = time.Parse(time.RFC3339, t)
+	}
 	conds, _ := ps["conditions"].([]any)
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
@@ -259,7 +335,8 @@ func toInt(v any) int {
 	return 0
 }
 
-func splitList(s string) []string {
+// SplitList splits a comma-separated flag value, dropping blanks.
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -35,7 +35,7 @@ func admissionCommand(s streams) *cli.Command {
 				Flags: append([]cli.Flag{
 					&cli.StringSliceFlag{Name: "plugins", Value: cli.NewStringSlice(recovery.DefaultPlugins...), Usage: "admission plugins to disable (comma-separated or repeated)"},
 					&cli.DurationFlag{Name: "revert-after", Usage: "apply in Talos try mode: the nodes revert by themselves after this long (e.g. 30m)"},
-					noWait, waitTimeout,
+					noWait, waitTimeout, allowPendingFlag(),
 				}, etcdConnFlags()...),
 				Action: func(c *cli.Context) error {
 					return runAdmissionChange(c, s, "disable")
@@ -49,7 +49,7 @@ func admissionCommand(s streams) *cli.Command {
 					"what it was before disable; other changes made meanwhile are kept. Without a record\n" +
 					"(disable ran elsewhere), --plugins removes just the named plugins.\n" +
 					"Idempotent: nodes with nothing to restore are left alone.\n\n" + exitCodeHelp(),
-				Flags: append([]cli.Flag{plugins, noWait, waitTimeout}, etcdConnFlags()...),
+				Flags: append([]cli.Flag{plugins, noWait, waitTimeout, allowPendingFlag()}, etcdConnFlags()...),
 				Action: func(c *cli.Context) error {
 					return runAdmissionChange(c, s, "restore")
 				},
@@ -65,6 +65,10 @@ func admissionCommand(s streams) *cli.Command {
 			},
 		},
 	}
+}
+
+func allowPendingFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "allow-pending-change", Usage: "apply even where someone's TRY or STAGED change is pending on a node (a TRY change then becomes permanent, a STAGED one is overwritten)"}
 }
 
 func connectTalos(ctx context.Context, g globalOptions) (*talos.Client, error) {
@@ -95,13 +99,14 @@ func runAdmissionChange(c *cli.Context, s streams, op string) error {
 func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Client, op string) error {
 	ctx := c.Context
 	opts := recovery.AdmissionOptions{
-		Plugins:     splitCSV(c.StringSlice("plugins")),
-		RevertAfter: c.Duration("revert-after"),
-		Wait:        !c.Bool("no-wait"),
-		WaitTimeout: c.Duration("wait-timeout"),
-		DryRun:      g.DryRun,
-		ToolVersion: version,
-		Progress:    progressPrinter(s.Err),
+		Plugins:            splitCSV(c.StringSlice("plugins")),
+		RevertAfter:        c.Duration("revert-after"),
+		Wait:               !c.Bool("no-wait"),
+		WaitTimeout:        c.Duration("wait-timeout"),
+		DryRun:             g.DryRun,
+		ToolVersion:        version,
+		AllowPendingChange: c.Bool("allow-pending-change"),
+		Progress:           progressPrinter(s.Err),
 	}
 	st := recovery.State{Dir: g.StateDir}
 	plan := recovery.PlanDisable

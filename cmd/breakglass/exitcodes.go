@@ -59,7 +59,7 @@ var exitCodeTable = []struct {
 	{exitConflict, "changed by someone else meanwhile, or another run holds the lock"},
 	{exitTimeout, "timed out waiting for the API server"},
 	{exitAborted, "declined at the confirmation, or interrupted"},
-	{exitRefused, "the node or etcd refused (invalid config, needs a reboot, not a control plane)"},
+	{exitRefused, "the node or etcd refused (invalid config, needs a reboot, not a control plane, its etcd unhealthy)"},
 	{exitCorrupt, "a backup or snapshot failed verification"},
 	{exitDisabled, "status: admission plugins are disabled on at least one node"},
 	{exitDiagnoseDeadlock, "diagnose: an admission deadlock was found"},
@@ -103,7 +103,7 @@ func exitCodeOf(err error) int {
 		return exitConflict
 	case errors.Is(err, recovery.ErrTimeout):
 		return exitTimeout
-	case errors.Is(err, talos.ErrRejected), errors.Is(err, talos.ErrNotControlPlane), errors.Is(err, talos.ErrNeedsReboot):
+	case errors.Is(err, talos.ErrRejected), errors.Is(err, talos.ErrNotControlPlane), errors.Is(err, talos.ErrNeedsReboot), errors.Is(err, talos.ErrEtcdUnhealthy):
 		return exitRefused
 	case errors.Is(err, recovery.ErrInvalidInput), errors.Is(err, talos.ErrConfig):
 		return exitUsage

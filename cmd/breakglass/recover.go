@@ -43,6 +43,7 @@ func recoverFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins to disable (default: the runbook's)"},
 		&cli.DurationFlag{Name: "revert-after", Usage: "disable in Talos try mode: the nodes revert by themselves after this long"},
 		&cli.BoolFlag{Name: "keep-disabled", Usage: "stop before putting the plugins back (restore later with: breakglass admission restore)"},
+		allowPendingFlag(),
 	)
 }
 
@@ -56,7 +57,7 @@ func runRecover(c *cli.Context, s streams) error {
 		return err
 	}
 	opts := recovery.RecoverOptions{Runbook: name, Steps: steps, KeepDisabled: c.Bool("keep-disabled"),
-		DryRun: g.DryRun, Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
+		AllowPendingChange: c.Bool("allow-pending-change"), DryRun: g.DryRun, Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
 	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, opts)
 	})

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -93,6 +94,10 @@ const (
 	stateUnknown nodeState = iota
 	stateReady
 	stateNotReady
+	// stateUnchecked: the container runs, but /readyz could not be asked.
+	// On Talos kube-apiserver's pod has no probes: it is "Ready" whenever the
+	// container runs, deadlocked or not, so that proves nothing.
+	stateUnchecked
 )
 
 func (ne NodeEvidence) state() nodeState {
@@ -103,8 +108,8 @@ func (ne NodeEvidence) state() nodeState {
 		return stateNotReady
 	}
 	if p := ne.Pod; p != nil && p.Found {
-		if p.Ready && p.Running {
-			return stateReady
+		if p.Running {
+			return stateUnchecked
 		}
 		return stateNotReady
 	}
@@ -119,13 +124,15 @@ func Analyze(ev *Evidence, opts Options) *Report {
 	opts = opts.withDefaults()
 	r := &Report{Evidence: ev, Findings: findings(ev, opts.MaxLines)}
 
-	var ready, notReady, unknown []string
+	var ready, notReady, unchecked, unknown []string
 	for _, ne := range ev.Nodes {
 		switch ne.state() {
 		case stateReady:
 			ready = append(ready, ne.Node)
 		case stateNotReady:
 			notReady = append(notReady, ne.Node)
+		case stateUnchecked:
+			unchecked = append(unchecked, ne.Node)
 		default:
 			unknown = append(unknown, ne.Node)
 		}
@@ -144,15 +151,19 @@ func Analyze(ev *Evidence, opts Options) *Report {
 	failures := r.byClass(ClassFailure)
 	startupStuck := r.has("default-servicecidr", "poststarthook-failed", "readyz-service-cidr", "readyz-rbac-bootstrap", "readyz-autoregister", "readyz-priority-classes", "readyz-ip-repair")
 
+	// A running container whose readiness could not be checked is judged by
+	// the logs alone: positive evidence of a failure counts, its absence
+	// proves nothing.
+	suspect := append(slices.Clone(notReady), unchecked...)
 	switch {
 	case len(admission) > 0 && (len(notReady) > 0 || (startupStuck && len(ready) == 0)):
 		r.Verdict = AdmissionDeadlock
 		r.Culprits = culprits(admission, ev.Etcd)
-		r.deadlock(notReady, ev)
-	case len(notReady) > 0 && len(failures) > 0:
+		r.deadlock(suspect, ev)
+	case len(suspect) > 0 && len(failures) > 0:
 		r.Verdict = OtherFailure
 		f := failures[0]
-		r.Summary = fmt.Sprintf("kube-apiserver is not ready on %s: %s", nodeList(notReady, len(ev.Nodes)), f.Meaning)
+		r.Summary = fmt.Sprintf("kube-apiserver is not ready on %s: %s", nodeList(suspect, len(ev.Nodes)), f.Meaning)
 		if f.Subject != "" {
 			r.Summary += " (" + f.Subject + ")"
 		}
@@ -174,6 +185,22 @@ func Analyze(ev *Evidence, opts Options) *Report {
 		if s := suspects(ev.Etcd); s != "" {
 			r.Notes = append(r.Notes, "fail-closed webhooks in etcd that could block start-up: "+s)
 		}
+	case len(unchecked) > 0:
+		r.Verdict = Unknown
+		r.Summary = fmt.Sprintf("kube-apiserver's container runs on %s, but its readiness could not be checked and its logs show no known failure: on Talos a running pod proves nothing (kube-apiserver has no probes there)", nodeList(unchecked, len(ev.Nodes)))
+		if ev.HealthError != "" {
+			r.Summary += "; /readyz: " + ev.HealthError
+		}
+		for _, n := range unchecked {
+			ne := nodeByName(ev, n)
+			if ne.Readyz != nil && ne.Readyz.Error != "" {
+				r.Notes = append(r.Notes, fmt.Sprintf("node %s: /readyz could not be asked: %s", n, ne.Readyz.Error))
+			}
+		}
+		r.addNext("breakglass apiserver wait --timeout 30s   # asks /readyz with the cluster's admin credentials (needs os:admin)")
+		if s := suspects(ev.Etcd); s != "" {
+			r.Notes = append(r.Notes, "fail-closed webhooks in etcd that could block start-up: "+s)
+		}
 	case len(unknown) > 0:
 		r.Verdict = Unknown
 		r.Summary = fmt.Sprintf("could not read kube-apiserver's state on %s", nodeList(unknown, len(ev.Nodes)))
@@ -191,7 +218,7 @@ func Analyze(ev *Evidence, opts Options) *Report {
 			r.Notes = append(r.Notes, "admission failures were logged, but kube-apiserver is ready: no deadlock now")
 		}
 	}
-	if len(unknown) > 0 && len(notReady) > 0 {
+	if len(unknown) > 0 && len(suspect) > 0 {
 		// Concluded from the nodes that could be read; the others are named.
 		for _, n := range unknown {
 			ne := nodeByName(ev, n)

@@ -211,7 +211,7 @@ func TestAnalyzeVerdicts(t *testing.T) {
 		{
 			name: "a webhook failing open is no failure",
 			ev: Evidence{Nodes: []NodeEvidence{
-				node("127.0.0.11", readLines(t, "webhook-failing-open.log"), readyPod, nil),
+				node("127.0.0.11", readLines(t, "webhook-failing-open.log"), readyPod, readyzOK()),
 			}},
 			verdict:  Healthy,
 			firstSig: "webhook-failing-open",
@@ -219,7 +219,7 @@ func TestAnalyzeVerdicts(t *testing.T) {
 		{
 			name: "one node unreadable: never healthy",
 			ev: Evidence{Nodes: []NodeEvidence{
-				node("127.0.0.11", healthy, readyPod, nil),
+				node("127.0.0.11", healthy, readyPod, readyzOK()),
 				{Node: "127.0.0.12", Errors: []string{"node 127.0.0.12: read node name: unreachable: connection refused"}},
 			}},
 			verdict:    Unknown,
@@ -251,13 +251,35 @@ func TestAnalyzeVerdicts(t *testing.T) {
 			name: "disabled plugins are worth a note",
 			ev: Evidence{Nodes: []NodeEvidence{
 				func() NodeEvidence {
-					ne := node("127.0.0.11", healthy, readyPod, nil)
+					ne := node("127.0.0.11", healthy, readyPod, readyzOK())
 					ne.DisabledPlugins = []string{"ValidatingAdmissionWebhook"}
 					return ne
 				}(),
 			}},
 			verdict:   Healthy,
 			notesHave: []string{"--disable-admission-plugins=ValidatingAdmissionWebhook", "breakglass admission restore"},
+		},
+		{
+			// Talos sets no probes on kube-apiserver: its pod is Ready whenever
+			// the container runs, deadlocked or not.
+			name: "a Ready pod without /readyz is never healthy",
+			ev: Evidence{HealthAsked: true, HealthError: "os:operator cannot fetch the admin kubeconfig", Nodes: []NodeEvidence{
+				node("127.0.0.11", healthy, readyPod, nil),
+				node("127.0.0.12", healthy, readyPod, refused()),
+			}},
+			verdict:    Unknown,
+			next:       []string{"breakglass apiserver wait --timeout 30s   # asks /readyz with the cluster's admin credentials (needs os:admin)"},
+			summaryHas: []string{"readiness could not be checked", "a running pod proves nothing", "os:operator cannot fetch"},
+			notesHave:  []string{"node 127.0.0.12: /readyz could not be asked: connect: connection refused"},
+		},
+		{
+			name: "a Ready pod without /readyz, the deadlock in its log: deadlock",
+			ev: Evidence{Etcd: kyvernoEtcd(), Nodes: []NodeEvidence{
+				node("127.0.0.11", deadlockLogs, readyPod, nil),
+			}},
+			verdict:  AdmissionDeadlock,
+			culprits: []string{"ValidatingWebhookConfiguration/kyverno-resource-validating-webhook-cfg/validate.kyverno.svc-fail/ValidatingAdmissionWebhook"},
+			next:     []string{"breakglass recover --delete kyverno-resource-validating-webhook-cfg", "breakglass admission disable --plugins ValidatingAdmissionWebhook"},
 		},
 	}
 	for _, tt := range tests {

@@ -284,7 +284,29 @@ func TestRunHealthyAndUnreachable(t *testing.T) {
 			return err == nil && st.Ready
 		})
 	}
+	// Running pods alone prove nothing (Talos sets no probes on kube-apiserver).
 	r, err := diagnose.Run(t.Context(), tc, nil, diagnose.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != diagnose.Unknown || !strings.Contains(r.Summary, "readiness could not be checked") {
+		t.Fatalf("without /readyz: verdict %s: %s, next %v", r.Verdict, r.Summary, r.Next)
+	}
+	// With /readyz answering ready on every node (the stand-in serves none:
+	// its answer is given here), healthy.
+	down := map[string]bool{}
+	readyz := func(context.Context) ([]diagnose.Readyz, error) {
+		var out []diagnose.Readyz
+		for _, n := range c.Nodes {
+			if down[n.IP] {
+				out = append(out, diagnose.Readyz{Node: n.IP, Error: "connect: connection refused"})
+				continue
+			}
+			out = append(out, diagnose.Readyz{Node: n.IP, Ready: true})
+		}
+		return out, nil
+	}
+	r, err = diagnose.Run(t.Context(), tc, nil, diagnose.Options{Health: readyz})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +316,8 @@ func TestRunHealthyAndUnreachable(t *testing.T) {
 
 	// One node's Talos API goes away: never healthy, and it is named.
 	c.Nodes[1].Stop()
-	r, err = diagnose.Run(t.Context(), tc, nil, diagnose.Options{})
+	down[c.Nodes[1].IP] = true
+	r, err = diagnose.Run(t.Context(), tc, nil, diagnose.Options{Health: readyz})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +352,10 @@ func (noNodes) ReadAPIServerPod(context.Context, string) (talos.APIServerPod, er
 func (noNodes) ReadAPIServerStatus(context.Context, string, string) (talos.PodStatus, error) {
 	panic("not called")
 }
-func (noNodes) APIServerLogs(context.Context, string, string, int) ([]string, error) {
+func (noNodes) RunningAPIServerContainer(context.Context, string, string) (string, error) {
+	panic("not called")
+}
+func (noNodes) APIServerLogs(context.Context, string, string, string, int) ([]string, error) {
 	panic("not called")
 }
 

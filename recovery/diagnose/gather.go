@@ -3,7 +3,6 @@ package diagnose
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +18,8 @@ type Nodes interface {
 	NodeName(ctx context.Context, node string) (string, error)
 	ReadAPIServerPod(ctx context.Context, node string) (talos.APIServerPod, error)
 	ReadAPIServerStatus(ctx context.Context, node, nodeName string) (talos.PodStatus, error)
-	APIServerLogs(ctx context.Context, node, nodeName string, tail int) ([]string, error)
+	APIServerLogs(ctx context.Context, node, nodeName, containerID string, tail int) ([]string, error)
+	RunningAPIServerContainer(ctx context.Context, node, nodeName string) (string, error)
 }
 
 // Objects lists admission objects; *etcd.Client is one.
@@ -232,12 +232,14 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		fail(err)
 	} else {
 		ne.Image = pod.Image
-		ne.EnabledPlugins = splitList(pod.Flags["enable-admission-plugins"])
+		ne.EnabledPlugins = pod.EnabledPlugins()
 		ne.DisabledPlugins = pod.DisabledPlugins()
 	}
+	var containerID string
 	if st, err := nodes.ReadAPIServerStatus(ctx, node, name); err != nil {
 		fail(err)
 	} else {
+		containerID = st.ContainerID
 		p := &Pod{Found: st.Found, Ready: st.Ready, Running: st.Running, Restarts: st.RestartCount, WaitingReason: st.WaitingReason}
 		if !st.StartedAt.IsZero() {
 			t := st.StartedAt
@@ -245,7 +247,14 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		}
 		ne.Pod, ne.podRead = p, true
 	}
-	if lines, err := nodes.APIServerLogs(ctx, node, name, tail); err != nil {
+	// The logs of the container the pod status names (the running one, or the
+	// last that ran): never whichever the CRI happens to list first.
+	if containerID == "" {
+		containerID, _ = nodes.RunningAPIServerContainer(ctx, node, name)
+	}
+	if containerID == "" {
+		ne.Errors = append(ne.Errors, "kube-apiserver logs not read: neither the pod status nor the container list names its current container")
+	} else if lines, err := nodes.APIServerLogs(ctx, node, name, containerID, tail); err != nil {
 		fail(err)
 		ne.Logs = lines
 	} else {
@@ -275,16 +284,6 @@ func gatherEtcd(ctx context.Context, objs Objects, resources []etcd.Resource) Et
 		ee.Objects = append(ee.Objects, ao)
 	}
 	return ee
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // startupRisk audits one webhook configuration: a fail-closed webhook that
