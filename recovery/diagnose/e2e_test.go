@@ -3,6 +3,7 @@ package diagnose_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,8 @@ import (
 // deadlocked is kube-apiserver in the incident: it logs what the real
 // v1.34.4 logged (testdata/logs/upgrade-deadlock.log) and never becomes
 // live nor ready, so the emulated kubelet restarts it again and again.
+// deadlocked logs the real lines, then exits as a real v1.34.4 does once
+// a post-start hook gives up (Talos sets no probe that would restart it).
 type deadlocked struct {
 	talostest.StandIn
 	lines []string
@@ -35,7 +38,12 @@ func (d deadlocked) Run(ctx context.Context, c talostest.Container, logs io.Writ
 	for _, l := range d.lines {
 		fmt.Fprintln(logs, l)
 	}
-	return d.StandIn.Run(ctx, c, logs)
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(20 * time.Millisecond):
+		return errors.New("PostStartHook failed")
+	}
 }
 
 func logExcerpt(t testing.TB, name string) []string {
@@ -121,7 +129,7 @@ func startCluster(t *testing.T, cps int, runner talostest.PodRunner) *talostest.
 	t.Helper()
 	c, err := talostest.NewCluster(t.Context(), talostest.ClusterOptions{
 		ControlPlanes: cps, Dir: t.TempDir(), Runner: runner,
-		Kubelet: talostest.KubeletOptions{BackoffBase: 50 * time.Millisecond, BackoffCap: 200 * time.Millisecond, ProbePeriod: 10 * time.Millisecond, StartupGrace: 50 * time.Millisecond},
+		Kubelet: talostest.KubeletOptions{TimeScale: 0.005}, // poll 100ms, status 75ms, back-off 50ms
 	})
 	if err != nil {
 		t.Fatalf("start emulated nodes: %v", err)

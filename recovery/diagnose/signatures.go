@@ -128,6 +128,10 @@ var Signatures = []Signature{
 		ID: "etcd-certificate", Source: SourceLog, Class: ClassFailure,
 		Literals: []string{"createTransport"},
 		Pattern:  regexp.MustCompile(`createTransport failed to connect to \{Addr: "([^"]+)".*(?:x509: |tls: |authentication handshake failed)`),
+		// A handshake cut short because kube-apiserver dropped the dial (it
+		// logs these while it starts, restarts and shuts down) says nothing
+		// of certificates; an x509 or tls error in the same line still does.
+		Unless:   regexp.MustCompile(`authentication handshake failed: (?:context canceled|operation was canceled)"?\s*$`),
 		Meaning:  "kube-apiserver and etcd do not accept each other's certificates",
 		Next:     "talosctl -n {node} logs etcd --tail 50",
 	},

@@ -163,6 +163,17 @@ func TestMatchLine(t *testing.T) {
 			nil,
 		},
 		{
+			// logged on every lab node while kube-apiserver starts, restarts or stops
+			"a handshake cancelled by kube-apiserver itself is no certificate failure",
+			`W1201 05:41:54.390762   26862 logging.go:55] [core] [Channel #7 SubChannel #9]grpc: addrConn.createTransport failed to connect to {Addr: "127.0.0.12:2379", ServerName: "127.0.0.12:2379", BalancerAttributes: {"<%!p(pickfirstleaf.managedByPickfirstKeyType={})>": "<%!p(bool=true)>" }}. Err: connection error: desc = "transport: authentication handshake failed: context canceled"`,
+			nil,
+		},
+		{
+			"a handshake refused for its certificate is one",
+			`W1201 05:41:54.390762   26862 logging.go:55] [core] [Channel #7 SubChannel #9]grpc: addrConn.createTransport failed to connect to {Addr: "127.0.0.12:2379", ServerName: "127.0.0.12:2379", BalancerAttributes: {"<%!p(pickfirstleaf.managedByPickfirstKeyType={})>": "<%!p(bool=true)>" }}. Err: connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`,
+			[]Match{{ID: "etcd-certificate", Subject: "127.0.0.12:2379"}},
+		},
+		{
 			"a policy without binding",
 			`E1129 22:52:40.131671      38 system_namespaces_controller.go:82] "Unhandled Error" err="unable to create required kubernetes system Namespace kube-system: namespaces \"kube-system\" is forbidden: ValidatingAdmissionPolicy 'no-system' denied request: failed expression: false" logger="UnhandledError"`,
 			[]Match{{ID: "policy-denied", Subject: "no-system"}},
