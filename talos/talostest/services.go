@@ -30,8 +30,9 @@ package talostest
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -224,10 +225,9 @@ func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.
 
 // etcdMemberID is a node's etcd member ID: random on a real cluster, stable here.
 func etcdMemberID(n *Node) uint64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%s", n.cluster.Name, n.Name)
+	sum := sha256.Sum256([]byte(n.cluster.Name + "/" + n.Name))
 
-	return h.Sum64() | 1 // never 0, which means "no member"
+	return binary.BigEndian.Uint64(sum[:8]) | 1 // never 0, which means "no member"
 }
 
 // etcdLeader returns the leader of the cluster's etcd (the first control plane whose
