@@ -233,7 +233,8 @@ func TestRunNamesTheDeadlockedConfiguration(t *testing.T) {
 		if ne.Node != c.Nodes[i].IP || ne.NodeName != c.Nodes[i].Name {
 			t.Errorf("node %d is %s (%s)", i, ne.Node, ne.NodeName)
 		}
-		if ne.Pod == nil || !ne.Pod.Found || ne.Pod.Ready || ne.Pod.Restarts < 2 {
+		// Ready or not depends on the moment (no probes: Ready while the container runs); the restarts do not.
+		if ne.Pod == nil || !ne.Pod.Found || ne.Pod.Restarts < 2 {
 			t.Errorf("node %s pod %+v", ne.Node, ne.Pod)
 		}
 		if ne.LogLinesRead == 0 || ne.LogLinesRead > 100 {
