@@ -97,10 +97,9 @@ type serviceEvent struct {
 
 // etcdHealthLog records the etcd health changes the emulator has seen on a node.
 type etcdHealthLog struct {
-	mu      sync.Mutex
-	started bool
-	healthy bool
-	events  []serviceEvent
+	mu     sync.Mutex
+	down   bool // as last seen; etcd is healthy at boot
+	events []serviceEvent
 }
 
 // upTime is when the node's machined came up: the creation of its MachineType resource.
@@ -130,15 +129,11 @@ func (n *Node) observeEtcdHealth() []serviceEvent {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 
-	if !h.started {
-		h.started, h.healthy = true, true // healthy at boot
-	}
-
-	if healthy := n.EtcdHealthy(); healthy != h.healthy {
-		h.healthy = healthy
+	if down := !n.EtcdHealthy(); down != h.down {
+		h.down = down
 
 		msg := "Health check successful"
-		if !healthy {
+		if down {
 			msg = "Health check failed: " + etcdDownMessage
 		}
 
@@ -149,7 +144,7 @@ func (n *Node) observeEtcdHealth() []serviceEvent {
 	return slices.Clone(h.events)
 }
 
-// serviceEvents is the boot history of a service, oldest first.
+// events is the boot history of a service, oldest first.
 func (d serviceDef) events(up time.Time) []serviceEvent {
 	start := up.Add(-d.ago)
 
