@@ -23,6 +23,10 @@ type Step struct {
 	Description string `json:"description,omitempty"`
 	Confirm     bool   `json:"confirm,omitempty"`
 	Optional    bool   `json:"optional,omitempty"`
+	// Requested: the operator asked for this step by name (recover --delete):
+	// never optional, and when it fails the run still puts the plugins back,
+	// then ends as a partial failure naming what is left to do.
+	Requested bool `json:"requested,omitempty"`
 
 	Plugins     []string      `json:"plugins,omitempty"`     // admission.disable
 	RevertAfter time.Duration `json:"revertAfter,omitempty"` // admission.disable
@@ -50,11 +54,20 @@ type RecoverOptions struct {
 	Steps        []Step `json:"steps"` // the runbook's, with the command line's overrides
 	KeepDisabled bool   `json:"keepDisabled,omitempty"`
 	// AllowPendingChange: apply even over someone else's pending TRY or STAGED change.
-	AllowPendingChange bool        `json:"allowPendingChange,omitempty"`
-	DryRun             bool        `json:"dryRun,omitempty"`
-	Etcd               EtcdOptions `json:"etcd"`
-	ToolVersion        string      `json:"toolVersion"`
-	Command            string      `json:"command"` // recover, resume, revert: for the lock and the journal
+	AllowPendingChange bool `json:"allowPendingChange,omitempty"`
+	// PluginsExplicit, RunbookExplicit: --plugins or --runbook was given;
+	// otherwise the diagnosis decides (see Decision).
+	PluginsExplicit bool `json:"pluginsExplicit,omitempty"`
+	RunbookExplicit bool `json:"runbookExplicit,omitempty"`
+	// Delete names admission objects to remove (recover --delete), of any
+	// kind unless DeleteKind says; they are resolved in etcd during
+	// preflight, before anything changes.
+	Delete      []string    `json:"delete,omitempty"`
+	DeleteKind  string      `json:"deleteKind,omitempty"`
+	DryRun      bool        `json:"dryRun,omitempty"`
+	Etcd        EtcdOptions `json:"etcd"`
+	ToolVersion string      `json:"toolVersion"`
+	Command     string      `json:"command"` // recover, resume, revert: for the lock and the journal
 }
 
 // StepResult is the outcome of one step.
@@ -72,9 +85,14 @@ type RecoverResult struct {
 	Journal  string       `json:"journal"`
 	DryRun   bool         `json:"dryRun"`
 	Steps    []StepResult `json:"steps"`
-	Outcome  string       `json:"outcome"` // completed, failed, aborted
-	Elapsed  Duration     `json:"elapsed"`
-	Next     []string     `json:"next,omitempty"` // the commands to run next
+	Outcome  string       `json:"outcome"` // completed, nothing-to-do, stopped, partial, failed, aborted
+	// Decision is the plan the diagnosis fixed (plugins and why).
+	Decision *Decision `json:"decision,omitempty"`
+	// Undone lists what the operator asked for and the run could not do,
+	// each with the command that finishes it.
+	Undone  []string `json:"undone,omitempty"`
+	Elapsed Duration `json:"elapsed"`
+	Next    []string `json:"next,omitempty"` // the commands to run next
 }
 
 // errSkip ends a step as skipped, with the reason as its message.
@@ -99,6 +117,10 @@ type run struct {
 	touched bool            // a step that changes the cluster began in this run
 	claimed bool            // this process wrote the incident's lock.pid
 	entries []Entry         // the journal so far (resume, revert)
+	// decision is what the diagnosis fixed (this run's, or the one an
+	// earlier run of the incident journaled).
+	decision *Decision
+	undone   []string // requested steps that failed: what is left, with the command
 }
 
 // Recover runs a guided recovery: each step says what it will do and why,
@@ -107,6 +129,11 @@ func Recover(ctx context.Context, tc *talos.Client, st State, ui UI, opts Recove
 	if len(opts.Steps) == 0 {
 		return nil, invalidInput("", "the runbook %q has no steps", opts.Runbook)
 	}
+	steps, err := withRequestedDeletes(opts.Steps, opts.Delete, opts.DeleteKind, opts.Runbook)
+	if err != nil {
+		return nil, err
+	}
+	opts.Steps = steps
 	r := &run{tc: tc, st: st, ui: ui, opts: opts, done: map[string]bool{}}
 	rawOpts, err := json.Marshal(opts)
 	if err != nil {
@@ -166,7 +193,7 @@ func Resume(ctx context.Context, tc *talos.Client, st State, ui UI, id string) (
 	if _, state := incidentState(entries); state == "completed" {
 		return nil, invalidInput("see it with: breakglass journal show "+j.ID, "incident %s is already completed", j.ID)
 	}
-	r := &run{tc: tc, st: st, ui: ui, opts: opts, journal: j, done: CompletedSteps(entries), entries: entries}
+	r := &run{tc: tc, st: st, ui: ui, opts: opts, journal: j, done: CompletedSteps(entries), entries: entries, decision: decisionFrom(entries)}
 	if err := j.Append(Entry{Kind: "note", Message: fmt.Sprintf("resumed by %s; completed steps are not run again", whoami())}); err != nil {
 		return nil, err
 	}
@@ -233,6 +260,7 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 		sr := StepResult{Name: s.Name, Action: s.Action, Outcome: OutcomeOK, Message: msg, Elapsed: Duration(time.Since(t0))}
 		end := Entry{Kind: "end", Step: s.Name, Action: s.Action, Outcome: OutcomeOK, Message: msg, Elapsed: sr.Elapsed, Data: data}
 		var sk errSkip
+		var stop *NotDeadlockError
 		switch {
 		case err == nil:
 		case errors.As(err, &sk):
@@ -242,6 +270,17 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 			sr.Outcome, end.Outcome, end.Error = OutcomeAborted, OutcomeAborted, err.Error()
 			sr.Message = err.Error()
 			runErr = err
+		case errors.Is(err, errNothingToRecover), errors.As(err, &stop):
+			// The diagnosis found nothing this runbook can fix: stop before
+			// any change. A healthy cluster is a success.
+			sr.Message, end.Message = err.Error(), err.Error()
+			runErr = err
+		case s.Requested:
+			// Asked for by name, so never optional; but the plugins must still
+			// be put back: go on, and end as a partial failure.
+			sr.Outcome, end.Outcome, end.Error = OutcomeFailed, OutcomeFailed, err.Error()
+			sr.Message = err.Error()
+			r.undone = append(r.undone, r.finishCommand(s, err))
 		case s.Optional:
 			// An optional step may fail without failing the run; it says so.
 			sr.Outcome, sr.Message = OutcomeSkipped, "optional step failed: "+err.Error()
@@ -262,12 +301,22 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 	}
 	res.Elapsed = Duration(time.Since(start))
 	res.Outcome = "completed"
+	res.Decision = r.decision
+	var stop *NotDeadlockError
 	switch {
 	case errors.Is(runErr, ErrAborted) || ctx.Err() != nil:
 		res.Outcome = "aborted"
+	case errors.Is(runErr, errNothingToRecover):
+		res.Outcome, runErr = "nothing-to-do", nil
+	case errors.As(runErr, &stop):
+		res.Outcome = "stopped"
 	case runErr != nil:
 		res.Outcome = "failed"
+	case len(r.undone) > 0:
+		res.Outcome = "partial"
+		runErr = &undoneError{undone: r.undone}
 	}
+	res.Undone = r.undone
 	res.Next = r.next(res, runErr)
 	_ = r.journal.Append(Entry{Kind: "finish", Outcome: res.Outcome, Elapsed: res.Elapsed, Message: strings.Join(res.Next, "; ")})
 	return res, runErr
@@ -297,9 +346,16 @@ func touchedBefore(entries []Entry) bool {
 func (r *run) next(res *RecoverResult, runErr error) []string {
 	id := r.journal.ID
 	var out []string
+	var stop *NotDeadlockError
 	switch {
+	case errors.As(runErr, &stop):
+		return append(out, stop.Next...)
+	case res.Outcome == "nothing-to-do":
+		return []string{"nothing was changed; check the webhooks anyway: breakglass audit --from-etcd"}
 	case r.opts.DryRun:
 		out = append(out, "run it for real: the same command without --dry-run")
+	case len(r.undone) > 0:
+		out = append(out, r.undone...)
 	case runErr != nil && !r.touched && !touchedBefore(r.entries):
 		// Refused or failed before any step that changes the cluster began
 		// (the lock held by someone else, preflight, diagnose): nothing to undo.
@@ -355,7 +411,7 @@ func (r *run) step(ctx context.Context, s Step) (string, map[string]any, error) 
 	case "admission.disable":
 		return r.disable(ctx, s)
 	case "apiserver.wait":
-		return r.waitReady(ctx, s, "the API server is ready on every node")
+		return r.waitRecovering(ctx, s)
 	case "etcd.snapshot":
 		return r.snapshot(ctx)
 	case "etcd.delete":
@@ -400,6 +456,14 @@ func (r *run) preflight(ctx context.Context) (string, map[string]any, error) {
 	}
 	data := map[string]any{"cluster": r.cluster, "versions": versions, "role": r.tc.Role()}
 	msg := fmt.Sprintf("%d control-plane node(s) reachable, role %s", len(r.tc.Nodes()), r.tc.Role())
+	found, err := r.checkRequestedDeletes(ctx)
+	if err != nil {
+		return "", data, err
+	}
+	if len(found) > 0 {
+		data["toRemove"] = found
+		msg += "; found in etcd: " + strings.Join(found, ", ")
+	}
 	if r.opts.DryRun {
 		return msg, data, nil
 	}
@@ -418,6 +482,9 @@ func (r *run) preflight(ctx context.Context) (string, map[string]any, error) {
 func (r *run) disable(ctx context.Context, s Step) (string, map[string]any, error) {
 	opts := r.admissionOptions(s)
 	opts.RevertAfter = s.RevertAfter
+	if r.decision != nil {
+		opts.Plugins = r.decision.Plugins // what the diagnosis fixed before the first change
+	}
 	p, err := PlanDisable(ctx, r.tc, r.st, opts)
 	if p == nil {
 		return "", nil, err

@@ -38,7 +38,14 @@ func (r *run) diagnose(ctx context.Context, s Step) (string, map[string]any, err
 		r.ui.Show(b.String())
 	}
 	data := map[string]any{"verdict": string(report.Verdict), "culprits": report.Culprits}
-	return fmt.Sprintf("verdict %s: %s", report.Verdict, report.Summary), data, nil
+	d, err := decide(report, r.opts)
+	if err != nil {
+		return "", data, err
+	}
+	r.decision = d
+	data["decision"] = d
+	r.ui.Show(d.Render())
+	return fmt.Sprintf("verdict %s: %s; plan: disable %s", report.Verdict, report.Summary, strings.Join(d.Plugins, ",")), data, nil
 }
 
 // ReadyzForDiagnose adapts CheckHealth to diagnose, which cannot import
@@ -323,3 +330,79 @@ func (r *run) restoreObjects(ctx context.Context) (string, map[string]any, error
 	}
 	return strings.Join(parts, "; "), data, nil
 }
+
+// deadlockCheckEvery is how often the wait after disable looks at the logs
+// for a deadlock that the disabled plugins do not end.
+const deadlockCheckEvery = 5 * time.Second
+
+// waitRecovering waits for the API server after the plugins were disabled,
+// and meanwhile looks at its logs: when a webhook or policy whose plugin is
+// still on keeps refusing the start-up writes, waiting out the timeout
+// cannot help, and the run says so at once with the command that does.
+func (r *run) waitRecovering(ctx context.Context, s Step) (string, map[string]any, error) {
+	if r.opts.DryRun || r.decision == nil {
+		return r.waitReady(ctx, s, "the API server is ready on every node")
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		t := time.NewTicker(deadlockCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := r.persistingDeadlock(wctx); err != nil {
+				cancel(err)
+				return
+			}
+		}
+	}()
+	msg, data, err := r.waitReady(wctx, s, "the API server is ready on every node")
+	if cause := context.Cause(wctx); err != nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return "", data, cause
+	}
+	return msg, data, err
+}
+
+// persistingDeadlock reads the logs of the running containers (those of the
+// new pods: the disable step waited for them) and tells whether admission
+// still refuses start-up writes through a plugin the plan left on.
+func (r *run) persistingDeadlock(ctx context.Context) error {
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		ec = nil
+	}
+	report, err := diagnose.Run(ctx, r.tc, ec, diagnose.Options{Tail: 200, EtcdError: err})
+	if err != nil || !report.AdmissionEvidence() {
+		return nil
+	}
+	missing := without(report.PluginNames(), r.decision.Plugins)
+	if len(missing) == 0 {
+		return nil // refusals by plugins already off: older lines
+	}
+	return &PersistingDeadlockError{Missing: missing, Why: reasonsOf(report, missing), Incident: r.journal.ID}
+}
+
+// PersistingDeadlockError: with the planned plugins off, admission still
+// refuses kube-apiserver's start-up writes through a plugin left on.
+type PersistingDeadlockError struct {
+	Missing  []string
+	Why      string
+	Incident string
+}
+
+func (e *PersistingDeadlockError) Error() string {
+	return fmt.Sprintf("the deadlock persists with the new flags: %s still on (%s)", strings.Join(e.Missing, ","), e.Why)
+}
+
+func (e *PersistingDeadlockError) Hints() []string {
+	return []string{
+		"turn it off too (restore undoes both): breakglass admission disable --plugins " + strings.Join(e.Missing, ","),
+		"then continue the recovery: breakglass resume " + e.Incident,
+	}
+}
+
+func (e *PersistingDeadlockError) Unwrap() error { return ErrTimeout }

@@ -86,9 +86,15 @@ func exitCodeHelp() string {
 func exitCodeOf(err error) int {
 	var usage usageError
 	var status statusCode
+	var notDeadlock *recovery.NotDeadlockError
 	switch {
 	case errors.As(err, &status):
 		return int(status)
+	case errors.As(err, &notDeadlock):
+		if code, ok := diagnoseExit(notDeadlock.Verdict).(statusCode); ok {
+			return int(code)
+		}
+		return exitDiagnoseUnknown
 	case errors.As(err, &usage):
 		return exitUsage
 	case errors.Is(err, recovery.ErrPartial):

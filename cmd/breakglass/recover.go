@@ -39,8 +39,9 @@ func recoverCommand(s streams) *cli.Command {
 func recoverFlags() []cli.Flag {
 	return append(etcdConnFlags(),
 		&cli.StringFlag{Name: "runbook", Value: "webhook-deadlock", Usage: "a built-in runbook name, or a runbook file"},
-		&cli.StringSliceFlag{Name: "delete", Usage: "remove these webhook configurations from etcd (after a verified backup); KIND/NAME for another kind"},
-		&cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins to disable (default: the runbook's)"},
+		&cli.StringSliceFlag{Name: "delete", Usage: "remove these admission objects from etcd after a verified backup: webhook configurations, policies or bindings, found by name"},
+		&cli.StringFlag{Name: "kind", Usage: "the kind of the --delete objects, when a name is held by more than one: " + strings.Join(etcd.KindValues, "|")},
+		&cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins to disable (default: those the diagnosis names, at least the runbook's)"},
 		&cli.DurationFlag{Name: "revert-after", Usage: "disable in Talos try mode: the nodes revert by themselves after this long"},
 		&cli.BoolFlag{Name: "keep-disabled", Usage: "stop before putting the plugins back (restore later with: breakglass admission restore)"},
 		allowPendingFlag(),
@@ -57,6 +58,8 @@ func runRecover(c *cli.Context, s streams) error {
 		return err
 	}
 	opts := recovery.RecoverOptions{Runbook: name, Steps: steps, KeepDisabled: c.Bool("keep-disabled"),
+		PluginsExplicit: c.IsSet("plugins"), RunbookExplicit: c.IsSet("runbook"),
+		Delete: splitCSV(c.StringSlice("delete")), DeleteKind: c.String("kind"),
 		AllowPendingChange: c.Bool("allow-pending-change"), DryRun: g.DryRun, Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
 	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, opts)
@@ -127,6 +130,9 @@ func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
 	fmt.Fprintln(w)
 	for _, st := range res.Steps {
 		fmt.Fprintf(w, "  %-8s %-18s %8s  %s\n", st.Outcome, st.Name, time.Duration(st.Elapsed).Round(time.Millisecond), st.Message)
+	}
+	for _, u := range res.Undone {
+		fmt.Fprintf(w, "NOT DONE: %s\n", u)
 	}
 	fmt.Fprintf(w, "Journal: %s\n", res.Journal)
 	for _, n := range res.Next {

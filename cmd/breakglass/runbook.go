@@ -19,7 +19,8 @@ func guidedSteps(c *cli.Context) (string, []recovery.Step, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	o := runbooks.Overrides{Plugins: splitCSV(c.StringSlice("plugins")), Delete: splitCSV(c.StringSlice("delete"))}
+	// --delete names are resolved by the engine, across admission kinds (RecoverOptions.Delete).
+	o := runbooks.Overrides{Plugins: splitCSV(c.StringSlice("plugins"))}
 	if d := c.Duration("revert-after"); d > 0 {
 		o.RevertAfter = runbooks.Duration(d)
 	}

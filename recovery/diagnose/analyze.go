@@ -32,9 +32,35 @@ type Report struct {
 	// Next lists exact commands, the recommended one first.
 	Next []string `json:"next,omitempty"`
 	// Notes are things worth knowing that do not change the verdict.
-	Notes    []string  `json:"notes,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// Plugins are the admission plugins that must be off for kube-apiserver
+	// to start (an admission deadlock), each with why; a guided recovery
+	// disables these.
+	Plugins []PluginNeed `json:"plugins,omitempty"`
+	// Runbook is the built-in runbook that fits the culprits.
+	Runbook  string    `json:"runbook,omitempty"`
 	Evidence *Evidence `json:"evidence"`
 }
+
+// PluginNeed is one admission plugin to disable, and why.
+type PluginNeed struct {
+	Plugin string `json:"plugin"`
+	Why    string `json:"why"`
+}
+
+// PluginNames lists the plugins to disable, in kube-apiserver's order.
+func (r *Report) PluginNames() []string {
+	var out []string
+	for _, p := range r.Plugins {
+		out = append(out, p.Plugin)
+	}
+	return out
+}
+
+// AdmissionEvidence tells whether the logs show an admission webhook or
+// policy refusing writes (failing closed, or denying): positive evidence
+// of an admission problem even when readiness could not be checked.
+func (r *Report) AdmissionEvidence() bool { return len(r.byClass(ClassAdmission)) > 0 }
 
 // Finding is one signature seen on one or more nodes.
 type Finding struct {
@@ -185,6 +211,13 @@ func Analyze(ev *Evidence, opts Options) *Report {
 		if s := suspects(ev.Etcd); s != "" {
 			r.Notes = append(r.Notes, "fail-closed webhooks in etcd that could block start-up: "+s)
 		}
+	case len(admission) > 0 && len(unchecked) > 0:
+		// Positive evidence in the log, readiness unknown: name the culprits
+		// and the plugins, but do not claim a deadlock that was not seen.
+		r.Culprits = culprits(admission, ev.Etcd)
+		r.deadlock(unchecked, ev)
+		r.Verdict = Unknown
+		r.Summary = fmt.Sprintf("kube-apiserver's readiness could not be checked on %s, but its log shows admission refusing writes: %s", nodeList(unchecked, len(ev.Nodes)), r.Summary)
 	case len(unchecked) > 0:
 		r.Verdict = Unknown
 		r.Summary = fmt.Sprintf("kube-apiserver's container runs on %s, but its readiness could not be checked and its logs show no known failure: on Talos a running pod proves nothing (kube-apiserver has no probes there)", nodeList(unchecked, len(ev.Nodes)))
@@ -243,6 +276,7 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 			ambiguous[c.Webhook] = ambiguous[c.Webhook] || countWebhook(r.Culprits, c.Webhook) > 1
 		}
 	}
+	why := map[string][]string{}
 	for _, c := range r.Culprits {
 		desc := ""
 		switch {
@@ -258,8 +292,12 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 		who = append(who, desc)
 		if c.Plugin != "" {
 			plugins[c.Plugin] = true
+			why[c.Plugin] = appendOnce(why[c.Plugin], desc+" refuses start-up writes (log)")
 		} else {
 			plugins[PluginValidatingWebhook], plugins[PluginMutatingWebhook] = true, true
+			for _, p := range []string{PluginValidatingWebhook, PluginMutatingWebhook} {
+				why[p] = appendOnce(why[p], desc+" refuses start-up writes (log; its kind is not known without etcd)")
+			}
 		}
 		switch {
 		case !c.FoundInEtcd || ambiguous[c.Webhook]:
@@ -281,8 +319,10 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 		switch o.Kind {
 		case "ValidatingWebhookConfiguration":
 			plugins[PluginValidatingWebhook] = true
+			why[PluginValidatingWebhook] = appendOnce(why[PluginValidatingWebhook], o.Kind+" "+o.Name+" fails closed on start-up writes too (audit of etcd; not in the log yet)")
 		case "MutatingWebhookConfiguration":
 			plugins[PluginMutatingWebhook] = true
+			why[PluginMutatingWebhook] = appendOnce(why[PluginMutatingWebhook], o.Kind+" "+o.Name+" fails closed on start-up writes too (audit of etcd; not in the log yet)")
 		default:
 			continue
 		}
@@ -318,7 +358,16 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 	for _, p := range []string{PluginValidatingWebhook, PluginMutatingWebhook, PluginValidatingPolicy, PluginMutatingPolicy} {
 		if plugins[p] {
 			ps = append(ps, p)
+			r.Plugins = append(r.Plugins, PluginNeed{Plugin: p, Why: strings.Join(why[p], "; ")})
 		}
+	}
+	switch {
+	case plugins[PluginValidatingWebhook]:
+		r.Runbook = "webhook-deadlock"
+	case plugins[PluginMutatingWebhook]:
+		r.Runbook = "mutating-webhook-deadlock"
+	case plugins[PluginValidatingPolicy], plugins[PluginMutatingPolicy]:
+		r.Runbook = "policy-deadlock"
 	}
 	r.addNext("breakglass admission disable --plugins " + strings.Join(ps, ","))
 	if !ev.Etcd.Asked || ev.Etcd.Error != "" {

@@ -131,9 +131,9 @@ var Signatures = []Signature{
 		// A handshake cut short because kube-apiserver dropped the dial (it
 		// logs these while it starts, restarts and shuts down) says nothing
 		// of certificates; an x509 or tls error in the same line still does.
-		Unless:   regexp.MustCompile(`authentication handshake failed: (?:context canceled|operation was canceled)"?\s*$`),
-		Meaning:  "kube-apiserver and etcd do not accept each other's certificates",
-		Next:     "talosctl -n {node} logs etcd --tail 50",
+		Unless:  regexp.MustCompile(`authentication handshake failed: (?:context canceled|operation was canceled)"?\s*$`),
+		Meaning: "kube-apiserver and etcd do not accept each other's certificates",
+		Next:    "talosctl -n {node} logs etcd --tail 50",
 	},
 	{
 		ID: "etcd-unreachable", Source: SourceLog, Class: ClassFailure,

@@ -1,0 +1,168 @@
+package recovery
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+)
+
+// Decision is what the diagnosis fixes for the rest of a guided recovery,
+// before its first change. It is journaled with the diagnose step, and a
+// resumed run follows it: a diagnosis made after the plugins were disabled
+// would say healthy and decide nothing.
+type Decision struct {
+	Verdict  string   `json:"verdict"`
+	Plugins  []string `json:"plugins"`
+	Reasons  []string `json:"reasons,omitempty"`  // why each plugin is in the plan
+	Runbook  string   `json:"runbook,omitempty"`  // the built-in runbook the diagnosis names
+	Warnings []string `json:"warnings,omitempty"` // where the operator's flags go against the diagnosis
+}
+
+// NotDeadlockError ends a guided recovery whose diagnosis found no admission
+// deadlock to recover from: nothing was changed. Its exit code is the one
+// `breakglass diagnose` gives the same verdict.
+type NotDeadlockError struct {
+	Verdict diagnose.Verdict
+	Summary string
+	Next    []string
+}
+
+func (e *NotDeadlockError) Error() string {
+	switch e.Verdict {
+	case diagnose.OtherFailure:
+		return "not an admission deadlock, nothing was changed: " + e.Summary
+	default:
+		return "cannot tell whether this is an admission deadlock, nothing was changed: " + e.Summary
+	}
+}
+
+// Hints are the diagnosis's next commands.
+func (e *NotDeadlockError) Hints() []string { return e.Next }
+
+// errNothingToRecover ends a run whose diagnosis says kube-apiserver is
+// ready everywhere: there is nothing to recover, and that is a success.
+var errNothingToRecover = errors.New("kube-apiserver is ready on every node: nothing to recover")
+
+// decide turns a diagnosis into the run's plan: the plugins to disable are
+// those the diagnosis names, and at least the runbook's own; plugins the
+// operator named explicitly win, with a warning when the diagnosis says
+// they are not enough.
+func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
+	d := &Decision{Verdict: string(report.Verdict), Runbook: report.Runbook}
+	switch report.Verdict {
+	case diagnose.Healthy:
+		return d, errNothingToRecover
+	case diagnose.OtherFailure:
+		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: report.Next}
+	case diagnose.Unknown:
+		if !report.AdmissionEvidence() && !opts.PluginsExplicit {
+			next := append(slices.Clone(report.Next), "if you know it is an admission deadlock, name the plugins: breakglass recover --plugins ValidatingAdmissionWebhook[,MutatingAdmissionWebhook]")
+			return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next}
+		}
+	}
+	runbookPlugins := disablePlugins(opts.Steps)
+	if opts.PluginsExplicit {
+		d.Plugins = runbookPlugins
+		d.Reasons = append(d.Reasons, "--plugins "+strings.Join(runbookPlugins, ",")+": named on the command line")
+		if missing := without(report.PluginNames(), runbookPlugins); len(missing) > 0 {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("the diagnosis says %s must be off too (%s): with --plugins %s the API server may stay down",
+				strings.Join(missing, ","), reasonsOf(report, missing), strings.Join(runbookPlugins, ",")))
+		}
+	} else {
+		d.Plugins = union(runbookPlugins, report.PluginNames())
+		for _, p := range d.Plugins {
+			why := reasonsOf(report, []string{p})
+			if why == "" {
+				why = "the runbook's own"
+			}
+			d.Reasons = append(d.Reasons, p+": "+why)
+		}
+	}
+	if report.Runbook != "" && report.Runbook != opts.Runbook {
+		if opts.RunbookExplicit {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("--runbook %s given; the diagnosis names %s (its steps are the same; the plugins above follow the diagnosis)", opts.Runbook, report.Runbook))
+		} else {
+			d.Reasons = append(d.Reasons, fmt.Sprintf("the diagnosis names runbook %s: its steps are those of %s, so this run follows them with the plugins above and --delete names resolved across every admission kind", report.Runbook, opts.Runbook))
+		}
+	}
+	if report.Verdict == diagnose.Unknown {
+		d.Warnings = append(d.Warnings, "readiness could not be checked: going on because "+unknownGround(report, opts))
+	}
+	return d, nil
+}
+
+func unknownGround(report *diagnose.Report, opts RecoverOptions) string {
+	if report.AdmissionEvidence() {
+		return "the log shows admission refusing writes"
+	}
+	return "--plugins was given"
+}
+
+// Render is the plan as the diagnosis shaped it, for the operator to read.
+func (d *Decision) Render() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Plan from the diagnosis (verdict %s): disable %s\n", d.Verdict, strings.Join(d.Plugins, ","))
+	for _, r := range d.Reasons {
+		fmt.Fprintf(&b, "  - %s\n", r)
+	}
+	for _, w := range d.Warnings {
+		fmt.Fprintf(&b, "WARNING: %s\n", w)
+	}
+	return b.String()
+}
+
+func reasonsOf(report *diagnose.Report, plugins []string) string {
+	var out []string
+	for _, p := range report.Plugins {
+		if slices.Contains(plugins, p.Plugin) && p.Why != "" {
+			out = append(out, p.Why)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// disablePlugins are the plugins of the steps' admission.disable steps.
+func disablePlugins(steps []Step) []string {
+	var out []string
+	for _, s := range steps {
+		if s.Action == "admission.disable" {
+			out = union(out, s.Plugins)
+		}
+	}
+	return out
+}
+
+// without is a minus b.
+func without(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// decisionFrom finds the decision an earlier run journaled with its
+// diagnose step.
+func decisionFrom(entries []Entry) *Decision {
+	var d *Decision
+	for _, e := range entries {
+		if e.Kind != "end" || e.Action != "diagnose" || e.Outcome != OutcomeOK {
+			continue
+		}
+		raw, err := json.Marshal(e.Data["decision"])
+		if err != nil {
+			continue
+		}
+		var got Decision
+		if json.Unmarshal(raw, &got) == nil && len(got.Plugins) > 0 {
+			d = &got
+		}
+	}
+	return d
+}

@@ -1,0 +1,104 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/runbooks"
+)
+
+// withRequestedDeletes puts the objects the operator named (recover
+// --delete NAME, or KIND/NAME) into the runbook's first etcd.delete step.
+// A name is an admission object, not a kind: the step then looks it up
+// across every admission kind (or the one --kind names), and, being asked
+// for, is no longer optional.
+func withRequestedDeletes(steps []Step, names []string, kind, runbook string) ([]Step, error) {
+	if len(names) == 0 {
+		return steps, nil
+	}
+	out := slices.Clone(steps)
+	i := slices.IndexFunc(out, func(s Step) bool { return s.Action == "etcd.delete" })
+	if i < 0 {
+		return nil, invalidInput("use a runbook that removes objects: breakglass runbook list", "runbook %s has no etcd.delete step to remove %s", runbook, strings.Join(names, ", "))
+	}
+	s := out[i]
+	s.Names = slices.Clone(s.Names)
+	s.Kind = orDefault(kind, "all")
+	for _, arg := range names {
+		name := arg
+		if k, n, ok := strings.Cut(arg, "/"); ok {
+			if kind != "" && k != kind {
+				return nil, invalidInput("give the kind once: --kind KIND, or KIND/NAME", "--delete %s names kind %s, --kind says %s", arg, k, kind)
+			}
+			s.Kind, name = k, n
+		}
+		if !runbooks.ValidObjectName(name) {
+			return nil, invalidInput("list the objects with: breakglass etcd webhooks --kind all", "--delete %q is not a Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253)", name)
+		}
+		if !slices.Contains(s.Names, name) {
+			s.Names = append(s.Names, name)
+		}
+	}
+	if _, err := etcd.ParseKind(s.Kind); err != nil {
+		return nil, err
+	}
+	s.Optional, s.Requested = false, true
+	out[i] = s
+	return out, nil
+}
+
+// checkRequestedDeletes looks every object the operator asked to remove up
+// in etcd, before anything changes: a name that is not there, or that more
+// than one kind holds, stops the run here (exit 2) with the names present
+// and the closest one.
+func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
+	var found []string
+	for _, s := range r.opts.Steps {
+		if s.Action != "etcd.delete" || !s.Requested || len(s.Names) == 0 {
+			continue
+		}
+		ec, err := r.etcd(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cannot check the objects to remove (%s): %w", strings.Join(s.Names, ", "), err)
+		}
+		resources, err := etcd.ParseKind(s.Kind)
+		if err != nil {
+			return nil, err
+		}
+		plan, err := ec.PlanDelete(ctx, s.Names, resources)
+		if err != nil {
+			var amb *etcd.AmbiguousNameError
+			if errors.As(err, &amb) {
+				return nil, &inputError{msg: "--delete: " + err.Error(), cause: err, hints: []string{"name the kind: --kind " + strings.Join(etcd.KindValues, "|")}}
+			}
+			return nil, fmt.Errorf("--delete: %w", err)
+		}
+		for _, o := range plan.Objects {
+			found = append(found, o.Kind+" "+o.Name)
+		}
+	}
+	return found, nil
+}
+
+// finishCommand is the command that does what a failed requested step
+// left undone.
+func (r *run) finishCommand(s Step, err error) string {
+	if s.Action == "etcd.delete" {
+		return fmt.Sprintf("step %s failed (%s); finish it with: breakglass etcd delete --kind %s %s", s.Name, shortErr(err), orDefault(s.Kind, "all"), strings.Join(s.Names, " "))
+	}
+	return fmt.Sprintf("step %s failed (%s); run it again with: breakglass resume %s", s.Name, shortErr(err), r.journal.ID)
+}
+
+// undoneError is a run that did everything but something the operator
+// asked for: a partial failure.
+type undoneError struct{ undone []string }
+
+func (e *undoneError) Error() string {
+	return "the recovery completed, but not everything asked for was done:\n" + strings.Join(e.undone, "\n")
+}
+
+func (e *undoneError) Unwrap() error { return ErrPartial }
