@@ -184,15 +184,18 @@ func ReadJournal(path string) ([]Entry, error) {
 
 // IncidentSummary is one line of `journal list`.
 type IncidentSummary struct {
-	ID       string    `json:"id"`
-	Started  time.Time `json:"started"`
-	By       string    `json:"by"`
-	Cluster  string    `json:"cluster,omitempty"`
-	Runbook  string    `json:"runbook"`
-	DryRun   bool      `json:"dryRun,omitempty"`
-	LastStep string    `json:"lastStep,omitempty"`
-	State    string    `json:"state"` // completed, failed, interrupted, aborted
-	Path     string    `json:"path"`
+	ID      string    `json:"id"`
+	Started time.Time `json:"started"`
+	By      string    `json:"by"`
+	Cluster string    `json:"cluster,omitempty"`
+	Runbook string    `json:"runbook"`
+	DryRun  bool      `json:"dryRun,omitempty"`
+	// Standalone: a single change (admission disable or restore), not a
+	// guided recovery; there is nothing to resume.
+	Standalone bool   `json:"standalone,omitempty"`
+	LastStep   string `json:"lastStep,omitempty"`
+	State      string `json:"state"` // completed, failed, interrupted, aborted
+	Path       string `json:"path"`
 }
 
 // Incidents lists the incidents, oldest first.
@@ -212,7 +215,7 @@ func (s State) Incidents() ([]IncidentSummary, error) {
 			continue
 		}
 		m := entries[0].Meta
-		sum := IncidentSummary{ID: m.ID, Started: m.Started, By: m.By, Cluster: m.Cluster, Runbook: m.Runbook, DryRun: m.DryRun, Path: path}
+		sum := IncidentSummary{ID: m.ID, Started: m.Started, By: m.By, Cluster: m.Cluster, Runbook: m.Runbook, DryRun: m.DryRun, Standalone: len(m.Options) == 0, Path: path}
 		sum.LastStep, sum.State = incidentState(entries)
 		out = append(out, sum)
 	}
@@ -265,7 +268,7 @@ func (s State) resumable() (string, error) {
 		return "", err
 	}
 	for i := len(list) - 1; i >= 0; i-- {
-		if list[i].State != "completed" && list[i].LastStep != "" && !list[i].DryRun {
+		if list[i].State != "completed" && list[i].LastStep != "" && !list[i].DryRun && !list[i].Standalone {
 			return list[i].ID, nil
 		}
 	}
