@@ -62,7 +62,8 @@ func TestJournalRoundTrip(t *testing.T) {
 func TestResumableSkipsRefusedRuns(t *testing.T) {
 	st := State{Dir: t.TempDir()}
 	now := time.Now()
-	started, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock"}, now)
+	opts := []byte(`{"runbook":"webhook-deadlock"}`)
+	started, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock", Options: opts}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestResumableSkipsRefusedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	started.Close()
-	refused, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock"}, now.Add(time.Second))
+	refused, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock", Options: opts}, now.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +79,15 @@ func TestResumableSkipsRefusedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused.Close()
+	// a standalone admission disable that failed after it began: not a guided recovery
+	standalone, err := st.NewIncident(IncidentMeta{Runbook: "admission disable"}, now.Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := standalone.Append(Entry{Kind: "begin", Step: "disable"}); err != nil {
+		t.Fatal(err)
+	}
+	standalone.Close()
 	id, err := st.resumable()
 	if err != nil || id != started.ID {
 		t.Fatalf("resumable = %q, %v; want %q", id, err, started.ID)
