@@ -45,6 +45,7 @@ type ClusterOptions struct {
 	// IPs of the nodes, control planes first; default consecutive addresses from 127.0.0.11.
 	IPs []string
 	// Port of every node's Talos API; 0 picks a free port per node (the lab uses 50000).
+	// Each node holds its address until Close (PortReservation).
 	Port int
 
 	// Secrets is the cluster's secrets bundle; default a new one. Reusing one saves
@@ -59,7 +60,8 @@ type ClusterOptions struct {
 	// BaseArgs returns the kube-apiserver flags a node renders before merging the
 	// config's extraArgs (the lab supplies cert paths, etcd servers, ports); default TalosBaseArgs.
 	BaseArgs func(n *Node, spec *k8s.APIServerConfigSpec) map[string]string
-	// Kubelet tunes the restart loop; zero fields take kubelet's values.
+	// Kubelet are the kubelet's and Talos's times; zero fields take a real node's.
+	// Tests set TimeScale (e.g. 0.01) to run them faster.
 	Kubelet KubeletOptions
 	// EtcdSnapshot streams an etcd snapshot for MachineService.EtcdSnapshot; nil answers Unavailable.
 	EtcdSnapshot func(ctx context.Context, n *Node, w io.Writer) error

@@ -55,19 +55,66 @@
 //   - The kube-apiserver static pod: flags rendered as Talos renders them (its base
 //     flags, or ClusterOptions.BaseArgs; extraArgs merged with its policies: overwrite,
 //     additive for enable-admission-plugins and a few others, refusal of the flags it
-//     manages; a list value gives the flag once per item). A kubelet-like loop runs
-//     the container through a PodRunner: a changed pod replaces the container (a new
-//     pod, restart count back to 0); an exit or failed liveness probe (when the runner
-//     is a Prober) restarts it after a back-off doubling from BackoffBase to
-//     BackoffCap, counting restarts, CrashLoopBackOff in between. $(POD_IP) in the
-//     command is expanded to the node IP as kubelet does. Logs (CRI log lines) and
-//     Containers serve the current and the previous container.
+//     manages; a list value gives the flag once per item), and only while the node's
+//     etcd is healthy (Node.SetEtcdHealthy): an apply meanwhile changes the configs but
+//     not the StaticPod, which is rendered when etcd is healthy again.
+//   - The kubelet, with the times of a real node (KubeletOptions; defaults in brackets):
+//     it fetches the manifest every PollInterval [20s, kubelet's httpCheckFrequency],
+//     so a re-rendered pod is noticed at the next poll, not at the apply. A changed
+//     pod is a new pod (new UID): the old container gets SIGTERM (the runner's ctx is
+//     cancelled) and the kubelet waits for it to exit, up to TerminationGrace [30s],
+//     then kills it (Container.Kill is closed); only then does the new pod start, with
+//     a new startTime and restart count 0. The pod has no probes, as on Talos: it is
+//     Ready whenever its container runs; a hung container is never restarted. A
+//     container that exits restarts in the same pod, the first time at once, then
+//     after BackoffBase doubling to BackoffCap [10s, 5m], CrashLoopBackOff in between.
+//     $(POD_IP) in the command is expanded to the node IP as kubelet does.
+//   - StaticPodStatus is what Talos reads from the kubelet's /pods every
+//     StatusInterval [15s], so it lags the kubelet; none exists before the first
+//     refresh. It is the pod's status as JSON (numbers are floats, times RFC 3339 in
+//     whole seconds): phase, startTime, conditions (Ready), and the container's
+//     containerID, state (running, or waiting CrashLoopBackOff with the back-off
+//     message), restartCount, lastState.terminated (exit code, reason, containerID)
+//     and started. A pod waiting for its predecessor to stop reports only
+//     {"phase": "Pending"}. Node.FreezePodStatus(true) keeps the last values, as on a
+//     node whose kubelet cannot authorize Talos's call while kube-apiserver is down.
+//   - New pod or restart? A restart of the same pod keeps startTime, raises
+//     restartCount by one, and its lastState.terminated.containerID is the previous
+//     container. A new pod (the manifest changed) has a new startTime, restartCount 0
+//     and no lastState until it restarts itself. A new containerID alone proves
+//     nothing: the old pod may have restarted before the kubelet noticed the new
+//     manifest. startTime has whole seconds: two pods started within the same second
+//     look alike (frequent with scaled times, possible on a node).
+//   - CRI: Containers lists each ready pod sandbox (Uid is the pod UID) and its
+//     containers, running and exited (the kubelet keeps the newest exited one), in
+//     random order on every call, as containerd lists them from maps. A replaced
+//     pod's sandbox is stopped, so its containers are not listed, but the runtime has
+//     them (and their logs) until the kubelet's garbage collection, every GCInterval
+//     [1m]. Logs for "kube-system/kube-apiserver-<node>:kube-apiserver" reads the
+//     first container the runtime lists, which may be an exited or an old pod's one;
+//     with ":<id>" appended (any part of the ID, such as the 12 digits Containers
+//     shows) exactly that container. An unknown one fails with machined's plain
+//     error `container "..." not found` (gRPC Unknown, not NotFound).
+//   - KubeletOptions.TimeScale multiplies every default time (0 or 1: real time);
+//     times set explicitly are used as given. Tests use TimeScale 0.01 (poll 200ms,
+//     status 150ms, grace 300ms, back-off 100ms to 3s) and, to decide the order of
+//     events themselves, very long times with Node.PollKubelet (the kubelet's poll,
+//     now), Node.RefreshPodStatus (Talos's refresh, now), Node.CrashContainer (the
+//     running container dies; a stopping one dies at once) and Node.WaitPod (wait for
+//     the kubelet's live state, Node.Pod). StandIn.ShutdownDelay makes a container
+//     slow to stop, StandIn.GiveUpAfter makes a hung one exit by itself as v1.34 does.
 //   - Kubeconfig returns an admin kubeconfig for the cluster endpoint signed by the
 //     cluster CA; EtcdSnapshot streams from ClusterOptions.EtcdSnapshot, Unavailable
 //     without it. Both are control-plane only (Unimplemented on a worker, as machined).
 //
+// Node.Stop takes the API off the network (connections refused) and Node.Start brings
+// it back; the node's address stays reserved meanwhile (PortReservation), so nothing
+// else can take its port. The kube-apiserver keeps running: the node is unreachable,
+// not down.
+//
 // Not emulated: every other machine-service method (Unimplemented), the other
 // control-plane static pods, etcd itself, the runtime validation of configs against
-// node resources, and Node.Stop does not stop the node's kube-apiserver (the node is
-// unreachable, not down).
+// node resources, the kubelet's own restart (which tears the StaticPodStatus down),
+// Talos's teardown of the static pods when the etcd service is missing, and a
+// reboot's effect on the pod (the kubelet keeps running through it).
 package talostest

@@ -376,81 +376,29 @@ func (s *machineService) Logs(req *machine.LogsRequest, srv machine.MachineServi
 		return err
 	}
 
-	rec := n.findContainer(req.Namespace, req.Driver, req.Id)
-	if rec == nil {
+	if req.Driver != common.ContainerDriver_CRI || req.Namespace != constants.K8sContainerdNamespace {
 		return fmt.Errorf("container %q not found", req.Id)
+	}
+
+	rec, err := n.findContainer(req.Id)
+	if err != nil {
+		return err
 	}
 
 	return rec.logs.stream(srv.Context(), int(req.TailLines), req.Follow, send)
 }
 
-// findContainer resolves a CRI display id "namespace/pod:name[:id]" like Talos' CRI inspector.
-func (n *Node) findContainer(namespace string, driver common.ContainerDriver, id string) *containerRecord {
-	if n.kubelet == nil || namespace != constants.K8sContainerdNamespace || driver != common.ContainerDriver_CRI {
-		return nil
-	}
-
-	podNS, rest, ok := strings.Cut(id, "/")
-	if !ok {
-		return nil
-	}
-
-	pod, rest, ok := strings.Cut(rest, ":")
-	if !ok {
-		return nil
-	}
-
-	name, cid, _ := strings.Cut(rest, ":")
-
-	if podNS != "kube-system" || pod != "kube-apiserver-"+n.Name || name != "kube-apiserver" {
-		return nil
-	}
-
-	for _, r := range n.kubelet.records() {
-		if cid == "" || strings.Contains(r.ID, cid) {
-			return r
-		}
-	}
-
-	return nil
-}
-
-// Containers lists the kube-apiserver pod sandbox and its current and previous containers.
+// Containers lists the kube-apiserver pod sandboxes that are ready and their
+// containers, exited ones included, in random order (see kubelet.containerInfos).
 func (s *machineService) Containers(_ context.Context, in *machine.ContainersRequest) (*machine.ContainersResponse, error) {
 	if err := criInspector(in.Namespace, in.Driver); err != nil {
 		return nil, err
 	}
 
-	n := s.n
-
 	var list []*machine.ContainerInfo
 
-	if n.kubelet != nil && in.Namespace == constants.K8sContainerdNamespace && in.Driver == common.ContainerDriver_CRI {
-		podName := "kube-system/kube-apiserver-" + n.Name
-
-		if recs := n.kubelet.records(); len(recs) > 0 {
-			list = append(list, &machine.ContainerInfo{
-				Namespace: in.Namespace, Id: podName, Name: podName, PodId: podName, InternalId: n.kubelet.podID(),
-				Status: "SANDBOX_READY",
-			})
-
-			for _, r := range recs {
-				st := "CONTAINER_EXITED"
-				if n.kubelet.isRunning(r) {
-					st = "CONTAINER_RUNNING"
-				}
-
-				list = append(list, &machine.ContainerInfo{
-					Namespace:  in.Namespace,
-					Id:         podName + ":kube-apiserver:" + r.ID[:12],
-					InternalId: r.ID,
-					PodId:      podName,
-					Name:       "kube-apiserver",
-					Image:      r.Image,
-					Status:     st,
-				})
-			}
-		}
+	if s.n.kubelet != nil && in.Namespace == constants.K8sContainerdNamespace && in.Driver == common.ContainerDriver_CRI {
+		list = s.n.kubelet.containerInfos(in.Namespace)
 	}
 
 	return &machine.ContainersResponse{Messages: []*machine.Container{{Containers: list}}}, nil

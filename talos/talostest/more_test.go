@@ -18,6 +18,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.yaml.in/yaml/v4"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -326,9 +327,12 @@ func TestForeignClientCertificateRefused(t *testing.T) {
 	}
 	defer cl.Close() //nolint:errcheck
 
+	// The server's "unknown certificate authority" alert may reach the client
+	// or not (TLS 1.3: the client may see a broken pipe or EOF first); what is
+	// certain is that the call fails at the transport, before any handler.
 	_, err = cl.Version(client.WithNode(ctx, c.Nodes[0].IP))
-	if err == nil || !strings.Contains(err.Error(), "unknown certificate authority") {
-		t.Fatalf("a client certificate from another CA: %v", err)
+	if code := status.Code(err); err == nil || (code != codes.Unavailable && code != codes.DeadlineExceeded) {
+		t.Fatalf("a client certificate from another CA: %v (code %s), want a transport failure", err, code)
 	}
 }
 

@@ -5,11 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	stdx509 "crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -28,8 +28,6 @@ import (
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
@@ -58,6 +56,8 @@ type Node struct {
 
 	srvMu sync.Mutex
 	srv   *grpc.Server
+	lis   net.Listener
+	addr  *PortReservation // holds Addr while the API is stopped
 	isUp  atomic.Bool
 
 	applyMu sync.Mutex // held for the whole of an ApplyConfiguration
@@ -69,6 +69,7 @@ type Node struct {
 	rollbackDeadline time.Time
 	rendered         *ContainerConfig
 	renderErr        error
+	renderPending    bool // a render waits for etcd to be healthy
 
 	kubelet    *kubelet
 	rebooting  atomic.Bool
@@ -142,7 +143,6 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 		}
 
 		n.kubelet = newKubelet(n, runner, c.opts.Kubelet)
-		go n.kubelet.run(n.ctx)
 	}
 
 	n.cfgMu.Lock()
@@ -151,18 +151,27 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 	n.setRunningLocked(cfg)
 	n.cfgMu.Unlock()
 
+	if n.kubelet != nil {
+		go n.kubelet.run(n.ctx) // after the first render: the kubelet starts the pod at once
+	}
+
 	if err = n.issueServerCert(); err != nil {
 		return nil, err
 	}
 
-	port := c.opts.Port
+	// The address is held for the node's life, so that Stop and Start (and a
+	// reboot) never lose the port to someone else.
+	if n.addr, err = ReservePort(ip, c.opts.Port); err != nil {
+		return nil, err
+	}
 
-	lis, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	n.Addr = n.addr.Addr()
+
+	lis, err := n.addr.Listen()
 	if err != nil {
 		return nil, err
 	}
 
-	n.Addr = lis.Addr().String()
 	n.serve(lis)
 
 	return n, nil
@@ -208,7 +217,7 @@ func (n *Node) serve(lis net.Listener) {
 	n.srvMu.Lock()
 	defer n.srvMu.Unlock()
 
-	n.srv = n.newGRPCServer(n.tlsConf)
+	n.srv, n.lis = n.newGRPCServer(n.tlsConf), lis
 	n.isUp.Store(true)
 
 	go n.srv.Serve(lis) //nolint:errcheck
@@ -227,7 +236,10 @@ func (n *Node) Stop() {
 
 	if n.srv != nil {
 		n.srv.Stop()
-		n.srv = nil
+		// Serve may not have taken the listener yet (then it closes it later):
+		// close it here, so that the port is free when Stop returns
+		n.lis.Close() //nolint:errcheck
+		n.srv, n.lis = nil, nil
 	}
 }
 
@@ -237,7 +249,7 @@ func (n *Node) Start() error {
 		return nil
 	}
 
-	lis, err := net.Listen("tcp", n.Addr)
+	lis, err := n.addr.Listen()
 	if err != nil {
 		return err
 	}
@@ -261,6 +273,8 @@ func (n *Node) shutdown() {
 	if n.kubelet != nil {
 		<-n.kubelet.done
 	}
+
+	n.addr.Close() //nolint:errcheck
 }
 
 func (n *Node) logf(format string, args ...any) {
@@ -308,15 +322,6 @@ func (n *Node) Rendered() (*ContainerConfig, error) {
 	c := *n.rendered
 
 	return &c, n.renderErr
-}
-
-// Pod returns the kubelet's view of the kube-apiserver pod.
-func (n *Node) Pod() PodState {
-	if n.kubelet == nil {
-		return PodState{}
-	}
-
-	return n.kubelet.state()
 }
 
 func (n *Node) currentConfig() *nodeConfig {
@@ -653,6 +658,27 @@ func (n *Node) setRunningLocked(cfg *nodeConfig) {
 		n.logf("writing APIServerConfig: %v", err)
 	}
 
+	n.renderPodLocked()
+}
+
+// renderPodLocked is machined's ControlPlaneStaticPodController: the StaticPod
+// resource, which the kubelet fetches, rendered from the config, but only while
+// the node's etcd is healthy (a render waits for it otherwise).
+func (n *Node) renderPodLocked() {
+	if !n.EtcdHealthy() {
+		if !n.renderPending {
+			n.logf("k8s.ControlPlaneStaticPodController: etcd is not healthy, not rendering static pods")
+		}
+
+		n.renderPending = true
+
+		return
+	}
+
+	n.renderPending = false
+	spec := apiServerConfigSpec(n.running.prov)
+	asc := k8s.NewAPIServerConfig()
+
 	baseArgs := n.cluster.opts.BaseArgs
 	if baseArgs == nil {
 		baseArgs = TalosBaseArgs
@@ -701,66 +727,13 @@ func (n *Node) setRunningLocked(cfg *nodeConfig) {
 	n.kubelet.setDesired(&rendered)
 }
 
-// publishPodStatus writes the StaticPodStatus resource from the kubelet's state.
-func (n *Node) publishPodStatus() {
-	k := n.kubelet
-	if k == nil {
-		return
-	}
+// writePodStatus is the StaticPodStatus resource as Talos writes it from the
+// kubelet's /pods: the pod's status through JSON (numbers become floats, times
+// whole seconds); nil removes it.
+func (n *Node) writePodStatus(ps *corev1.PodStatus) {
+	md := k8s.NewStaticPodStatus(k8s.NamespaceName, "kube-system/kube-apiserver-"+n.Name)
 
-	k.mu.Lock()
-	ps := corev1.PodStatus{Phase: corev1.PodPending, HostIP: n.IP, PodIP: n.IP, QOSClass: corev1.PodQOSBurstable}
-
-	if !k.podStart.IsZero() {
-		ps.StartTime = &metav1.Time{Time: k.podStart}
-	}
-
-	ready := corev1.ConditionFalse
-
-	cs := corev1.ContainerStatus{Name: "kube-apiserver", RestartCount: int32(k.restarts)} //nolint:gosec
-
-	if c := k.current; c != nil {
-		cs.Image = c.Image
-		cs.ImageID = c.Image
-		cs.ContainerID = "containerd://" + c.ID
-		cs.Started = &c.running
-
-		switch {
-		case c.running:
-			ps.Phase = corev1.PodRunning
-			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Time{Time: c.StartedAt}}
-			cs.Ready = c.ready
-		case k.waiting != "":
-			ps.Phase = corev1.PodRunning
-			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: k.waiting, Message: k.waitingMsg}
-		default:
-			cs.State.Terminated = terminated(c)
-		}
-
-		if cs.Ready {
-			ready = corev1.ConditionTrue
-		}
-	}
-
-	if t := k.lastTerm; t != nil && (k.current == nil || t != k.current || !t.running) && cs.State.Terminated == nil {
-		cs.LastTerminationState.Terminated = terminated(t)
-	}
-
-	ps.ContainerStatuses = []corev1.ContainerStatus{cs}
-	ps.Conditions = []corev1.PodCondition{
-		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
-		{Type: corev1.PodReady, Status: ready},
-		{Type: corev1.ContainersReady, Status: ready},
-		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
-	}
-
-	present := k.desired != nil
-	k.mu.Unlock()
-
-	id := "kube-system/kube-apiserver-" + n.Name
-	md := k8s.NewStaticPodStatus(k8s.NamespaceName, id)
-
-	if !present {
+	if ps == nil {
 		if err := n.st.Destroy(n.ctx, md.Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
 			n.logf("removing StaticPodStatus: %v", err)
 		}
@@ -768,33 +741,25 @@ func (n *Node) publishPodStatus() {
 		return
 	}
 
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ps)
+	raw, err := json.Marshal(ps)
 	if err != nil {
-		n.logf("converting pod status: %v", err)
+		n.logf("encoding pod status: %v", err)
+
+		return
+	}
+
+	m := map[string]any{}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		n.logf("decoding pod status: %v", err)
 
 		return
 	}
 
 	if err := n.st.Modify(n.ctx, md, func(r resource.Resource) error {
-		spec := r.(*k8s.StaticPodStatus).TypedSpec()
-		if reflect.DeepEqual(spec.PodStatus, m) {
-			return nil
-		}
-
-		spec.PodStatus = m
+		r.(*k8s.StaticPodStatus).TypedSpec().PodStatus = m
 
 		return nil
 	}); err != nil && n.ctx.Err() == nil {
 		n.logf("writing StaticPodStatus: %v", err)
-	}
-}
-
-func terminated(c *containerRecord) *corev1.ContainerStateTerminated {
-	return &corev1.ContainerStateTerminated{
-		ExitCode:    int32(c.exitCode), //nolint:gosec
-		Reason:      c.reason,
-		StartedAt:   metav1.Time{Time: c.StartedAt},
-		FinishedAt:  metav1.Time{Time: c.finishedAt},
-		ContainerID: "containerd://" + c.ID,
 	}
 }
