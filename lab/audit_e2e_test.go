@@ -115,11 +115,8 @@ func (p *fixProof) step(name string, f func() error) {
 }
 
 func runFixProof(t *testing.T, bg string, v fixProofVariant) {
-	// The kubelet's start-up grace is longer than the RBAC hook's 30 s, so
-	// that a dying v1.34 is seen exiting by itself, not killed for /livez.
-	kubelet := DefaultKubelet()
-	kubelet.StartupGrace = 2 * time.Minute
-	l := startLab(t, 1, kubelet)
+	// No probes (as on Talos): a dying v1.34 is seen exiting by itself.
+	l := startLab(t, 1, DefaultKubelet())
 	p := &fixProof{t: t, ctx: withTimeout(t, context.Background(), 8*time.Minute), l: l, tl: NewTimeline(testWriter{t}),
 		node: l.Nodes()[0], nodeName: l.Cluster.Nodes[0].Name}
 	ctx := p.ctx

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
 // EtcdCluster is the lab's etcd: real embedded members with TLS and
@@ -32,11 +33,14 @@ type EtcdCluster struct {
 	CACertPEM, CertPEM, KeyPEM []byte
 
 	members []*embed.Etcd
-	byNode  map[string]string // node IP -> its member's client URL
+	byNode  map[string]string            // node IP -> its member's client URL
+	peers   []*talostest.PortReservation // the members' peer ports
 }
 
-// startEtcd starts one member on each of ips (all on clientPort; 0 picks a
-// free one per member) and waits until the cluster has a leader.
+// startEtcd starts one member on each of ips, on the given client ports
+// (reserved by the caller) and peer ports it reserves, and waits until the
+// cluster has a leader. The members listen with SO_REUSEPORT, next to the
+// reservations.
 func startEtcd(dir string, ca *etcdtest.CA, names, ips []string, clientPorts []int) (_ *EtcdCluster, err error) {
 	c := &EtcdCluster{CACertPEM: ca.CertPEM, byNode: map[string]string{}}
 	defer func() {
@@ -57,11 +61,12 @@ func startEtcd(dir string, ca *etcdtest.CA, names, ips []string, clientPorts []i
 	peers := make([]url.URL, len(ips))
 	var initial []string
 	for i, ip := range ips {
-		pp, err := freePort(ip)
+		r, err := talostest.ReservePort(ip, 0)
 		if err != nil {
 			return nil, err
 		}
-		peers[i] = url.URL{Scheme: "http", Host: net.JoinHostPort(ip, strconv.Itoa(pp))}
+		c.peers = append(c.peers, r)
+		peers[i] = url.URL{Scheme: "http", Host: r.Addr()}
 		initial = append(initial, names[i]+"="+peers[i].String())
 	}
 	for i, ip := range ips {
@@ -91,6 +96,7 @@ func startEtcd(dir string, ca *etcdtest.CA, names, ips []string, clientPorts []i
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peers[i]}, []url.URL{peers[i]}
 		cfg.InitialCluster = strings.Join(initial, ",")
 		cfg.InitialClusterToken = "breakglass-lab"
+		cfg.SocketOpts = transport.SocketOpts{ReusePort: true}
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("etcd member %s: %w", names[i], err)
@@ -127,6 +133,10 @@ func (c *EtcdCluster) Close() {
 		e.Close()
 	}
 	c.members = nil
+	for _, r := range c.peers {
+		r.Close()
+	}
+	c.peers = nil
 }
 
 // snapshot streams a snapshot of the member serving ip (Talos's

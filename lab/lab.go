@@ -48,7 +48,8 @@ const (
 )
 
 // Options describe a lab. Zero ports pick free ones (tests); `lab up` uses
-// the real ones (50000, 6443, 2379).
+// the real ones (50000, 6443, 2379). Every port is held for the lab's life
+// (talostest.PortReservation), so that restarts never lose it.
 type Options struct {
 	Dir       string // working directory: certificates, etcd data, talosconfig (required)
 	Nodes     int    // control-plane nodes; default 1
@@ -61,8 +62,12 @@ type Options struct {
 	EtcdMembers int
 	KubeBinDir  string // holds VERSION/kube-apiserver; default: FindKubeBinDir
 	Version     string // Kubernetes version to boot, default OldVersion
-	Kubelet     talostest.KubeletOptions
-	Log         io.Writer // one line per lab event; nil: discard
+	// Kubelet are the emulated kubelet's and Talos's times; zero: the real ones.
+	Kubelet talostest.KubeletOptions
+	// TimeScale scales the real kubelet and Talos times left zero in Kubelet
+	// (talostest.KubeletOptions.TimeScale) unless Kubelet sets its own; 0: real times.
+	TimeScale float64
+	Log       io.Writer // one line per lab event; nil: discard
 }
 
 // Lab is a running lab.
@@ -79,6 +84,7 @@ type Lab struct {
 	apiPorts map[string]int    // node IP -> kube-apiserver port
 	etcdURLs map[string]string // node IP -> the etcd member its kube-apiserver uses
 	gate     chan struct{}
+	ports    []*talostest.PortReservation // kube-apiserver and etcd client ports
 	kv       *clientv3.Client
 	cancel   context.CancelFunc
 	log      io.Writer
@@ -129,13 +135,11 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 		}
 	}()
 	for _, ip := range ips {
-		port := opts.APIPort
-		if port == 0 {
-			if port, err = freePort(ip); err != nil {
-				return nil, err
-			}
+		r, err := l.reserve(ip, opts.APIPort)
+		if err != nil {
+			return nil, err
 		}
-		l.apiPorts[ip] = port
+		l.apiPorts[ip] = r.Port()
 	}
 	members := opts.EtcdMembers
 	if members <= 0 || members > len(ips) {
@@ -145,15 +149,19 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	l.etcdURLs = map[string]string{}
 	for i, ip := range ips {
 		if i < members {
-			if etcdPorts[i] = opts.EtcdPort; etcdPorts[i] == 0 {
-				if etcdPorts[i], err = freePort(ip); err != nil {
-					return nil, err
-				}
+			r, err := l.reserve(ip, opts.EtcdPort)
+			if err != nil {
+				return nil, err
 			}
+			etcdPorts[i] = r.Port()
 			l.etcdURLs[ip] = "https://" + net.JoinHostPort(ip, strconv.Itoa(etcdPorts[i]))
 		} else {
 			l.etcdURLs[ip] = l.etcdURLs[ips[0]]
 		}
+	}
+	kubelet := opts.Kubelet
+	if kubelet.TimeScale == 0 {
+		kubelet.TimeScale = opts.TimeScale
 	}
 	l.runner = newProcessRunner(opts.KubeBinDir, l.gate)
 	l.logf("starting %d emulated Talos node(s) on %s", len(ips), strings.Join(ips, ", "))
@@ -166,7 +174,7 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 		Port:              opts.TalosPort,
 		Runner:            l.runner,
 		BaseArgs:          l.baseArgs,
-		Kubelet:           opts.Kubelet,
+		Kubelet:           kubelet,
 		EtcdSnapshot: func(ctx context.Context, n *talostest.Node, w io.Writer) error {
 			if l.Etcd == nil {
 				return errors.New("etcd is not running")
@@ -262,6 +270,9 @@ func (l *Lab) Close() {
 		}
 		if l.Etcd != nil {
 			l.Etcd.Close()
+		}
+		for _, r := range l.ports {
+			r.Close()
 		}
 	})
 }
@@ -362,6 +373,8 @@ func (l *Lab) baseArgs(n *talostest.Node, spec *k8s.APIServerConfigSpec) map[str
 	}
 	args["bind-address"] = n.IP
 	args["secure-port"] = strconv.Itoa(l.apiPorts[n.IP])
+	// SO_REUSEPORT: the lab holds the port between restarts (l.reserve)
+	args["permit-port-sharing"] = "true"
 	args["etcd-servers"] = l.etcdURLs[n.IP]
 	return args
 }
@@ -428,13 +441,16 @@ func defaultIPs(n int) []string {
 	return out
 }
 
-func freePort(ip string) (int, error) {
-	lis, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+// reserve holds ip:port (0: a free port) until Close; the servers that
+// listen there set SO_REUSEPORT (kube-apiserver --permit-port-sharing, etcd's
+// SocketOpts.ReusePort).
+func (l *Lab) reserve(ip string, port int) (*talostest.PortReservation, error) {
+	r, err := talostest.ReservePort(ip, port)
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("lab: %w", err)
 	}
-	defer lis.Close()
-	return lis.Addr().(*net.TCPAddr).Port, nil
+	l.ports = append(l.ports, r)
+	return r, nil
 }
 
 // ErrNotReady: kube-apiserver did not become ready in time.

@@ -93,9 +93,6 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	if lo.Nodes <= 0 {
 		lo.Nodes = 1
 	}
-	if lo.Kubelet == (talostest.KubeletOptions{}) {
-		lo.Kubelet = DefaultKubelet()
-	}
 	if lo.KubeBinDir == "" {
 		var err error
 		if lo.KubeBinDir, err = FindKubeBinDir(); err != nil {
@@ -188,12 +185,11 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	return rep, nil
 }
 
-// DefaultKubelet is the lab kubelet: kubelet's liveness logic with shorter
-// back-off (2s doubling to 20s instead of 10s to 5m) so that a crash loop
-// shows within a minute; a 30s start-up grace so that a slow but healthy
-// start on a busy machine is not killed.
+// DefaultKubelet is the lab kubelet: the real kubelet's and Talos's times
+// (manifest poll 20s, termination grace 30s, back-off 10s doubling to 5m,
+// StaticPodStatus refresh 15s). Options.TimeScale scales them.
 func DefaultKubelet() talostest.KubeletOptions {
-	return talostest.KubeletOptions{BackoffBase: 2 * time.Second, BackoffCap: 20 * time.Second, ProbePeriod: time.Second, StartupGrace: 30 * time.Second, FailureThreshold: 3}
+	return talostest.KubeletOptions{}
 }
 
 // recoverStep plans and executes one admission change through package

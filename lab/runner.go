@@ -66,9 +66,10 @@ func (t *tailWriter) lines(n int) string {
 }
 
 // processRunner runs each emulated node's kube-apiserver container as a
-// real kube-apiserver process (talostest.PodRunner), and answers the
-// kubelet's liveness and readiness probes (talostest.Prober) with /livez
-// and /readyz over HTTPS as the cluster admin.
+// real kube-apiserver process (talostest.PodRunner). The kubelet sees the
+// process run or exit, nothing else (Talos sets no probes on kube-apiserver);
+// the runner watches /readyz over HTTPS as the cluster admin for the lab's own
+// records only.
 type processRunner struct {
 	binDir string
 	gate   <-chan struct{} // closed once etcd and the node files are in place
@@ -79,16 +80,13 @@ type processRunner struct {
 	wake chan struct{} // closed and replaced on every change of runs
 }
 
-var (
-	_ talostest.PodRunner = (*processRunner)(nil)
-	_ talostest.Prober    = (*processRunner)(nil)
-)
+var _ talostest.PodRunner = (*processRunner)(nil)
 
 func newProcessRunner(binDir string, gate <-chan struct{}) *processRunner {
 	return &processRunner{binDir: binDir, gate: gate, wake: make(chan struct{})}
 }
 
-// setClient installs the probes' client once the certificates exist.
+// setClient installs the /readyz client once the certificates exist.
 func (r *processRunner) setClient(tlsConf *tls.Config) {
 	tr := &http.Transport{
 		TLSClientConfig:     tlsConf,
@@ -96,7 +94,7 @@ func (r *processRunner) setClient(tlsConf *tls.Config) {
 		MaxIdleConnsPerHost: 4,
 	}
 	r.mu.Lock()
-	r.client = &http.Client{Transport: tr, Timeout: time.Second} // kubelet's default probe timeout
+	r.client = &http.Client{Transport: tr, Timeout: time.Second}
 	r.mu.Unlock()
 }
 
@@ -211,12 +209,13 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 	}
 	stopWatch()
 	r.record(func() { run.StopRequested = time.Now() })
+	// SIGTERM; SIGKILL when the kubelet's grace period is over
 	pgid := cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	var err2 error
 	select {
 	case err2 = <-exited:
-	case <-time.After(10 * time.Second):
+	case <-c.Kill:
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		err2 = <-exited
 	}
@@ -232,7 +231,8 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 }
 
 // watchReady polls /readyz every 25ms until the first 200: the moment the
-// measurements call "ready". Much finer than the kubelet's 1s probe.
+// measurements call "ready". It is the lab's record only: the pod's status
+// does not depend on it.
 func (r *processRunner) watchReady(ctx context.Context, c talostest.Container, run *ContainerRun) {
 	t := time.NewTicker(25 * time.Millisecond)
 	defer t.Stop()
@@ -271,14 +271,4 @@ func (r *processRunner) get(ctx context.Context, c talostest.Container, path str
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// Live implements talostest.Prober: /livez, as a kubelet liveness probe would.
-func (r *processRunner) Live(ctx context.Context, c talostest.Container) bool {
-	return r.get(ctx, c, "/livez")
-}
-
-// Ready implements talostest.Prober: /readyz.
-func (r *processRunner) Ready(ctx context.Context, c talostest.Container) bool {
-	return r.get(ctx, c, "/readyz")
 }

@@ -23,7 +23,8 @@ type UpOptions struct {
 	Lab Options
 }
 
-// Up starts a lab in the foreground with the real Talos ports, plays the
+// Up starts a lab in the foreground with the real Talos ports and the real
+// kubelet and Talos times (unless opts.Lab sets others), plays the
 // scenario if one is named, prints what to try next, and tears everything
 // down when ctx ends (Ctrl-C).
 func Up(ctx context.Context, opts UpOptions) error {
@@ -55,9 +56,6 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 	if lo.EtcdPort == 0 {
 		lo.EtcdPort = 2379
-	}
-	if lo.Kubelet.BackoffBase == 0 {
-		lo.Kubelet = DefaultKubelet()
 	}
 	if opts.Scenario != "" {
 		if lo.KubeBinDir == "" {

@@ -18,6 +18,8 @@ import (
 
 	sidero "github.com/siderolabs/crypto/x509"
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
 // WebhookBackend is the policy engine's admission server: real HTTPS, real
@@ -31,9 +33,11 @@ type WebhookBackend struct {
 	tlsConf  *tls.Config
 	up       func(context.Context) bool
 	interval time.Duration
+	port     *talostest.PortReservation // Addr, held while the backend refuses
 
 	mu       sync.Mutex
 	srv      *http.Server
+	lis      net.Listener
 	serving  bool
 	changes  []BackendChange
 	answered atomic.Int64
@@ -50,8 +54,8 @@ type BackendChange struct {
 	Serving bool      `json:"serving"`
 }
 
-// newWebhookBackend picks a free port on 127.0.0.1 and a certificate from a
-// fresh lab CA. It starts refusing; Start follows up().
+// newWebhookBackend reserves a free port on 127.0.0.1 and makes a
+// certificate from a fresh lab CA. It starts refusing; Start follows up().
 func newWebhookBackend(up func(context.Context) bool) (*WebhookBackend, error) {
 	ca, err := sidero.NewSelfSignedCertificateAuthority(sidero.CommonName("breakglass lab webhook CA"), sidero.ECDSA(true),
 		sidero.NotAfter(time.Now().Add(certLifetime)))
@@ -69,14 +73,13 @@ func newWebhookBackend(up func(context.Context) bool) (*WebhookBackend, error) {
 	if err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := talostest.ReservePort("127.0.0.1", 0)
 	if err != nil {
 		return nil, err
 	}
-	addr := lis.Addr().String()
-	lis.Close()
 	return &WebhookBackend{
-		Addr:     addr,
+		Addr:     port.Addr(),
+		port:     port,
 		CABundle: ca.CrtPEM,
 		tlsConf:  &tls.Config{Certificates: []tls.Certificate{*kp.Certificate}, MinVersion: tls.VersionTLS12},
 		up:       up,
@@ -141,6 +144,7 @@ func (b *WebhookBackend) stop() {
 		b.cancel()
 		<-b.done
 	}
+	b.port.Close()
 }
 
 // set opens or closes the listener. Closing also drops every open
@@ -153,19 +157,20 @@ func (b *WebhookBackend) set(up bool) {
 	}
 	if !up {
 		b.srv.Close()
-		b.srv, b.serving = nil, false
+		b.lis.Close() // Serve may not have taken it yet: free the port now
+		b.srv, b.lis, b.serving = nil, nil, false
 		b.changes = append(b.changes, BackendChange{At: time.Now(), Serving: false})
 		return
 	}
-	lis, err := net.Listen("tcp", b.Addr)
+	lis, err := b.port.Listen()
 	if err != nil {
-		return // the port is busy a moment longer: the next tick retries
+		return // the next tick retries
 	}
 	// kube-apiserver drops connections as it restarts: not worth a log line
 	srv := &http.Server{Handler: http.HandlerFunc(b.review), TLSConfig: b.tlsConf, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: log.New(io.Discard, "", 0)}
 	go srv.Serve(tls.NewListener(lis, b.tlsConf)) //nolint:errcheck
-	b.srv, b.serving = srv, true
+	b.srv, b.lis, b.serving = srv, lis, true
 	b.changes = append(b.changes, BackendChange{At: time.Now(), Serving: true})
 }
 
