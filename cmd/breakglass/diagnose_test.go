@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,18 +41,23 @@ func TestDiagnoseScripts(t *testing.T) {
 }
 
 // replay is kube-apiserver stuck in the incident: it logs the given lines
-// (real v1.34.4 lines, in the scripts) and never becomes live nor ready,
-// so the emulated kubelet restarts it again and again.
+// (real v1.34.4 lines, in the scripts), then exits as v1.34.4 does once a
+// post-start hook gives up (Talos sets no probe that would restart it), so
+// the emulated kubelet restarts it again and again.
 type replay struct {
-	talostest.StandIn
 	lines []string
 }
 
-func (r replay) Run(ctx context.Context, c talostest.Container, logs io.Writer) error {
+func (r replay) Run(ctx context.Context, _ talostest.Container, logs io.Writer) error {
 	for _, l := range r.lines {
 		fmt.Fprintln(logs, l)
 	}
-	return r.StandIn.Run(ctx, c, logs)
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(20 * time.Millisecond):
+		return errors.New("PostStartHook failed")
+	}
 }
 
 // deadcluster [-cp N] LOGFILE starts emulated control planes whose
@@ -70,7 +76,7 @@ func cmdDeadCluster(ts *testscript.TestScript, neg bool, args []string) {
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
-	runner := replay{StandIn: talostest.StandIn{ReadyAfter: 10 * time.Millisecond, Hang: func(talostest.ContainerConfig) bool { return true }}, lines: lines}
+	runner := replay{lines: lines}
 	startScriptCluster(ts, cps, runner, "restarted twice", func(p talostest.PodState) bool { return p.RestartCount >= 2 })
 }
 
@@ -101,7 +107,7 @@ func startScriptCluster(ts *testscript.TestScript, cps int, runner talostest.Pod
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := talostest.NewCluster(ctx, talostest.ClusterOptions{ControlPlanes: cps, Dir: dir, Runner: runner,
-		Kubelet: talostest.KubeletOptions{BackoffBase: 50 * time.Millisecond, BackoffCap: 200 * time.Millisecond, ProbePeriod: 10 * time.Millisecond, StartupGrace: 50 * time.Millisecond}})
+		Kubelet: talostest.KubeletOptions{TimeScale: 0.005}}) // poll 100ms, status 75ms, back-off 50ms
 	ts.Check(err)
 	ts.Defer(c.Close)
 	for r, name := range map[role.Role]string{role.Admin: "TALOSCONFIG", role.Operator: "TALOSCONFIG_OPERATOR", role.Reader: "TALOSCONFIG_READER"} {

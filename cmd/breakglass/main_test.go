@@ -82,8 +82,9 @@ func cmdCluster(ts *testscript.TestScript, neg bool, args []string) {
 	fs.Var(&talosVersions, "talos", "NODE=VERSION (1-based node index)")
 	fs.Var(&future, "future", "NODE whose config holds a document kind this machinery does not know")
 	ts.Check(fs.Parse(args))
+	// the kubelet's and Talos's real times, 200 times faster: poll 100ms, status 75ms
 	opts := talostest.ClusterOptions{ControlPlanes: *cp, Workers: *workers, Dir: ts.MkAbs("talos"),
-		Nodes: make([]talostest.NodeOptions, *cp+*workers)}
+		Nodes: make([]talostest.NodeOptions, *cp+*workers), Kubelet: talostest.KubeletOptions{TimeScale: 0.005}}
 	for _, tv := range talosVersions {
 		idx, v, _ := strings.Cut(tv, "=")
 		i, err := strconv.Atoi(idx)
