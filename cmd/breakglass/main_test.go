@@ -82,9 +82,13 @@ func cmdCluster(ts *testscript.TestScript, neg bool, args []string) {
 	fs.Var(&talosVersions, "talos", "NODE=VERSION (1-based node index)")
 	fs.Var(&future, "future", "NODE whose config holds a document kind this machinery does not know")
 	ts.Check(fs.Parse(args))
-	// the kubelet's and Talos's real times, 200 times faster: poll 100ms, status 75ms
+	// The kubelet's and Talos's real times, 200 times faster (status 75ms,
+	// grace 150ms, back-off 50ms), but a manifest poll over a second: a pod's
+	// startTime has whole seconds, and a pod that replaces another must start
+	// in a later second, as on a node (polls 20s apart).
+	kubelet := talostest.KubeletOptions{TimeScale: 0.005, PollInterval: 1200 * time.Millisecond}
 	opts := talostest.ClusterOptions{ControlPlanes: *cp, Workers: *workers, Dir: ts.MkAbs("talos"),
-		Nodes: make([]talostest.NodeOptions, *cp+*workers), Kubelet: talostest.KubeletOptions{TimeScale: 0.005}}
+		Nodes: make([]talostest.NodeOptions, *cp+*workers), Kubelet: kubelet}
 	for _, tv := range talosVersions {
 		idx, v, _ := strings.Cut(tv, "=")
 		i, err := strconv.Atoi(idx)
