@@ -389,7 +389,7 @@ func (l *Lab) etcdTLS() (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// adminTLS is a system:masters client of the cluster CA, for the probes.
+// adminTLS is a system:masters client of the cluster CA, for the lab's /readyz watch.
 func adminTLS(cl talosconfig.ClusterConfig) (*tls.Config, error) {
 	ca, err := sidero.NewCertificateAuthorityFromCertificateAndKey(cl.IssuingCA())
 	if err != nil {

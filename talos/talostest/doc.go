@@ -84,7 +84,8 @@
 //     and no lastState until it restarts itself. A new containerID alone proves
 //     nothing: the old pod may have restarted before the kubelet noticed the new
 //     manifest. startTime has whole seconds: two pods started within the same second
-//     look alike (frequent with scaled times, possible on a node).
+//     look alike (rare on a node, frequent with scaled times: tests whose client tells
+//     pods apart by startTime keep PollInterval over a second, e.g. 1.2s).
 //   - CRI: Containers lists each ready pod sandbox (Uid is the pod UID) and its
 //     containers, running and exited (the kubelet keeps the newest exited one), in
 //     random order on every call, as containerd lists them from maps. A replaced
@@ -112,7 +113,8 @@
 // else can take its port. The kube-apiserver keeps running: the node is unreachable,
 // not down.
 //
-// Not emulated: every other machine-service method (Unimplemented), the other
+// Not emulated: the machine-service methods not described here or in services.go
+// (Unimplemented), the other
 // control-plane static pods, etcd itself, the runtime validation of configs against
 // node resources, the kubelet's own restart (which tears the StaticPodStatus down),
 // Talos's teardown of the static pods when the etcd service is missing, and a

@@ -469,6 +469,7 @@ func (k *kubelet) containerExited(c *containerRecord, err error) {
 	}
 
 	p := c.pod
+	k.keepNewestDeadLocked(p)
 
 	if c.stopping || p.stopping {
 		if p.stopping && !p.running() {
@@ -482,8 +483,6 @@ func (k *kubelet) containerExited(c *containerRecord, err error) {
 	if err == nil {
 		err = errors.New("exited")
 	}
-
-	k.keepNewestDeadLocked(p)
 
 	if p != k.pod { // an old pod's container; nothing restarts it
 		return
