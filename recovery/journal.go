@@ -259,6 +259,12 @@ func CompletedSteps(entries []Entry) map[string]bool {
 	return done
 }
 
+// finished tells whether an incident in this state has nothing left to
+// resume: it completed, or its diagnosis stopped it before any change.
+func finished(state string) bool {
+	return state == "completed" || state == "nothing-to-do" || state == "stopped"
+}
+
 // resumable is the newest incident that started a step and did not
 // complete: what `resume` without an ID continues. A run refused before its
 // first step (the lock was held, say) is not one.
@@ -268,7 +274,7 @@ func (s State) resumable() (string, error) {
 		return "", err
 	}
 	for i := len(list) - 1; i >= 0; i-- {
-		if list[i].State != "completed" && list[i].LastStep != "" && !list[i].DryRun && !list[i].Standalone {
+		if !finished(list[i].State) && list[i].LastStep != "" && !list[i].DryRun && !list[i].Standalone {
 			return list[i].ID, nil
 		}
 	}

@@ -196,8 +196,8 @@ func Resume(ctx context.Context, tc *talos.Client, st State, ui UI, id string) (
 	if err := json.Unmarshal(j.Meta().Options, &opts); err != nil {
 		return nil, fmt.Errorf("incident %s: cannot read its options: %w", j.ID, err)
 	}
-	if _, state := incidentState(entries); state == "completed" {
-		return nil, invalidInput("see it with: breakglass journal show "+j.ID, "incident %s is already completed", j.ID)
+	if _, state := incidentState(entries); finished(state) {
+		return nil, invalidInput("see it with: breakglass journal show "+j.ID, "incident %s has nothing to resume: it ended %s", j.ID, state)
 	}
 	r := &run{tc: tc, st: st, ui: ui, opts: opts, journal: j, done: CompletedSteps(entries), entries: entries, decision: decisionFrom(entries)}
 	if err := j.Append(Entry{Kind: "note", Message: fmt.Sprintf("resumed by %s; completed steps are not run again", whoami())}); err != nil {

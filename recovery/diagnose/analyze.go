@@ -224,6 +224,9 @@ func Analyze(ev *Evidence, opts Options) *Report {
 		if ev.HealthError != "" {
 			r.Summary += "; /readyz: " + ev.HealthError
 		}
+		if len(unknown) > 0 {
+			r.Summary += fmt.Sprintf("; could not read kube-apiserver's state on %s", nodeList(unknown, len(ev.Nodes)))
+		}
 		for _, n := range unchecked {
 			ne := nodeByName(ev, n)
 			if ne.Readyz != nil && ne.Readyz.Error != "" {

@@ -1,0 +1,166 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+// What an on-call engineer types, on the lab's own Kyverno-like scenario,
+// with no expert flag (the lab's etcd is not on 2379, hence its endpoints):
+// a name that is not there changes nothing; then the mutating
+// configuration named by name, no --plugins, no --runbook: the diagnosis
+// turns both webhook plugins off, and the object of the other kind is found.
+func TestRecoverAsTyped(t *testing.T) {
+	g := newGuided(t, 3)
+
+	bad := g.run("", append([]string{"recover", "--yes", "--delete", "no-such-object"}, g.etcdFlags()...)...)
+	if bad.code != 2 {
+		t.Errorf("recover --delete no-such-object: exit %d, want 2\n%s", bad.code, bad.stderr)
+	}
+	for _, want := range []string{"no-such-object", MutatingWebhookConfig, ValidatingWebhookConfig} {
+		if !strings.Contains(bad.stderr+bad.stdout, want) {
+			t.Errorf("the refusal does not name %q (the names present):\n%s\n%s", want, bad.stdout, bad.stderr)
+		}
+	}
+	g.unchanged("after recover --delete no-such-object")
+
+	before := g.incidents()
+	r := g.run("", append([]string{"recover", "--yes", "-o", "json", "--delete", MutatingWebhookConfig}, g.etcdFlags()...)...)
+	t.Logf("recover stderr:\n%s", r.stderr)
+	if r.code != 0 {
+		t.Fatalf("recover --yes --delete %s: exit %d", MutatingWebhookConfig, r.code)
+	}
+	res := decodeResult(t, r.stdout)
+	if res.Outcome != "completed" {
+		t.Errorf("outcome %q, want completed", res.Outcome)
+	}
+	want := []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
+	if res.Decision == nil || !slices.Equal(res.Decision.Plugins, want) {
+		t.Errorf("decision %+v, want plugins %v", res.Decision, want)
+	}
+	for _, s := range res.Steps {
+		if s.Outcome != recovery.OutcomeOK {
+			t.Errorf("step %s: %s (%s), want ok", s.Name, s.Outcome, s.Message)
+		}
+	}
+	if !strings.Contains(r.stderr, "Plan from the diagnosis") || !strings.Contains(r.stderr, "MutatingAdmissionWebhook: ") {
+		t.Errorf("the plan does not say why each plugin is in it:\n%s", r.stderr)
+	}
+	id := g.newIncident(before)
+	g.recovered(MutatingWebhookConfig, g.journaledBackup(id))
+}
+
+// `breakglass recover --yes`, nothing else, on one node: it completes.
+func TestRecoverNoFlags(t *testing.T) {
+	g := newGuided(t, 1)
+	r := g.run("", append([]string{"recover", "--yes", "-o", "json"}, g.etcdFlags()...)...)
+	t.Logf("recover stderr:\n%s", r.stderr)
+	if r.code != 0 {
+		t.Fatalf("recover --yes: exit %d", r.code)
+	}
+	res := decodeResult(t, r.stdout)
+	if res.Outcome != "completed" || res.Decision == nil || len(res.Decision.Plugins) != 2 {
+		t.Errorf("outcome %q, decision %+v", res.Outcome, res.Decision)
+	}
+	ctx := context.Background()
+	final := configHashes(t, ctx, g.tc, g.l.Nodes())
+	for _, ip := range g.l.Nodes() {
+		if final[ip] != g.orig[ip] {
+			t.Errorf("node %s: config not byte-identical after recovery", ip)
+		}
+	}
+	g.mustHaveKeys(g.keys...) // nothing was named: nothing removed
+	health, err := recovery.CheckHealth(ctx, g.tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range health {
+		if !h.Ready {
+			t.Errorf("node %s not ready after recovery: %s", h.Node, h.Summary())
+		}
+	}
+}
+
+// A kube-apiserver that exits on its flags (a plugin both enabled and
+// disabled) is not an admission deadlock: recover changes nothing and
+// exits with diagnose's code for another failure (22).
+func TestRecoverNotADeadlock(t *testing.T) {
+	g := newGuidedWith(t, 1, func(ctx context.Context, l *Lab) error {
+		if err := l.WaitReady(ctx, 3*time.Minute); err != nil {
+			return err
+		}
+		tc, err := l.TalosClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer tc.Close()
+		for _, ip := range l.Nodes() {
+			if err := applyExtraArgs(ctx, tc, ip, "enable-admission-plugins: ValidatingAdmissionWebhook", "disable-admission-plugins: ValidatingAdmissionWebhook"); err != nil {
+				return err
+			}
+		}
+		return waitCrashLoop(ctx, tc, l)
+	})
+	r := g.run("", append([]string{"recover", "--yes"}, g.etcdFlags()...)...)
+	if r.code != 22 {
+		t.Errorf("recover on a bad flag: exit %d, want 22\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "not an admission deadlock, nothing was changed") {
+		t.Errorf("the stop does not say so:\n%s", r.stderr)
+	}
+	g.unchanged("after recover on a bad flag")
+}
+
+// applyExtraArgs sets cluster.apiServer.extraArgs on a node as an operator
+// would with talosctl patch: a text edit of the running config, applied
+// without a reboot.
+func applyExtraArgs(ctx context.Context, tc *talos.Client, node string, args ...string) error {
+	cfg, err := tc.ReadMachineConfig(ctx, node)
+	if err != nil {
+		return err
+	}
+	text := string(cfg.Bytes)
+	const anchor = "\n    apiServer:\n" // the generated config indents by four
+	i := strings.Index(text, anchor)
+	if i < 0 || strings.Contains(text, "        extraArgs:") {
+		return errors.New("no apiServer section without extraArgs in the generated config")
+	}
+	ins := anchor + "        extraArgs:\n"
+	for _, a := range args {
+		ins += "            " + a + "\n"
+	}
+	text = text[:i] + ins + text[i+len(anchor):]
+	_, err = tc.Apply(ctx, node, talos.ApplyRequest{Config: []byte(text), Mode: talos.NoReboot})
+	return err
+}
+
+// waitCrashLoop waits until every node's kube-apiserver container of the
+// new pod has exited at least once (the kubelet's poll and the old pod's
+// shutdown come first).
+func waitCrashLoop(ctx context.Context, tc *talos.Client, l *Lab) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	for i, ip := range l.Nodes() {
+		name := l.Cluster.Nodes[i].Name
+		for {
+			st, err := tc.ReadAPIServerStatus(ctx, ip, name)
+			if err == nil && st.RestartCount >= 1 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %s: kube-apiserver did not exit on its flags: %+v (%v)", ip, st, err)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
