@@ -566,15 +566,18 @@ func podPhase(o talos.PodObservation, n *NodeChange, applied time.Time) string {
 }
 
 // newPod tells whether the status is of a pod started after the change: its
-// start time changed (a container restart keeps the pod's). Without an
-// earlier status, a pod started after the apply counts (start times are
-// whole seconds, hence the second of slack).
+// start time changed (a container restart keeps the pod's), or, as start
+// times are whole seconds and a pod may replace one started in the same
+// second, a new container whose restart count did not grow (a restart of the
+// old pod always adds one to it; a new pod counts from zero). Without an
+// earlier status, a pod started after the apply counts.
 func newPod(st, before talos.PodStatus, applied time.Time) bool {
 	switch {
-	case !st.Found || st.PodStartedAt.IsZero():
+	case !st.Found || st.PodStartedAt.IsZero() || st.ContainerID == "":
 		return false
 	case before.Found && !before.PodStartedAt.IsZero():
-		return !st.PodStartedAt.Equal(before.PodStartedAt)
+		return !st.PodStartedAt.Equal(before.PodStartedAt) ||
+			(st.ContainerID != before.ContainerID && st.RestartCount <= before.RestartCount)
 	}
 	return !st.PodStartedAt.Before(applied.Truncate(time.Second).Add(-time.Second))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 )
 
@@ -43,6 +44,7 @@ func newNodeState(ctx context.Context) (state.State, error) {
 		{k8s.NamespaceName, "Kubernetes all node types resources."},
 		{k8s.ControlPlaneNamespaceName, "Kubernetes control plane resources."},
 		{secrets.NamespaceName, "Resources with secret material."},
+		{v1alpha1.NamespaceName, "Talos v1alpha1 subsystems glue resources."},
 	} {
 		if err := nsReg.Register(ctx, ns.name, ns.desc); err != nil {
 			return nil, err
@@ -63,6 +65,7 @@ func newNodeState(ctx context.Context) (state.State, error) {
 		&k8s.Nodename{},
 		&secrets.EtcdRoot{},
 		&secrets.Etcd{},
+		&v1alpha1.Service{},
 	} {
 		if err := rdReg.Register(ctx, r); err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ package talostest
 // happens when etcd is healthy again.
 func (n *Node) SetEtcdHealthy(healthy bool) {
 	n.etcdDown.Store(!healthy)
+	n.publishServices()
 	n.etcdHealthChanged()
 }
 

@@ -136,6 +136,8 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 		return nil, err
 	}
 
+	n.publishServices()
+
 	if typ == machinetype.TypeControlPlane {
 		runner := o.Runner
 		if runner == nil {
