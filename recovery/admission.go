@@ -526,11 +526,14 @@ func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts Adm
 	err := tc.WatchAPIServer(wctx, n.Node, n.nodeName, 100*time.Millisecond, func(o talos.PodObservation) bool {
 		last = o
 		p := podPhase(o, n, applied)
+		if p == phaseDone {
+			return true
+		}
 		if p != phase {
 			phase = p
 			say("%s", p)
 		}
-		return p == phaseDone
+		return false
 	})
 	if err == nil {
 		n.Outcome = "running"
