@@ -520,12 +520,11 @@ func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts Adm
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	applied := time.Now()
 	var last talos.PodObservation
 	phase := ""
 	err := tc.WatchAPIServer(wctx, n.Node, n.nodeName, 100*time.Millisecond, func(o talos.PodObservation) bool {
 		last = o
-		p := podPhase(o, n, applied)
+		p := podPhase(o, n)
 		if p == phaseDone {
 			return true
 		}
@@ -550,11 +549,11 @@ func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts Adm
 const phaseDone = "done"
 
 // podPhase says what the wait is waiting for, from one look at the node.
-func podPhase(o talos.PodObservation, n *NodeChange, applied time.Time) string {
+func podPhase(o talos.PodObservation, n *NodeChange) string {
 	switch {
 	case !sameSet(o.Pod.DisabledPlugins(), n.DisabledAfter):
 		return fmt.Sprintf("waiting for the node to re-render the static pod with disable-admission-plugins=%s", ListOrNone(n.DisabledAfter))
-	case !newPod(o.Status, n.podBefore, applied):
+	case !newPod(o.Status, o.Pod.RenderedAt, n.podBefore):
 		if o.Status.ContainerID != n.podBefore.ContainerID && o.Status.ContainerID != "" {
 			return "the old pod restarted (new container, old flags); still waiting for the kubelet to replace it"
 		}
@@ -568,21 +567,27 @@ func podPhase(o talos.PodObservation, n *NodeChange, applied time.Time) string {
 	return phaseDone
 }
 
-// newPod tells whether the status is of a pod started after the change: its
-// start time changed (a container restart keeps the pod's), or, as start
-// times are whole seconds and a pod may replace one started in the same
-// second, a new container whose restart count did not grow (a restart of the
-// old pod always adds one to it; a new pod counts from zero). Without an
-// earlier status, a pod started after the apply counts.
-func newPod(st, before talos.PodStatus, applied time.Time) bool {
-	switch {
-	case !st.Found || st.PodStartedAt.IsZero() || st.ContainerID == "":
+// newPod tells whether the status is of a pod the kubelet started after
+// the node re-rendered the manifest: a pod's start time stays the same
+// across container restarts, and only a new pod can start after the render.
+// Both times are the node's (a status read before the change may be up to
+// 15 s stale, so it is no baseline for times). Start times are whole
+// seconds: for a pod started in the very second of the render, the old pod
+// may have started in that second too; then only a container other than the
+// one seen before, not restarted (a restart of the old pod counts one more),
+// is the new pod.
+func newPod(st talos.PodStatus, renderedAt time.Time, before talos.PodStatus) bool {
+	if !st.Found || st.PodStartedAt.IsZero() || st.ContainerID == "" || renderedAt.IsZero() {
 		return false
-	case before.Found && !before.PodStartedAt.IsZero():
-		return !st.PodStartedAt.Equal(before.PodStartedAt) ||
-			(st.ContainerID != before.ContainerID && st.RestartCount <= before.RestartCount)
 	}
-	return !st.PodStartedAt.Before(applied.Truncate(time.Second).Add(-time.Second))
+	second := renderedAt.Truncate(time.Second)
+	switch {
+	case st.PodStartedAt.Before(second):
+		return false
+	case st.PodStartedAt.After(second):
+		return true
+	}
+	return st.ContainerID != before.ContainerID && st.RestartCount == 0
 }
 
 func shortID(id string) string {

@@ -259,3 +259,54 @@ func TestDiagnoseReadsTheCurrentContainer(t *testing.T) {
 		}
 	}
 }
+
+// The status Talos publishes lags up to 15 s: planned right after another
+// change replaced the pod, breakglass still sees the pod before that one.
+// When the refresh then shows the intermediate pod (a new start time, but
+// from before breakglass's change), the wait must not take it for its own.
+// (Seen on the lab: recover right after the upgrade's pod replacement.)
+func TestWaitIgnoresPodStartedBeforeTheChange(t *testing.T) {
+	kubelet := fast
+	kubelet.PollInterval, kubelet.StatusInterval = time.Hour, time.Hour // the test polls and refreshes
+	c, tc, st := realNodes(t, 1, kubelet, nil)
+	n := c.Nodes[0]
+	waitRunning(t, n, func(p talostest.PodState) bool { return p.Running })
+	n.RefreshPodStatus()
+	first := n.Pod()
+	upgrade := withExtraArgs(t, n, `event-ttl: 2h0m0s`)
+	if _, err := tc.Apply(t.Context(), n.IP, talos.ApplyRequest{Config: upgrade, Mode: talos.NoReboot}); err != nil {
+		t.Fatal(err)
+	}
+	n.PollKubelet()
+	waitRunning(t, n, func(p talostest.PodState) bool { return p.Running && p.UID != first.UID })
+	intermediate := n.Pod()
+	// breakglass's change comes in a later second than the intermediate pod's start
+	time.Sleep(time.Until(intermediate.StartTime.Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+
+	p, err := PlanDisable(t.Context(), tc, st, AdmissionOptions{Wait: true, WaitTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Execute(t.Context(), tc, st) }()
+	for r, _ := n.Rendered(); r == nil || !talostest.FlagHas(*r, "disable-admission-plugins", "ValidatingAdmissionWebhook"); r, _ = n.Rendered() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	n.RefreshPodStatus() // now shows the intermediate pod
+	select {
+	case err := <-done:
+		t.Fatalf("the wait ended on the pod started before the change (err %v)", err)
+	case <-time.After(time.Second):
+	}
+	n.PollKubelet()
+	waitRunning(t, n, func(p talostest.PodState) bool { return p.Running && p.UID != intermediate.UID })
+	n.RefreshPodStatus()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("disable: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait did not see the new pod")
+	}
+}

@@ -146,6 +146,10 @@ type APIServerPod struct {
 	Flags   map[string][]string
 	Image   string
 	Version resource.Version // changes whenever the node re-renders the pod
+	// RenderedAt is when the node last re-rendered the pod, by the node's
+	// clock: the clock of the pod status's start times too (the jump host's
+	// may differ).
+	RenderedAt time.Time
 }
 
 // Flag is the value kube-apiserver uses for a single-valued flag: the last one given.
@@ -182,7 +186,7 @@ func (c *Client) ReadAPIServerPod(ctx context.Context, node string) (APIServerPo
 	if err != nil {
 		return APIServerPod{}, nodeError(node, "read kube-apiserver static pod", err, c.role)
 	}
-	out := APIServerPod{Flags: map[string][]string{}, Version: sp.Metadata().Version()}
+	out := APIServerPod{Flags: map[string][]string{}, Version: sp.Metadata().Version(), RenderedAt: sp.Metadata().Updated()}
 	containers, _ := nested(sp.TypedSpec().Pod, "spec", "containers").([]any)
 	for _, ct := range containers {
 		m, _ := ct.(map[string]any)
