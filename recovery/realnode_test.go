@@ -273,6 +273,8 @@ func TestWaitIgnoresPodStartedBeforeTheChange(t *testing.T) {
 	waitRunning(t, n, func(p talostest.PodState) bool { return p.Running })
 	n.RefreshPodStatus()
 	first := n.Pod()
+	// each pod in a second of its own: start times are whole seconds
+	time.Sleep(time.Until(first.StartTime.Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
 	upgrade := withExtraArgs(t, n, `event-ttl: 2h0m0s`)
 	if _, err := tc.Apply(t.Context(), n.IP, talos.ApplyRequest{Config: upgrade, Mode: talos.NoReboot}); err != nil {
 		t.Fatal(err)
