@@ -50,6 +50,7 @@ type NodeChange struct {
 	Unknowns          []string   `json:"unknowns,omitempty"`      // what breakglass cannot know (restore without a record)
 	RollbackAt        *time.Time `json:"rollbackAt,omitempty"`    // try mode: when the node reverts by itself
 	PendingChange     string     `json:"pendingChange,omitempty"` // someone else's TRY or STAGED change on the node
+	Warnings          []string   `json:"warnings,omitempty"`      // what the node's validation warned about when it applied
 	Outcome           string     `json:"outcome"`                 // planned, applied, running, failed
 	Error             string     `json:"error,omitempty"`
 	Elapsed           Duration   `json:"elapsed,omitempty"`
@@ -492,8 +493,14 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, tc *talos.Client, st St
 	} else {
 		say("applying the recorded values (mode no-reboot)")
 	}
-	if _, err := tc.Apply(ctx, n.Node, talos.ApplyRequest{Config: n.newConfig, Mode: mode, TryTimeout: p.opts.RevertAfter}); err != nil {
+	res, err := tc.Apply(ctx, n.Node, talos.ApplyRequest{Config: n.newConfig, Mode: mode, TryTimeout: p.opts.RevertAfter})
+	if err != nil {
 		return err
+	}
+	// Talos validates on apply and answers warnings (never on a dry run).
+	n.Warnings = res.Warnings
+	for _, w := range res.Warnings {
+		say("the node warns: %s", w)
 	}
 	n.Outcome = "applied"
 	if p.Operation == "restore" && n.record != nil {
