@@ -185,9 +185,20 @@ func TestWaitIgnoresRestartOfOldPod(t *testing.T) {
 		t.Fatalf("the wait ended on a restart of the old pod (err %v): it reported the new flags running before the kubelet replaced the pod", err)
 	case <-time.After(time.Second):
 	}
+	replaceAndSee(t, n, old.UID, done)
+	if p.Nodes[0].Outcome != "running" {
+		t.Errorf("outcome %q", p.Nodes[0].Outcome)
+	}
+}
+
+// replaceAndSee lets the kubelet poll (replacing pod old by the new flags'
+// pod) and Talos refresh the status; the disable running in done must then
+// end, and well.
+func replaceAndSee(t *testing.T, n *talostest.Node, old string, done <-chan error) {
+	t.Helper()
 	n.PollKubelet()
 	waitRunning(t, n, func(p talostest.PodState) bool {
-		return p.Running && p.UID != old.UID && talostest.FlagHas(p.Config, "disable-admission-plugins", "ValidatingAdmissionWebhook")
+		return p.Running && p.UID != old && talostest.FlagHas(p.Config, "disable-admission-plugins", "ValidatingAdmissionWebhook")
 	})
 	n.RefreshPodStatus()
 	select {
@@ -197,9 +208,6 @@ func TestWaitIgnoresRestartOfOldPod(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the wait did not see the new pod")
-	}
-	if p.Nodes[0].Outcome != "running" {
-		t.Errorf("outcome %q", p.Nodes[0].Outcome)
 	}
 }
 
@@ -300,15 +308,5 @@ func TestWaitIgnoresPodStartedBeforeTheChange(t *testing.T) {
 		t.Fatalf("the wait ended on the pod started before the change (err %v)", err)
 	case <-time.After(time.Second):
 	}
-	n.PollKubelet()
-	waitRunning(t, n, func(p talostest.PodState) bool { return p.Running && p.UID != intermediate.UID })
-	n.RefreshPodStatus()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("disable: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the wait did not see the new pod")
-	}
+	replaceAndSee(t, n, intermediate.UID, done)
 }

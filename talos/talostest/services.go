@@ -248,10 +248,15 @@ func (n *Node) etcdLeader() (*Node, []*Node) {
 // waitLocalEtcd blocks while the node's etcd is down, as etcd's client does
 // (WaitForReady): until it comes back or the caller gives up.
 func (n *Node) waitLocalEtcd(ctx context.Context) error {
+	return n.waitUntil(ctx, n.etcdUp)
+}
+
+// waitUntil blocks until up holds, the caller gives up or the node shuts down.
+func (n *Node) waitUntil(ctx context.Context, up func() bool) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 
-	for !n.etcdUp() {
+	for !up() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -308,20 +313,7 @@ func (s *machineService) EtcdMemberList(ctx context.Context, in *machine.EtcdMem
 // waitAnyEtcd blocks while no control plane's etcd answers (the client is given every
 // control-plane endpoint and picks one that is up).
 func (n *Node) waitAnyEtcd(ctx context.Context) error {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-
-	for !slices.ContainsFunc(n.cluster.ControlPlanes(), (*Node).etcdUp) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-n.ctx.Done():
-			return n.ctx.Err()
-		case <-t.C:
-		}
-	}
-
-	return nil
+	return n.waitUntil(ctx, func() bool { return slices.ContainsFunc(n.cluster.ControlPlanes(), (*Node).etcdUp) })
 }
 
 // EtcdStatus implements machine.MachineServiceServer.
