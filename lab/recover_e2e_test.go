@@ -797,9 +797,9 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 		t.Errorf("admission status after the revert: exit %d (20: plugins still disabled)\n%s", r.code, r.stdout)
 	}
 
-	// The real recovery, answered through a terminal.
-	args := append([]string{"recover", "--runbook", "mutating-webhook-deadlock", "--plugins", strings.Join(RecoveryPlugins, ","),
-		"--delete", MutatingWebhookConfig}, g.etcdFlags()...)
+	// The real recovery, answered through a terminal, as typed: no runbook,
+	// no plugins; the diagnosis plans and says why.
+	args := append([]string{"recover", "--delete", MutatingWebhookConfig}, g.etcdFlags()...)
 	answers := []answer{
 		{prompt: "[y/N]", reply: "y"}, // disable
 		{prompt: fmt.Sprintf("Type %q to continue", MutatingWebhookConfig), reply: MutatingWebhookConfig},
@@ -812,6 +812,11 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 	t.Logf("scripted recover (pty %v):\n%s", pty, out)
 	if code != 0 {
 		t.Fatalf("scripted recover: exit %d", code)
+	}
+	for _, want := range []string{"Plan from the diagnosis (verdict admission-deadlock): disable ValidatingAdmissionWebhook,MutatingAdmissionWebhook", "  - MutatingAdmissionWebhook: ", "  - ValidatingAdmissionWebhook: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the terminal does not show %q", want)
+		}
 	}
 	if pty {
 		// The spinner runs on through the apply and the wait that follow
@@ -827,7 +832,7 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 		t.Errorf("output does not end with incident %s completed", id)
 	}
 	g.recovered(MutatingWebhookConfig, g.journaledBackup(id))
-	g.timelineLists(id, g.runbookSteps("mutating-webhook-deadlock"))
+	g.timelineLists(id, g.runbookSteps("webhook-deadlock"))
 	logGuidedMeasurement(t, g, id, t0, wall)
 }
 
