@@ -130,8 +130,8 @@ func (p *AdmissionDisableParams) check() []fieldError {
 			errs = append(errs, fieldError{field: "plugins", index: i, msg: fmt.Sprintf("%q is listed twice", pl)})
 		}
 	}
-	if p.RevertAfter != 0 && (p.RevertAfter.Std() < minDuration || p.RevertAfter.Std() > maxDuration) {
-		errs = append(errs, fieldError{field: "revertAfter", index: -1, msg: fmt.Sprintf("%s is out of range (%s to %s)", p.RevertAfter, Duration(minDuration), Duration(maxDuration))})
+	if p.RevertAfter != 0 && (p.RevertAfter.Std() < MinRevertAfter || p.RevertAfter.Std() > maxDuration) {
+		errs = append(errs, fieldError{field: "revertAfter", index: -1, msg: fmt.Sprintf("%s is out of range (%s to %s)", p.RevertAfter, Duration(MinRevertAfter), Duration(maxDuration))})
 	}
 	return errs
 }

@@ -18,6 +18,10 @@ type Duration time.Duration
 const (
 	minDuration = time.Second
 	maxDuration = 24 * time.Hour
+	// MinRevertAfter is the shortest try-mode window: the new flags must reach
+	// the pod at the kubelet's pace (its 20 s manifest poll, the old pod's
+	// shutdown) and kube-apiserver start before the node rolls back.
+	MinRevertAfter = 2 * time.Minute
 )
 
 // ParseDuration reads a duration with a unit, between 1s and 24h.

@@ -248,7 +248,7 @@ func TestOverrides(t *testing.T) {
 	}{
 		{wd, Overrides{Plugins: []string{"validatingadmissionwebhook"}}, `--plugins: "validatingadmissionwebhook" is not an admission plugin name`},
 		{wd, Overrides{Plugins: []string{}}, "--plugins: empty list"},
-		{wd, Overrides{RevertAfter: Duration(48 * time.Hour)}, "--revert-after: 48h is out of range (1s to 24h)"},
+		{wd, Overrides{RevertAfter: Duration(48 * time.Hour)}, "--revert-after: 48h is out of range (2m to 24h)"},
 		{wd, Overrides{RevertAfter: Duration(-time.Minute)}, "--revert-after: -1m0s is out of range"},
 		{wd, Overrides{Delete: []string{"Bad_Name"}}, `--delete: "Bad_Name" is not a Kubernetes object name`},
 		{wd, Overrides{Delete: []string{"mutating/x"}}, `--delete: "mutating/x": runbook webhook-deadlock has no etcd.delete step for kind mutating`},

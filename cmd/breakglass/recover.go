@@ -54,6 +54,9 @@ func runRecover(c *cli.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDurations(c); err != nil {
+		return err
+	}
 	name, steps, err := guidedSteps(c)
 	if err != nil {
 		return err
