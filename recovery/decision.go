@@ -59,7 +59,7 @@ func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
 	case diagnose.OtherFailure:
 		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: report.Next}
 	case diagnose.Unknown:
-		if !report.AdmissionEvidence() && !opts.PluginsExplicit {
+		if !report.AdmissionEvidence() && !report.Suspected && !opts.PluginsExplicit {
 			next := append(slices.Clone(report.Next), "if you know it is an admission deadlock, name the plugins: breakglass recover --plugins ValidatingAdmissionWebhook[,MutatingAdmissionWebhook]")
 			return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next}
 		}
@@ -96,8 +96,11 @@ func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
 }
 
 func unknownGround(report *diagnose.Report, opts RecoverOptions) string {
-	if report.AdmissionEvidence() {
+	switch {
+	case report.AdmissionEvidence():
 		return "the log shows admission refusing writes"
+	case report.Suspected:
+		return "start-up is stuck and etcd holds admission objects that can block it"
 	}
 	return "--plugins was given"
 }

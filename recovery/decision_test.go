@@ -47,11 +47,11 @@ func TestDecide(t *testing.T) {
 		noWarning bool
 	}{
 		{
-			name:    "the diagnosis adds the plugin the runbook lacks, and says why",
-			report:  kyvernoReport(),
-			opts:    RecoverOptions{Runbook: "webhook-deadlock", Steps: webhookRunbookSteps()},
-			plugins: []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"},
-			reasons: []string{"MutatingAdmissionWebhook: webhook \"mutate.kyverno.svc-fail\" refuses start-up writes", "ValidatingAdmissionWebhook: ValidatingWebhookConfiguration kyverno-resource-validating-webhook-cfg", "the diagnosis names runbook mutating-webhook-deadlock"},
+			name:      "the diagnosis adds the plugin the runbook lacks, and says why",
+			report:    kyvernoReport(),
+			opts:      RecoverOptions{Runbook: "webhook-deadlock", Steps: webhookRunbookSteps()},
+			plugins:   []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"},
+			reasons:   []string{"MutatingAdmissionWebhook: webhook \"mutate.kyverno.svc-fail\" refuses start-up writes", "ValidatingAdmissionWebhook: ValidatingWebhookConfiguration kyverno-resource-validating-webhook-cfg", "the diagnosis names runbook mutating-webhook-deadlock"},
 			noWarning: true,
 		},
 		{
@@ -92,6 +92,15 @@ func TestDecide(t *testing.T) {
 			opts:     RecoverOptions{Steps: webhookRunbookSteps(), PluginsExplicit: true},
 			plugins:  []string{"ValidatingAdmissionWebhook"},
 			warnings: []string{"readiness could not be checked: going on because --plugins was given"},
+		},
+		{
+			name: "cannot tell, but start-up is stuck and etcd holds a policy: go on with its plugin",
+			report: &diagnose.Report{Verdict: diagnose.Unknown, Suspected: true,
+				Plugins: []diagnose.PluginNeed{{Plugin: "ValidatingAdmissionPolicy", Why: "suspected, start-up is stuck at start-kubernetes-service-cidr-controller: ValidatingAdmissionPolicy deny-servicecidr is in etcd"}}},
+			opts:     RecoverOptions{Steps: webhookRunbookSteps()},
+			plugins:  []string{"ValidatingAdmissionWebhook", "ValidatingAdmissionPolicy"},
+			reasons:  []string{"ValidatingAdmissionPolicy: suspected"},
+			warnings: []string{"going on because start-up is stuck and etcd holds admission objects that can block it"},
 		},
 		{
 			name: "cannot tell, but the log shows admission refusing: go on with the diagnosis's plugins",

@@ -83,7 +83,9 @@ func TestDisableOverListFormFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.PollKubelet()
-	waitRunning(t, n, func(p talostest.PodState) bool { return p.Running && talostest.FlagHas(p.Config, "disable-admission-plugins", "DefaultStorageClass") })
+	waitRunning(t, n, func(p talostest.PodState) bool {
+		return p.Running && talostest.FlagHas(p.Config, "disable-admission-plugins", "DefaultStorageClass")
+	})
 
 	p, err := PlanDisable(t.Context(), tc, st, AdmissionOptions{Wait: true, WaitTimeout: 30 * time.Second})
 	if err != nil {

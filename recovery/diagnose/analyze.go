@@ -38,8 +38,12 @@ type Report struct {
 	// disables these.
 	Plugins []PluginNeed `json:"plugins,omitempty"`
 	// Runbook is the built-in runbook that fits the culprits.
-	Runbook  string    `json:"runbook,omitempty"`
-	Evidence *Evidence `json:"evidence"`
+	Runbook string `json:"runbook,omitempty"`
+	// Suspected: no log line names the culprit, but start-up is stuck and
+	// etcd holds admission objects that can block it (a policy's denial is
+	// not logged at default verbosity); Plugins are theirs.
+	Suspected bool      `json:"suspected,omitempty"`
+	Evidence  *Evidence `json:"evidence"`
 }
 
 // PluginNeed is one admission plugin to disable, and why.
@@ -211,6 +215,7 @@ func Analyze(ev *Evidence, opts Options) *Report {
 		if s := suspects(ev.Etcd); s != "" {
 			r.Notes = append(r.Notes, "fail-closed webhooks in etcd that could block start-up: "+s)
 		}
+		r.suspectPlugins(ev.Etcd)
 	case len(admission) > 0 && len(unchecked) > 0:
 		// Positive evidence in the log, readiness unknown: name the culprits
 		// and the plugins, but do not claim a deadlock that was not seen.
@@ -416,6 +421,38 @@ func (r *Report) symptoms() string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// suspectPlugins names, for a start-up stuck with no culprit in the log,
+// the plugins of the admission objects in etcd that can block it: webhook
+// configurations the audit says can deadlock, and admission policies (whose
+// denials kube-apiserver does not log at default verbosity).
+func (r *Report) suspectPlugins(ee EtcdEvidence) {
+	if r.symptoms() == "" {
+		return
+	}
+	why := map[string][]string{}
+	for _, o := range ee.Objects {
+		switch {
+		case o.Kind == "ValidatingWebhookConfiguration" && o.StartupRisk == "deadlock":
+			why[PluginValidatingWebhook] = append(why[PluginValidatingWebhook], o.Kind+" "+o.Name+" can block start-up (audit of etcd)")
+		case o.Kind == "MutatingWebhookConfiguration" && o.StartupRisk == "deadlock":
+			why[PluginMutatingWebhook] = append(why[PluginMutatingWebhook], o.Kind+" "+o.Name+" can block start-up (audit of etcd)")
+		case o.Kind == "ValidatingAdmissionPolicy" || o.Kind == "ValidatingAdmissionPolicyBinding":
+			why[PluginValidatingPolicy] = append(why[PluginValidatingPolicy], o.Kind+" "+o.Name+" is in etcd (a policy's denial of the start-up writes is not logged)")
+		case o.Kind == "MutatingAdmissionPolicy" || o.Kind == "MutatingAdmissionPolicyBinding":
+			why[PluginMutatingPolicy] = append(why[PluginMutatingPolicy], o.Kind+" "+o.Name+" is in etcd (a policy's failure on the start-up writes is not logged)")
+		}
+	}
+	for _, p := range []string{PluginValidatingWebhook, PluginMutatingWebhook, PluginValidatingPolicy, PluginMutatingPolicy} {
+		if len(why[p]) > 0 {
+			r.Plugins = append(r.Plugins, PluginNeed{Plugin: p, Why: "suspected, start-up is stuck at " + r.symptoms() + ": " + strings.Join(why[p], "; ")})
+			r.Suspected = true
+		}
+	}
+	if r.Suspected {
+		r.Notes = append(r.Notes, "no log line names the culprit; suspects from etcd: "+strings.Join(r.PluginNames(), ","))
+	}
 }
 
 func (r *Report) byClass(c Class) []Finding {
