@@ -3,6 +3,7 @@ package diagnose
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -254,7 +255,7 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 	}
 	if containerID == "" {
 		ne.Errors = append(ne.Errors, "kube-apiserver logs not read: neither the pod status nor the container list names its current container")
-	} else if lines, err := nodes.APIServerLogs(ctx, node, name, containerID, tail); err != nil {
+	} else if lines, err := readLogs(ctx, nodes, node, name, containerID, tail); err != nil {
 		fail(err)
 		ne.Logs = lines
 	} else {
@@ -262,6 +263,21 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 	}
 	ne.LogLinesRead = len(ne.Logs)
 	return ne
+}
+
+// readLogs reads the named container's log. Talos refreshes the pod status
+// every 15 s while a crash-looping container is replaced and the dead one
+// garbage-collected sooner: when the status names a container that is gone
+// ("not found"), the one running now is the current one.
+func readLogs(ctx context.Context, nodes Nodes, node, name, containerID string, tail int) ([]string, error) {
+	lines, err := nodes.APIServerLogs(ctx, node, name, containerID, tail)
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		return lines, err
+	}
+	if running, _ := nodes.RunningAPIServerContainer(ctx, node, name); running != "" && !strings.HasSuffix(containerID, running) {
+		return nodes.APIServerLogs(ctx, node, name, running, tail)
+	}
+	return lines, err
 }
 
 func gatherEtcd(ctx context.Context, objs Objects, resources []etcd.Resource) EtcdEvidence {
