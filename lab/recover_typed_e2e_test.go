@@ -164,3 +164,51 @@ func waitCrashLoop(ctx context.Context, tc *talos.Client, l *Lab) error {
 	}
 	return nil
 }
+
+// The engineer insists on one plugin (--plugins ValidatingAdmissionWebhook)
+// though the diagnosis says the mutating webhook blocks start-up too: the
+// plan warns, and once the new flags run, the wait sees the mutating webhook
+// still refusing the start-up writes and stops at once (exit 7) with the
+// command that fixes it, instead of waiting out its timeout. That command,
+// then resume, finish the recovery.
+func TestRecoverPersistingDeadlock(t *testing.T) {
+	g := newGuided(t, 1)
+	t0 := time.Now()
+	r := g.run("", append([]string{"recover", "--yes", "--plugins", "ValidatingAdmissionWebhook"}, g.etcdFlags()...)...)
+	took := time.Since(t0)
+	if r.code != 7 {
+		t.Fatalf("recover --plugins ValidatingAdmissionWebhook: exit %d, want 7\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"WARNING: the diagnosis says MutatingAdmissionWebhook must be off too",
+		"the deadlock persists with the new flags: MutatingAdmissionWebhook still on",
+		"hint: turn it off too (restore undoes both): breakglass admission disable --plugins MutatingAdmissionWebhook",
+		"hint: then continue the recovery: breakglass resume ",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("recover does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	// the wait step's own timeout is 5 minutes: it stopped long before
+	t.Logf("stopped after %s", took.Round(time.Second))
+	if took > 3*time.Minute {
+		t.Errorf("took %s: the persisting deadlock was not noticed early", took)
+	}
+
+	if d := g.run("", "admission", "disable", "--plugins", "MutatingAdmissionWebhook", "--yes"); d.code != 0 {
+		t.Fatalf("the hinted admission disable: exit %d\n%s", d.code, d.stderr)
+	}
+	res := g.run("", append([]string{"resume", "--yes", "-o", "json"}, g.etcdFlags()...)...)
+	if res.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", res.code, res.stderr)
+	}
+	if out := decodeResult(t, res.stdout); out.Outcome != "completed" {
+		t.Errorf("resume: outcome %q", out.Outcome)
+	}
+	final := configHashes(t, context.Background(), g.tc, g.l.Nodes())
+	for _, ip := range g.l.Nodes() {
+		if final[ip] != g.orig[ip] {
+			t.Errorf("node %s: config not byte-identical after the recovery (restore undoes both disables)", ip)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -379,9 +380,20 @@ func (r *run) persistingDeadlock(ctx context.Context) error {
 	if err != nil || !report.AdmissionEvidence() {
 		return nil
 	}
-	missing := without(report.PluginNames(), r.decision.Plugins)
+	// Compared with what the rendered pods disable now (the plan's plugins,
+	// plus any an operator turned off since): refusals through plugins that
+	// are off are older lines.
+	off := slices.Clone(r.decision.Plugins)
+	for i, ne := range report.Evidence.Nodes {
+		if i == 0 {
+			off = union(off, ne.DisabledPlugins)
+			continue
+		}
+		off = slices.DeleteFunc(off, func(p string) bool { return !slices.Contains(ne.DisabledPlugins, p) && !slices.Contains(r.decision.Plugins, p) })
+	}
+	missing := without(report.PluginNames(), off)
 	if len(missing) == 0 {
-		return nil // refusals by plugins already off: older lines
+		return nil
 	}
 	return &PersistingDeadlockError{Missing: missing, Why: reasonsOf(report, missing), Incident: r.journal.ID}
 }
