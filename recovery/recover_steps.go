@@ -383,19 +383,24 @@ func (r *run) persistingDeadlock(ctx context.Context) error {
 	// Compared with what the rendered pods disable now (the plan's plugins,
 	// plus any an operator turned off since): refusals through plugins that
 	// are off are older lines.
-	off := slices.Clone(r.decision.Plugins)
-	for i, ne := range report.Evidence.Nodes {
-		if i == 0 {
-			off = union(off, ne.DisabledPlugins)
-			continue
-		}
-		off = slices.DeleteFunc(off, func(p string) bool { return !slices.Contains(ne.DisabledPlugins, p) && !slices.Contains(r.decision.Plugins, p) })
-	}
+	off := union(r.decision.Plugins, disabledEverywhere(report.Evidence.Nodes))
 	missing := without(report.PluginNames(), off)
 	if len(missing) == 0 {
 		return nil
 	}
 	return &PersistingDeadlockError{Missing: missing, Why: reasonsOf(report, missing), Incident: r.journal.ID}
+}
+
+// disabledEverywhere are the plugins every node's rendered pod disables.
+func disabledEverywhere(nodes []diagnose.NodeEvidence) []string {
+	if len(nodes) == 0 {
+		return nil
+	}
+	out := slices.Clone(nodes[0].DisabledPlugins)
+	for _, ne := range nodes[1:] {
+		out = slices.DeleteFunc(out, func(p string) bool { return !slices.Contains(ne.DisabledPlugins, p) })
+	}
+	return out
 }
 
 // PersistingDeadlockError: with the planned plugins off, admission still
