@@ -212,3 +212,41 @@ func TestRecoverPersistingDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// A step asked for by name is never optional: when the object to remove is
+// gone by the time the delete step runs (someone removed it meanwhile), the
+// run still puts the plugins back, then ends as a partial failure (exit 5)
+// naming what is left undone and the command that finishes it.
+func TestRecoverRequestedDeleteFails(t *testing.T) {
+	g := newGuided(t, 1)
+	before := g.incidents()
+	p := g.start(nil, append([]string{"recover", "--yes", "-o", "json", "--delete", MutatingWebhookConfig}, g.etcdFlags()...)...)
+	var id string
+	for id == "" {
+		select {
+		case <-p.exited:
+			t.Fatalf("recover ended early:\n%s", p.errOut.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		id = g.newIncident(before)
+	}
+	waitBegin(t, g.journalPath(id), 0, "disable", p.exited, time.Minute)
+	if _, err := g.l.kv.Delete(context.Background(), objectKey(MutatingWebhookConfig)); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait(t, 5*time.Minute)
+	t.Logf("recover stderr:\n%s", p.errOut.String())
+	if code != 5 {
+		t.Fatalf("exit %d, want 5 (partial)", code)
+	}
+	res := decodeResult(t, p.out.String())
+	if res.Outcome != "partial" || len(res.Undone) != 1 || !strings.Contains(res.Undone[0], "finish it with: breakglass etcd delete --kind all "+MutatingWebhookConfig) {
+		t.Errorf("outcome %q, undone %q", res.Outcome, res.Undone)
+	}
+	final := configHashes(t, context.Background(), g.tc, g.l.Nodes())
+	for _, ip := range g.l.Nodes() {
+		if final[ip] != g.orig[ip] {
+			t.Errorf("node %s: the plugins were not put back after the failed delete", ip)
+		}
+	}
+}
