@@ -95,6 +95,8 @@ func nodeText(ne NodeEvidence, healthAsked bool) string {
 		parts = append(parts, "ready")
 	case stateNotReady:
 		parts = append(parts, "not ready")
+	case stateUnchecked:
+		parts = append(parts, "readiness unknown")
 	default:
 		parts = append(parts, "state unknown")
 	}

@@ -367,6 +367,16 @@ func (c *Cluster) OSCA() *x509.PEMEncodedCertificateAndKey         { return c.Se
 func (c *Cluster) KubernetesCA() *x509.PEMEncodedCertificateAndKey { return c.Secrets.Certs.K8s }
 func (c *Cluster) EtcdCA() *x509.PEMEncodedCertificateAndKey       { return c.Secrets.Certs.Etcd }
 
+// scaled is a Talos time as the emulator plays it: Kubelet.TimeScale applies
+// to the node's own timers too (the try-mode rollback), so that tests can
+// use real flag values (breakglass refuses --revert-after under 2m).
+func (c *Cluster) scaled(d time.Duration) time.Duration {
+	if s := c.opts.Kubelet.TimeScale; s > 0 {
+		return time.Duration(float64(d) * s)
+	}
+	return d
+}
+
 func (c *Cluster) rebootDuration() time.Duration {
 	if c.opts.RebootDuration <= 0 {
 		return time.Second

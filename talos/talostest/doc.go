@@ -97,7 +97,9 @@
 //     shows) exactly that container. An unknown one fails with machined's plain
 //     error `container "..." not found` (gRPC Unknown, not NotFound).
 //   - KubeletOptions.TimeScale multiplies every default time (0 or 1: real time);
-//     times set explicitly are used as given. Tests use TimeScale 0.01 (poll 200ms,
+//     times set explicitly are used as given; it scales the node's try-mode
+//     rollback timer too (a TRY of 10m reverts after 6s at 0.01), so that tests pass
+//     the flag values people use. Tests use TimeScale 0.01 (poll 200ms,
 //     status 150ms, grace 300ms, back-off 100ms to 3s) and, to decide the order of
 //     events themselves, very long times with Node.PollKubelet (the kubelet's poll,
 //     now), Node.RefreshPodStatus (Talos's refresh, now), Node.CrashContainer (the

@@ -146,7 +146,7 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 		modeDetails += fmt.Sprintf("\nThe config is applied in 'try' mode and will be automatically reverted back in %s", timeout.String())
 
 		n.cfgMu.Lock()
-		n.rollbackAfterLocked(timeout)
+		n.rollbackAfterLocked(n.cluster.scaled(timeout))
 		n.setRunningLocked(cfg)
 		n.cfgMu.Unlock()
 	case machine.ApplyConfigurationRequest_NO_REBOOT:
