@@ -60,13 +60,15 @@ type Check struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// Measurement compares breakglass's time for a step with kube-apiserver's
-// own restart-to-ready time on the same step (the floor: from the kubelet
-// stopping the old container, or starting the new one when none ran, to
-// the new one's first /readyz 200, as the lab sees it every 25ms).
+// Measurement compares breakglass's time for a step with the floor: the
+// node's own time from the apply to the new kube-apiserver's first /readyz
+// 200 (the kubelet's next manifest poll, the old container stopping, the
+// new one starting), as the lab sees it every 25ms. No tool can be faster
+// once the config is applied.
 type Measurement struct {
 	Total    time.Duration `json:"total"`    // breakglass: plan + execute + wait until ready
-	Floor    time.Duration `json:"floor"`    // slowest node's restart-to-ready
+	Floor    time.Duration `json:"floor"`    // slowest node's apply-to-ready
+	Poll     time.Duration `json:"poll"`     // of which: waiting for the kubelet's manifest poll (slowest node)
 	Shutdown time.Duration `json:"shutdown"` // of which: the old container stopping (slowest node)
 	Startup  time.Duration `json:"startup"`  // of which: new process start to first /readyz 200 (slowest node)
 	Overhead time.Duration `json:"overhead"` // Total - Floor
@@ -240,8 +242,8 @@ func recoverStep(ctx context.Context, l *Lab, tc *talos.Client, tl *Timeline, na
 		if !ok {
 			return m, fmt.Errorf("%s: node %s: the lab saw no new kube-apiserver become ready", name, ip)
 		}
-		if f.floor > m.Floor {
-			m.Floor, m.Shutdown, m.Startup = f.floor, f.shutdown, f.startup
+		if floor := f.ready.Sub(t1); floor > m.Floor {
+			m.Floor, m.Poll, m.Shutdown, m.Startup = floor, f.from.Sub(t1), f.shutdown, f.startup
 		}
 		m.Failed = append(m.Failed, f.failed...)
 		ready := f.ready
@@ -257,7 +259,7 @@ func recoverStep(ctx context.Context, l *Lab, tc *talos.Client, tl *Timeline, na
 
 type floorTimes struct {
 	floor, shutdown, startup time.Duration
-	ready                    time.Time
+	from, ready              time.Time // the kubelet acting on the change; the new one ready
 	failed                   []string
 }
 
@@ -294,7 +296,7 @@ func floorOf(runs []ContainerRun, node string, t0 time.Time) (floorTimes, bool) 
 			}
 			continue
 		}
-		f.ready, f.startup, f.floor = r.Ready, r.Ready.Sub(r.Started), r.Ready.Sub(from)
+		f.from, f.ready, f.startup, f.floor = from, r.Ready, r.Ready.Sub(r.Started), r.Ready.Sub(from)
 		return f, true
 	}
 	return f, false
@@ -389,8 +391,8 @@ func (r *Rehearsal) Print(w io.Writer) {
 		name string
 		m    Measurement
 	}{{"disable", r.Disable}, {"restore", r.Restore}} {
-		fmt.Fprintf(w, "  %-8s breakglass %s = kube-apiserver restart-to-ready %s (old one stopping %s, new one starting %s) + overhead %s (ratio %.2f; plan %s; ready noticed %s after readiness)\n",
-			m.name, round(m.m.Total), round(m.m.Floor), round(m.m.Shutdown), round(m.m.Startup), round(m.m.Overhead), m.m.Ratio, round(m.m.Plan), round(m.m.Notice))
+		fmt.Fprintf(w, "  %-8s breakglass %s = the node's apply-to-ready %s (kubelet poll %s, old one stopping %s, new one starting %s) + overhead %s (ratio %.2f; plan %s; ready noticed %s after readiness)\n",
+			m.name, round(m.m.Total), round(m.m.Floor), round(m.m.Poll), round(m.m.Shutdown), round(m.m.Startup), round(m.m.Overhead), m.m.Ratio, round(m.m.Plan), round(m.m.Notice))
 		for _, f := range m.m.Failed {
 			fmt.Fprintf(w, "           failed start: %s\n", f)
 		}
