@@ -67,25 +67,33 @@ func (c *Client) EtcdSnapshot(ctx context.Context, node string, w io.Writer) err
 }
 
 // RunningAPIServerContainer finds the ID of the one running kube-apiserver
-// container in the node's CRI list, for when the pod status names none
-// (Talos has not reported the pod yet). The list holds exited containers and
-// those of replaced pods too, in no particular order: with no running one,
-// or several, it answers "" rather than guess.
+// container in the node's CRI list (or, with none running, of the only one
+// listed), for when the pod status names none or one already gone (Talos
+// reports the pod every 15 s). The list holds exited containers too, in no
+// particular order: when it cannot tell, it answers "" rather than guess.
 func (c *Client) RunningAPIServerContainer(ctx context.Context, node, nodeName string) (string, error) {
 	resp, err := c.api.Containers(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI)
 	if err != nil {
 		return "", nodeError(node, "list containers", err, c.role)
 	}
-	var running []string
+	var running, all []string
 	for _, m := range resp.GetMessages() {
 		for _, ct := range m.GetContainers() {
-			if ct.GetPodId() == "kube-system/kube-apiserver-"+nodeName && ct.GetName() == "kube-apiserver" && ct.GetStatus() == "CONTAINER_RUNNING" {
-				running = append(running, ct.GetInternalId())
+			if ct.GetPodId() == "kube-system/kube-apiserver-"+nodeName && ct.GetName() == "kube-apiserver" {
+				all = append(all, ct.GetInternalId())
+				if ct.GetStatus() == "CONTAINER_RUNNING" {
+					running = append(running, ct.GetInternalId())
+				}
 			}
 		}
 	}
-	if len(running) != 1 {
-		return "", nil
+	switch {
+	case len(running) == 1:
+		return running[0], nil
+	case len(running) == 0 && len(all) == 1:
+		// crash-looping between restarts: the kubelet keeps one dead
+		// container per pod, the last that ran
+		return all[0], nil
 	}
-	return running[0], nil
+	return "", nil
 }

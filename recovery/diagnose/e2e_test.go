@@ -41,7 +41,7 @@ func (d deadlocked) Run(ctx context.Context, c talostest.Container, logs io.Writ
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-time.After(20 * time.Millisecond):
+	case <-time.After(200 * time.Millisecond): // longer than a status refresh (75ms here)
 		return errors.New("PostStartHook failed")
 	}
 }
