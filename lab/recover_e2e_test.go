@@ -543,6 +543,24 @@ func (g *guided) start(stdin io.Reader, args ...string) *bg {
 	return p
 }
 
+// waitDisableBegins waits until the recover running in p has opened its
+// incident (one not in before) and begun its disable step; it returns the
+// incident's ID.
+func (g *guided) waitDisableBegins(p *bg, before map[string]bool) string {
+	g.t.Helper()
+	var id string
+	for id == "" {
+		select {
+		case <-p.exited:
+			g.t.Fatalf("recover ended early:\n%s", p.errOut.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		id = g.newIncident(before)
+	}
+	waitBegin(g.t, g.journalPath(id), 0, "disable", p.exited, time.Minute)
+	return id
+}
+
 func (p *bg) wait(t *testing.T, d time.Duration) int {
 	t.Helper()
 	select {
@@ -569,16 +587,7 @@ func TestRecoverGuidedYes(t *testing.T) {
 	first := g.start(nil, args...)
 
 	// Once the disable step begins, preflight has taken the lock.
-	var id string
-	for id == "" {
-		select {
-		case <-first.exited:
-			t.Fatalf("recover ended early:\n%s", first.errOut.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		id = g.newIncident(before)
-	}
-	waitBegin(t, g.journalPath(id), 0, "disable", first.exited, time.Minute)
+	id := g.waitDisableBegins(first, before)
 
 	h := g.lockHolder()
 	if h == nil || h.Incident != id || h.Command != "recover" || h.By == "" {

@@ -221,16 +221,7 @@ func TestRecoverRequestedDeleteFails(t *testing.T) {
 	g := newGuided(t, 1)
 	before := g.incidents()
 	p := g.start(nil, append([]string{"recover", "--yes", "-o", "json", "--delete", MutatingWebhookConfig}, g.etcdFlags()...)...)
-	var id string
-	for id == "" {
-		select {
-		case <-p.exited:
-			t.Fatalf("recover ended early:\n%s", p.errOut.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		id = g.newIncident(before)
-	}
-	waitBegin(t, g.journalPath(id), 0, "disable", p.exited, time.Minute)
+	g.waitDisableBegins(p, before)
 	if _, err := g.l.kv.Delete(context.Background(), objectKey(MutatingWebhookConfig)); err != nil {
 		t.Fatal(err)
 	}
