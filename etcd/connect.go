@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
 )
 
 // Config says how to reach etcd. TLS material comes either from files
@@ -268,29 +270,23 @@ func looksLikeTLS(err error) bool {
 
 func normalizeEndpoints(in []string) (out []string, secure bool, err error) {
 	var nHTTP, nHTTPS int
-	for _, raw := range in {
-		for _, ep := range strings.Split(raw, ",") {
-			ep = strings.TrimSpace(ep)
-			if ep == "" {
-				continue
-			}
-			if !strings.Contains(ep, "://") {
-				ep = "https://" + ep
-			}
-			u, err := url.Parse(ep)
-			if err != nil || u.Host == "" {
-				return nil, false, &ConfigError{Reason: fmt.Sprintf("invalid endpoint %q", ep)}
-			}
-			switch u.Scheme {
-			case "https":
-				nHTTPS++
-			case "http":
-				nHTTP++
-			default:
-				return nil, false, &ConfigError{Reason: fmt.Sprintf("endpoint %q: scheme must be https or http", ep)}
-			}
-			out = append(out, u.Scheme+"://"+u.Host)
+	for _, ep := range flaglist.Split(in...) {
+		if !strings.Contains(ep, "://") {
+			ep = "https://" + ep
 		}
+		u, err := url.Parse(ep)
+		if err != nil || u.Host == "" {
+			return nil, false, &ConfigError{Reason: fmt.Sprintf("invalid endpoint %q", ep)}
+		}
+		switch u.Scheme {
+		case "https":
+			nHTTPS++
+		case "http":
+			nHTTP++
+		default:
+			return nil, false, &ConfigError{Reason: fmt.Sprintf("endpoint %q: scheme must be https or http", ep)}
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
 	}
 	if len(out) == 0 {
 		return nil, false, &ConfigError{Reason: "no endpoints"}

@@ -9,12 +9,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1alpha1 "k8s.io/api/admissionregistration/v1alpha1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
+	"github.com/breakglass-dev/breakglass/internal/webhooks"
 )
 
 // Encoding says how a value is stored.
@@ -60,43 +61,9 @@ type Object struct {
 // Decodable reports whether the value was decoded into a Kubernetes object.
 func (o *Object) Decodable() bool { return o.Decoded != nil }
 
-// Webhook is the part of one webhook that matters during an incident.
-type Webhook struct {
-	Name string `json:"name"`
-	// FailurePolicy is the effective policy (the API default when unset).
-	FailurePolicy      string                                       `json:"failurePolicy"`
-	MatchPolicy        string                                       `json:"matchPolicy,omitempty"`
-	SideEffects        string                                       `json:"sideEffects,omitempty"`
-	ReinvocationPolicy string                                       `json:"reinvocationPolicy,omitempty"`
-	Rules              []admissionregistrationv1.RuleWithOperations `json:"rules,omitempty"`
-	NamespaceSelector  *metav1.LabelSelector                        `json:"namespaceSelector,omitempty"`
-	ObjectSelector     *metav1.LabelSelector                        `json:"objectSelector,omitempty"`
-	MatchConditions    []admissionregistrationv1.MatchCondition     `json:"matchConditions,omitempty"`
-	ClientConfig       admissionregistrationv1.WebhookClientConfig  `json:"clientConfig"`
-	// TimeoutSeconds is the effective timeout (the API default when unset).
-	TimeoutSeconds int32 `json:"timeoutSeconds"`
-}
-
-// Target is the webhook's client config in one line: its URL, or
-// service NAMESPACE/NAME:PORT/PATH.
-func (w Webhook) Target() string {
-	cc := w.ClientConfig
-	switch {
-	case cc.URL != nil:
-		return *cc.URL
-	case cc.Service != nil:
-		port := int32(443)
-		if cc.Service.Port != nil {
-			port = *cc.Service.Port
-		}
-		p := ""
-		if cc.Service.Path != nil {
-			p = *cc.Service.Path
-		}
-		return fmt.Sprintf("service %s/%s:%d%s", cc.Service.Namespace, cc.Service.Name, port, p)
-	}
-	return "none"
-}
+// Webhook is the part of one webhook that matters during an incident,
+// with the API defaults applied (webhooks.Summary).
+type Webhook = webhooks.Summary
 
 // PolicyInfo summarizes an admission policy or policy binding.
 type PolicyInfo struct {
@@ -137,8 +104,7 @@ func decodeObject(r Resource, name, key string, value []byte, create, mod, versi
 		CreateRevision: create, ModRevision: mod, Version: version,
 		Value: value,
 	}
-	info := resourceInfos[r]
-	def := info.storage.WithKind(info.kind)
+	def := storageVersions[r].WithKind(r.Kind())
 	var (
 		obj runtime.Object
 		gvk *schema.GroupVersionKind
@@ -167,7 +133,7 @@ func decodeObject(r Resource, name, key string, value []byte, create, mod, versi
 		o.DecodeError = err.Error()
 		return o
 	}
-	if gvk.Kind != info.kind {
+	if gvk.Kind != r.Kind() {
 		o.DecodeError = fmt.Sprintf("stored kind %s does not belong under %s", gvk.Kind, r)
 		return o
 	}
@@ -227,10 +193,7 @@ func summarize(o *Object, version string) error {
 	}
 	if strings.HasSuffix(o.Kind, "WebhookConfiguration") {
 		// v1beta1 had other defaults than v1.
-		defPolicy, defTimeout := "Fail", int32(10)
-		if version == "v1beta1" {
-			defPolicy, defTimeout = "Ignore", 30
-		}
+		defPolicy, defTimeout := webhooks.Defaults(version)
 		o.Webhooks = make([]Webhook, 0, len(doc.Webhooks))
 		for _, w := range doc.Webhooks {
 			wh := w.Webhook

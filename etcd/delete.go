@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/breakglass-dev/breakglass/internal/closest"
 )
 
 // Plan is what a delete will do: the exact keys, read at one revision, with
@@ -52,7 +54,7 @@ func (c *Client) PlanDelete(ctx context.Context, names []string, resources []Res
 		objs := byName[n]
 		switch len(objs) {
 		case 0:
-			missing = append(missing, MissingName{Name: n, Closest: closest(n, present)})
+			missing = append(missing, MissingName{Name: n, Closest: closest.Name(n, present)})
 		case 1:
 			p.Objects = append(p.Objects, objs[0])
 		default:

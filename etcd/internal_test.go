@@ -90,35 +90,6 @@ func TestSeedBackupIsValid(t *testing.T) {
 	}
 }
 
-func TestEditDistanceAndClosest(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"abc", "", 3}, {"kitten", "sitting", 3}, {"webhook", "webhok", 1}} {
-		if got := editDistance(tc.a, tc.b); got != tc.d {
-			t.Errorf("editDistance(%q,%q)=%d want %d", tc.a, tc.b, got, tc.d)
-		}
-	}
-	if got := closest("gatekeeper-validating", []string{"kyverno-policy", "gatekeeper-validating-webhook-configuration", "gk"}); got != "gatekeeper-validating-webhook-configuration" {
-		t.Errorf("closest = %q", got)
-	}
-	present := []string{"enc", "kyverno-resource-validating-webhook-cfg", "kyverno-resource-mutating-webhook-cfg"}
-	for typed, want := range map[string]string{
-		"kyverno-validating":                     "kyverno-resource-validating-webhook-cfg",
-		"kyverno-resource-validating-webhok-cfg": "kyverno-resource-validating-webhook-cfg",
-		"KYVERNO-RESOURCE-MUTATING":              "kyverno-resource-mutating-webhook-cfg",
-		"enx":                                    "enc",
-		"gatekeeper":                             "",
-	} {
-		if got := closest(typed, present); got != want {
-			t.Errorf("closest(%q) = %q, want %q", typed, got, want)
-		}
-	}
-	if closest("x", nil) != "" {
-		t.Error("closest of nothing")
-	}
-}
-
 func TestSplitKey(t *testing.T) {
 	for key, ok := range map[string]bool{
 		"/registry/validatingwebhookconfigurations/a":                              true,

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // Resource is the resource segment of an etcd key: PREFIX/RESOURCE/NAME.
@@ -14,56 +16,51 @@ type Resource string
 
 // The admission resources breakglass knows.
 const (
-	ValidatingWebhookConfigurations   Resource = "validatingwebhookconfigurations"
-	MutatingWebhookConfigurations     Resource = "mutatingwebhookconfigurations"
-	ValidatingAdmissionPolicies       Resource = "validatingadmissionpolicies"
-	ValidatingAdmissionPolicyBindings Resource = "validatingadmissionpolicybindings"
-	MutatingAdmissionPolicies         Resource = "mutatingadmissionpolicies"
-	MutatingAdmissionPolicyBindings   Resource = "mutatingadmissionpolicybindings"
+	ValidatingWebhookConfigurations   Resource = kinds.ValidatingWebhookConfigurations
+	MutatingWebhookConfigurations     Resource = kinds.MutatingWebhookConfigurations
+	ValidatingAdmissionPolicies       Resource = kinds.ValidatingAdmissionPolicies
+	ValidatingAdmissionPolicyBindings Resource = kinds.ValidatingAdmissionPolicyBindings
+	MutatingAdmissionPolicies         Resource = kinds.MutatingAdmissionPolicies
+	MutatingAdmissionPolicyBindings   Resource = kinds.MutatingAdmissionPolicyBindings
 )
 
 // AllResources lists every admission resource, in listing order.
-var AllResources = []Resource{
-	ValidatingWebhookConfigurations,
-	MutatingWebhookConfigurations,
-	ValidatingAdmissionPolicies,
-	ValidatingAdmissionPolicyBindings,
-	MutatingAdmissionPolicies,
-	MutatingAdmissionPolicyBindings,
-}
-
-type resourceInfo struct {
-	kind string
-	// storage is the version kube-apiserver 1.34 writes; used when a value
-	// does not say which version it is.
-	storage schema.GroupVersion
-	flag    string
-}
+var AllResources = func() []Resource {
+	out := make([]Resource, len(kinds.All))
+	for i, k := range kinds.All {
+		out[i] = Resource(k.Resource)
+	}
+	return out
+}()
 
 var (
 	gvV1       = schema.GroupVersion{Group: "admissionregistration.k8s.io", Version: "v1"}
 	gvV1alpha1 = schema.GroupVersion{Group: "admissionregistration.k8s.io", Version: "v1alpha1"}
 )
 
-var resourceInfos = map[Resource]resourceInfo{
-	ValidatingWebhookConfigurations:   {"ValidatingWebhookConfiguration", gvV1, "validating"},
-	MutatingWebhookConfigurations:     {"MutatingWebhookConfiguration", gvV1, "mutating"},
-	ValidatingAdmissionPolicies:       {"ValidatingAdmissionPolicy", gvV1, "validating-policy"},
-	ValidatingAdmissionPolicyBindings: {"ValidatingAdmissionPolicyBinding", gvV1, "validating-policy-binding"},
-	MutatingAdmissionPolicies:         {"MutatingAdmissionPolicy", gvV1alpha1, "mutating-policy"},
-	MutatingAdmissionPolicyBindings:   {"MutatingAdmissionPolicyBinding", gvV1alpha1, "mutating-policy-binding"},
+// storageVersions are the versions kube-apiserver 1.34 writes; used when a
+// value does not say which version it is.
+var storageVersions = map[Resource]schema.GroupVersion{
+	ValidatingWebhookConfigurations:   gvV1,
+	MutatingWebhookConfigurations:     gvV1,
+	ValidatingAdmissionPolicies:       gvV1,
+	ValidatingAdmissionPolicyBindings: gvV1,
+	MutatingAdmissionPolicies:         gvV1alpha1,
+	MutatingAdmissionPolicyBindings:   gvV1alpha1,
 }
 
+func (r Resource) info() kinds.Info { i, _ := kinds.ByResource(string(r)); return i }
+
 // Kind is the Kubernetes kind stored under r.
-func (r Resource) Kind() string { return resourceInfos[r].kind }
+func (r Resource) Kind() string { return r.info().Kind }
 
 // KindFlag is the --kind value that selects only r.
-func (r Resource) KindFlag() string { return resourceInfos[r].flag }
+func (r Resource) KindFlag() string { return r.info().Short }
 
-func (r Resource) valid() bool { _, ok := resourceInfos[r]; return ok }
+func (r Resource) valid() bool { _, ok := kinds.ByResource(string(r)); return ok }
 
 // KindValues are the accepted --kind values, for help text.
-var KindValues = []string{"validating", "mutating", "policy", "all", "validating-policy", "validating-policy-binding", "mutating-policy", "mutating-policy-binding"}
+var KindValues = []string{kinds.Validating, kinds.Mutating, "policy", "all", kinds.ValidatingPolicy, kinds.ValidatingPolicyBinding, kinds.MutatingPolicy, kinds.MutatingPolicyBinding}
 
 // ParseKind turns a --kind value into resources. Besides the short names of
 // KindValues it accepts a resource name (validatingwebhookconfigurations) or
@@ -72,9 +69,9 @@ func ParseKind(s string) ([]Resource, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "all":
 		return append([]Resource(nil), AllResources...), nil
-	case "validating", "webhook-validating":
+	case kinds.Validating, "webhook-validating":
 		return []Resource{ValidatingWebhookConfigurations}, nil
-	case "mutating", "webhook-mutating":
+	case kinds.Mutating, "webhook-mutating":
 		return []Resource{MutatingWebhookConfigurations}, nil
 	case "webhook", "webhooks":
 		return []Resource{ValidatingWebhookConfigurations, MutatingWebhookConfigurations}, nil

@@ -3,13 +3,11 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/breakglass-dev/breakglass/internal/atomicfile"
 )
 
 // Writer is every change this package makes, to etcd or to disk. Delete,
@@ -52,7 +50,13 @@ type realWriter struct{ c *Client }
 func (realWriter) DryRun() bool { return false }
 
 func (w realWriter) CreateFile(path string, fill func(io.Writer) error, verify func(string) error) error {
-	return createFile(path, fill, verify)
+	if err := atomicfile.Create(path, 0o600, fill); err != nil {
+		return fileError(err)
+	}
+	if verify != nil {
+		return verify(path)
+	}
+	return nil
 }
 
 func (w realWriter) Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
@@ -68,20 +72,7 @@ type dryRunWriter struct{ c *Client }
 func (dryRunWriter) DryRun() bool { return true }
 
 func (dryRunWriter) CreateFile(path string, _ func(io.Writer) error, _ func(string) error) error {
-	if err := checkAbsent(path); err != nil {
-		return err
-	}
-	if err := checkAbsent(path + ".part"); err != nil {
-		return err
-	}
-	// A missing directory would be created; an existing non-directory is an error now as then.
-	dir := filepath.Dir(path)
-	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return fileError(atomicfile.CheckCreate(path))
 }
 
 func (w dryRunWriter) Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
@@ -101,4 +92,13 @@ func readsOnly(ops []clientv3.Op) []clientv3.Op {
 		}
 	}
 	return out
+}
+
+// fileError is atomicfile's refusal to overwrite as this package's
+// *FileExistsError; other errors (a fill's among them) pass unchanged.
+func fileError(err error) error {
+	if ee, ok := err.(*atomicfile.ExistsError); ok {
+		return &FileExistsError{Path: ee.Path}
+	}
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/atomicfile"
 	"github.com/breakglass-dev/breakglass/talos/configedit"
 )
 
@@ -81,41 +82,9 @@ func (s State) DeleteAdmission(cluster, node string) error {
 }
 
 // WriteFileAtomic writes data so that the file is either absent, the old
-// version or the whole new one: temp file, fsync, rename, fsync the directory.
+// version or the whole new one (atomicfile.WriteFile).
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.part")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.WriteFile(path, data, perm)
 }
 
 // whoami names the operator in records: user@host.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // Action names a built-in recovery action. The recovery package switches on
@@ -173,31 +175,28 @@ type ObjectKind string
 
 // The admission object kinds etcd.delete can remove.
 const (
-	ValidatingWebhooks       ObjectKind = "validating"
-	MutatingWebhooks         ObjectKind = "mutating"
-	ValidatingPolicies       ObjectKind = "validating-policy"
-	ValidatingPolicyBindings ObjectKind = "validating-policy-binding"
-	MutatingPolicies         ObjectKind = "mutating-policy"
-	MutatingPolicyBindings   ObjectKind = "mutating-policy-binding"
+	ValidatingWebhooks       ObjectKind = kinds.Validating
+	MutatingWebhooks         ObjectKind = kinds.Mutating
+	ValidatingPolicies       ObjectKind = kinds.ValidatingPolicy
+	ValidatingPolicyBindings ObjectKind = kinds.ValidatingPolicyBinding
+	MutatingPolicies         ObjectKind = kinds.MutatingPolicy
+	MutatingPolicyBindings   ObjectKind = kinds.MutatingPolicyBinding
 )
 
 // ObjectKinds lists every ObjectKind.
-var ObjectKinds = []ObjectKind{ValidatingWebhooks, MutatingWebhooks, ValidatingPolicies, ValidatingPolicyBindings, MutatingPolicies, MutatingPolicyBindings}
-
-var kindResources = map[ObjectKind]string{
-	ValidatingWebhooks:       "validatingwebhookconfigurations",
-	MutatingWebhooks:         "mutatingwebhookconfigurations",
-	ValidatingPolicies:       "validatingadmissionpolicies",
-	ValidatingPolicyBindings: "validatingadmissionpolicybindings",
-	MutatingPolicies:         "mutatingadmissionpolicies",
-	MutatingPolicyBindings:   "mutatingadmissionpolicybindings",
-}
+var ObjectKinds = func() []ObjectKind {
+	out := make([]ObjectKind, len(kinds.All))
+	for i, k := range kinds.All {
+		out[i] = ObjectKind(k.Short)
+	}
+	return out
+}()
 
 // Valid reports whether k is one of ObjectKinds.
-func (k ObjectKind) Valid() bool { _, ok := kindResources[k]; return ok }
+func (k ObjectKind) Valid() bool { _, ok := kinds.ByShort(string(k)); return ok }
 
 // Resource is the resource segment of the etcd key (PREFIX/RESOURCE/NAME).
-func (k ObjectKind) Resource() string { return kindResources[k] }
+func (k ObjectKind) Resource() string { i, _ := kinds.ByShort(string(k)); return i.Resource }
 
 func kindStrings() []string {
 	out := make([]string, len(ObjectKinds))
@@ -283,6 +282,11 @@ type ParamInfo struct {
 
 type paramDoc struct{ name, typ, help, unset string }
 
+// DefaultWait is how long a wait for kube-apiserver lasts unless told
+// otherwise: the kubelet's manifest poll (20 s), the old pod's grace (30 s),
+// Talos's status refresh (15 s) and a slow first start fit well inside it.
+const DefaultWait = 5 * time.Minute
+
 // actionTable is the single list of built-in actions: name, parameters
 // (type and defaults), one-line summary, and whether it changes the cluster.
 var actionTable = []ActionInfo{
@@ -312,7 +316,7 @@ var actionTable = []ActionInfo{
 	{
 		Name:      ActionAPIServerWait,
 		Summary:   "wait until kube-apiserver is ready on every node, showing the readiness checks that still fail",
-		newParams: func() Params { return &APIServerWaitParams{Timeout: Duration(5 * time.Minute)} },
+		newParams: func() Params { return &APIServerWaitParams{Timeout: Duration(DefaultWait)} },
 		params:    []paramDoc{{"timeout", "duration", "how long to wait before giving up", ""}},
 	},
 	{

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/closest"
 )
 
 // Sentinels for the two ways a runbook can be unusable; both are bad input
@@ -58,7 +60,7 @@ func (e *NotFoundError) Error() string {
 func (e *NotFoundError) Hints() []string {
 	h := []string{"builtin runbooks: " + strings.Join(e.Known, ", ") + " (breakglass runbook list)"}
 	if !e.File {
-		if s := closest(e.Name, e.Known); s != "" {
+		if s := closest.Typo(e.Name, e.Known); s != "" {
 			h = append([]string{"did you mean " + s + "?"}, h...)
 		}
 		h = append(h, "a runbook file is named by its path: ./"+e.Name+".yaml")
@@ -71,42 +73,4 @@ func (e *NotFoundError) Unwrap() []error {
 		return []error{ErrNotFound, e.Err}
 	}
 	return []error{ErrNotFound}
-}
-
-// closest returns the candidate nearest to s when it is plausibly a typo.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 0
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(s), strings.ToLower(c))
-		if best == "" || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if best == "" || bestD > 2+len(s)/5 || bestD >= len(s) {
-		return ""
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 200 || len(b) > 200 {
-		return max(len(a), len(b))
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/breakglass-dev/breakglass/internal/closest"
 )
 
 // The file format, as yaml.v3 types. Load walks the parsed yaml.Node tree by
@@ -283,7 +285,7 @@ func (l *loader) known(m *mapping, where string, known []string) error {
 			continue
 		}
 		e := l.errAt(k, "unknown field %q in %s", k.Value, where)
-		if s := closest(k.Value, known); s != "" {
+		if s := closest.Typo(k.Value, known); s != "" {
 			e.hint("did you mean " + s + "?")
 		}
 		if len(known) == 0 {
@@ -409,7 +411,7 @@ func (l *loader) step(n *yaml.Node, i int) (Step, *yaml.Node, error) {
 	a := lookupAction(Action(name))
 	if a == nil {
 		e := l.errAt(an, "%s: unknown action %q", where, name)
-		if c := closest(name, actionNames()); c != "" {
+		if c := closest.Typo(name, actionNames()); c != "" {
 			e.hint("did you mean " + c + "?")
 		}
 		return s, nil, e.hint("actions: " + strings.Join(actionNames(), ", "))

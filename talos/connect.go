@@ -13,6 +13,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
 )
 
 // Options say where the talosconfig is and which nodes to talk to, as
@@ -72,7 +74,8 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, &configError{err}
 	}
-	return &Client{api: api, nodes: splitNodes(nodes), role: certRole(tctx.Crt), context: name}, nil
+	// "-n a,b" as well as "-n a -n b".
+	return &Client{api: api, nodes: flaglist.Split(nodes...), role: certRole(tctx.Crt), context: name}, nil
 }
 
 // Close releases the connection.
@@ -87,19 +90,6 @@ func (c *Client) Role() string { return c.role }
 
 // CanApply tells whether the role may change a machine config.
 func (c *Client) CanApply() bool { return c.role == "" || c.role == string(role.Admin) }
-
-// splitNodes accepts "-n a,b" as well as "-n a -n b".
-func splitNodes(in []string) []string {
-	var out []string
-	for _, n := range in {
-		for _, p := range strings.Split(n, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
 
 // certRole reads the role from the client certificate's Organization, as the
 // node does. Unknown or unreadable certificates give "".

@@ -21,6 +21,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
 )
 
 // Version returns the Talos version tag the node runs, e.g. "v1.13.8".
@@ -164,11 +166,7 @@ func (p APIServerPod) Flag(name string) (string, bool) {
 // FlagList is a list flag (comma-separated, possibly repeated) read as
 // kube-apiserver reads it: every occurrence, every item.
 func (p APIServerPod) FlagList(name string) []string {
-	var out []string
-	for _, v := range p.Flags[name] {
-		out = append(out, SplitList(v)...)
-	}
-	return out
+	return flaglist.Split(p.Flags[name]...)
 }
 
 // DisabledPlugins lists --disable-admission-plugins of the running pod.
@@ -340,15 +338,7 @@ func toInt(v any) int {
 }
 
 // SplitList splits a comma-separated flag value, dropping blanks.
-func SplitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func SplitList(s string) []string { return flaglist.Split(s) }
 
 // AdminKubeconfig fetches an admin kubeconfig for the cluster from the node
 // (os:admin). The node mints it from the cluster CA, so it works while

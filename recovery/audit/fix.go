@@ -11,6 +11,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/breakglass-dev/breakglass/internal/yamlnode"
 )
 
 // maxMatchConditions is the API validation limit
@@ -576,18 +578,6 @@ func plainStyle(n *yaml.Node) {
 	}
 }
 
-func mappingValue(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
-}
-
 func addConditionsToNode(doc *yaml.Node, item, index int, add []admissionregistrationv1.MatchCondition) error {
 	root := doc
 	if root.Kind == yaml.DocumentNode {
@@ -599,26 +589,21 @@ func addConditionsToNode(doc *yaml.Node, item, index int, add []admissionregistr
 		}
 		root = root.Content[item]
 	} else if item >= 0 {
-		items := mappingValue(root, "items")
+		items := yamlnode.Value(root, "items")
 		if items == nil || items.Kind != yaml.SequenceNode || item >= len(items.Content) {
 			return fmt.Errorf("items[%d] not found", item)
 		}
 		root = items.Content[item]
 	}
-	hooks := mappingValue(root, "webhooks")
+	hooks := yamlnode.Value(root, "webhooks")
 	if hooks == nil || hooks.Kind != yaml.SequenceNode || index >= len(hooks.Content) {
 		return fmt.Errorf("webhooks[%d] not found", index)
 	}
 	w := hooks.Content[index]
-	mc := mappingValue(w, "matchConditions")
+	mc := yamlnode.Value(w, "matchConditions")
 	if mc == nil || mc.Kind != yaml.SequenceNode {
-		if mc != nil { // e.g. "matchConditions: null"
-			for i := 0; i+1 < len(w.Content); i += 2 {
-				if w.Content[i].Value == "matchConditions" {
-					w.Content = append(w.Content[:i], w.Content[i+2:]...)
-					break
-				}
-			}
+		if i := yamlnode.Index(w, "matchConditions"); i >= 0 { // e.g. "matchConditions: null"
+			w.Content = append(w.Content[:i], w.Content[i+2:]...)
 		}
 		mc = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 		w.Content = append(w.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "matchConditions"}, mc)

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/breakglass-dev/breakglass/internal/webhooks"
 )
 
 // webhook is a validating or mutating webhook with the v1 defaults applied
@@ -30,22 +32,17 @@ type webhook struct {
 	compiled        []compiledCondition
 }
 
-func newWebhook(cfg, name string, kind Kind, index int, rules []admissionregistrationv1.RuleWithOperations,
-	fp *admissionregistrationv1.FailurePolicyType, mp *admissionregistrationv1.MatchPolicyType,
-	ns, obj *metav1.LabelSelector, timeout *int32, conds []admissionregistrationv1.MatchCondition) *webhook {
-	w := &webhook{configuration: cfg, name: name, kind: kind, index: index, rules: rules,
-		failurePolicy: admissionregistrationv1.Fail, matchPolicy: admissionregistrationv1.Equivalent,
-		nsSelector: ns, objSelector: obj, timeoutSeconds: 10, matchConditions: conds}
-	if fp != nil {
-		w.failurePolicy = *fp
+// newWebhook models webhook s (from webhooks.FromValidating or
+// FromMutating, which apply failurePolicy's and timeoutSeconds' defaults),
+// the index-th of configuration cfg.
+func newWebhook(cfg string, kind Kind, index int, s webhooks.Summary) *webhook {
+	w := &webhook{configuration: cfg, name: s.Name, kind: kind, index: index, rules: s.Rules,
+		failurePolicy: admissionregistrationv1.FailurePolicyType(s.FailurePolicy), matchPolicy: webhooks.DefaultMatchPolicy,
+		nsSelector: s.NamespaceSelector, objSelector: s.ObjectSelector, timeoutSeconds: s.TimeoutSeconds, matchConditions: s.MatchConditions}
+	if s.MatchPolicy != "" {
+		w.matchPolicy = admissionregistrationv1.MatchPolicyType(s.MatchPolicy)
 	}
-	if mp != nil {
-		w.matchPolicy = *mp
-	}
-	if timeout != nil {
-		w.timeoutSeconds = *timeout
-	}
-	for _, c := range conds {
+	for _, c := range s.MatchConditions {
 		w.compiled = append(w.compiled, compileCondition(c.Name, c.Expression))
 	}
 	return w

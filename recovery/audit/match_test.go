@@ -6,6 +6,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/breakglass-dev/breakglass/internal/webhooks"
 )
 
 func rule(ops []string, groups, versions, resources []string, scope string) admissionregistrationv1.RuleWithOperations {
@@ -141,7 +143,7 @@ func TestConditionCombination(t *testing.T) {
 			conds = append(conds, admissionregistrationv1.MatchCondition{Name: string(rune('a' + i)), Expression: e})
 		}
 		p := tc.policy
-		w := newWebhook("c", "w", Validating, 0, nil, &p, nil, nil, nil, nil, conds)
+		w := newWebhook("c", Validating, 0, webhooks.FromValidating(admissionregistrationv1.ValidatingWebhook{Name: "w", FailurePolicy: &p, MatchConditions: conds}))
 		if got := w.evalConditions(in, nil); got.outcome != tc.want {
 			t.Errorf("%s %v: %s, want %s (%v)", tc.policy, tc.exprs, got.outcome, tc.want, got.why)
 		}
@@ -149,7 +151,7 @@ func TestConditionCombination(t *testing.T) {
 }
 
 func TestWebhookDefaults(t *testing.T) {
-	w := newWebhook("c", "w", Mutating, 0, nil, nil, nil, nil, nil, nil, nil)
+	w := newWebhook("c", Mutating, 0, webhooks.FromMutating(admissionregistrationv1.MutatingWebhook{Name: "w"}))
 	if w.failurePolicy != admissionregistrationv1.Fail || w.matchPolicy != admissionregistrationv1.Equivalent || w.timeoutSeconds != 10 {
 		t.Fatalf("defaults: %+v", w)
 	}

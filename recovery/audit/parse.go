@@ -11,20 +11,23 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
+	"github.com/breakglass-dev/breakglass/internal/webhooks"
 )
 
 // Kind tells validating from mutating webhooks.
 type Kind string
 
 const (
-	Validating Kind = "validating"
-	Mutating   Kind = "mutating"
+	Validating Kind = kinds.Validating
+	Mutating   Kind = kinds.Mutating
 )
 
 const (
 	admissionGroupVersion = "admissionregistration.k8s.io/v1"
-	kindValidating        = "ValidatingWebhookConfiguration"
-	kindMutating          = "MutatingWebhookConfiguration"
+	kindValidating        = kinds.ValidatingWebhookConfiguration
+	kindMutating          = kinds.MutatingWebhookConfiguration
 )
 
 // Configuration is one webhook configuration, validating or mutating.
@@ -64,13 +67,11 @@ func (c Configuration) webhooks() []*webhook {
 	switch {
 	case c.Validating != nil:
 		for i, w := range c.Validating.Webhooks {
-			out = append(out, newWebhook(c.Name(), w.Name, Validating, i, w.Rules, w.FailurePolicy, w.MatchPolicy,
-				w.NamespaceSelector, w.ObjectSelector, w.TimeoutSeconds, w.MatchConditions))
+			out = append(out, newWebhook(c.Name(), Validating, i, webhooks.FromValidating(w)))
 		}
 	case c.Mutating != nil:
 		for i, w := range c.Mutating.Webhooks {
-			out = append(out, newWebhook(c.Name(), w.Name, Mutating, i, w.Rules, w.FailurePolicy, w.MatchPolicy,
-				w.NamespaceSelector, w.ObjectSelector, w.TimeoutSeconds, w.MatchConditions))
+			out = append(out, newWebhook(c.Name(), Mutating, i, webhooks.FromMutating(w)))
 		}
 	}
 	return out

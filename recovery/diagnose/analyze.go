@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // Verdict is the conclusion, one of four; commands map each to its own
@@ -111,10 +113,10 @@ type Culprit struct {
 
 // Admission plugins a culprit can belong to.
 const (
-	PluginValidatingWebhook = "ValidatingAdmissionWebhook"
-	PluginMutatingWebhook   = "MutatingAdmissionWebhook"
-	PluginValidatingPolicy  = "ValidatingAdmissionPolicy"
-	PluginMutatingPolicy    = "MutatingAdmissionPolicy"
+	PluginValidatingWebhook = kinds.PluginValidatingWebhook
+	PluginMutatingWebhook   = kinds.PluginMutatingWebhook
+	PluginValidatingPolicy  = kinds.PluginValidatingPolicy
+	PluginMutatingPolicy    = kinds.PluginMutatingPolicy
 )
 
 // nodeState is what is known of one node's kube-apiserver.
@@ -309,11 +311,11 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 		}
 		switch {
 		case !c.FoundInEtcd || ambiguous[c.Webhook]:
-		case c.Kind == "ValidatingWebhookConfiguration":
+		case c.Kind == kinds.ValidatingWebhookConfiguration:
 			validating = appendOnce(validating, c.Name)
-		case c.Kind == "MutatingWebhookConfiguration":
+		case c.Kind == kinds.MutatingWebhookConfiguration:
 			mutating = appendOnce(mutating, c.Name)
-		case c.Kind == "ValidatingAdmissionPolicy" && c.Binding != "" && hasObject(ev.Etcd, "ValidatingAdmissionPolicyBinding", c.Binding):
+		case c.Kind == kinds.ValidatingAdmissionPolicy && c.Binding != "" && hasObject(ev.Etcd, kinds.ValidatingAdmissionPolicyBinding, c.Binding):
 			bindings = appendOnce(bindings, c.Binding)
 		}
 	}
@@ -325,10 +327,10 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 			continue
 		}
 		switch o.Kind {
-		case "ValidatingWebhookConfiguration":
+		case kinds.ValidatingWebhookConfiguration:
 			plugins[PluginValidatingWebhook] = true
 			why[PluginValidatingWebhook] = appendOnce(why[PluginValidatingWebhook], o.Kind+" "+o.Name+" fails closed on start-up writes too (audit of etcd; not in the log yet)")
-		case "MutatingWebhookConfiguration":
+		case kinds.MutatingWebhookConfiguration:
 			plugins[PluginMutatingWebhook] = true
 			why[PluginMutatingWebhook] = appendOnce(why[PluginMutatingWebhook], o.Kind+" "+o.Name+" fails closed on start-up writes too (audit of etcd; not in the log yet)")
 		default:
@@ -434,13 +436,13 @@ func (r *Report) suspectPlugins(ee EtcdEvidence) {
 	why := map[string][]string{}
 	for _, o := range ee.Objects {
 		switch {
-		case o.Kind == "ValidatingWebhookConfiguration" && o.StartupRisk == "deadlock":
+		case o.Kind == kinds.ValidatingWebhookConfiguration && o.StartupRisk == "deadlock":
 			why[PluginValidatingWebhook] = append(why[PluginValidatingWebhook], o.Kind+" "+o.Name+" can block start-up (audit of etcd)")
-		case o.Kind == "MutatingWebhookConfiguration" && o.StartupRisk == "deadlock":
+		case o.Kind == kinds.MutatingWebhookConfiguration && o.StartupRisk == "deadlock":
 			why[PluginMutatingWebhook] = append(why[PluginMutatingWebhook], o.Kind+" "+o.Name+" can block start-up (audit of etcd)")
-		case o.Kind == "ValidatingAdmissionPolicy" || o.Kind == "ValidatingAdmissionPolicyBinding":
+		case o.Kind == kinds.ValidatingAdmissionPolicy || o.Kind == kinds.ValidatingAdmissionPolicyBinding:
 			why[PluginValidatingPolicy] = append(why[PluginValidatingPolicy], o.Kind+" "+o.Name+" is in etcd (a policy's denial of the start-up writes is not logged)")
-		case o.Kind == "MutatingAdmissionPolicy" || o.Kind == "MutatingAdmissionPolicyBinding":
+		case o.Kind == kinds.MutatingAdmissionPolicy || o.Kind == kinds.MutatingAdmissionPolicyBinding:
 			why[PluginMutatingPolicy] = append(why[PluginMutatingPolicy], o.Kind+" "+o.Name+" is in etcd (a policy's failure on the start-up writes is not logged)")
 		}
 	}
@@ -494,15 +496,15 @@ func culprits(admission []Finding, ee EtcdEvidence) []Culprit {
 		switch f.Signature {
 		case "policy-denied":
 			for _, o := range ee.Objects {
-				if o.Name == f.Subject && (o.Kind == "ValidatingAdmissionPolicy" || o.Kind == "MutatingAdmissionPolicy") {
+				if o.Name == f.Subject && (o.Kind == kinds.ValidatingAdmissionPolicy || o.Kind == kinds.MutatingAdmissionPolicy) {
 					found = true
 					out = append(out, Culprit{Kind: o.Kind, Name: o.Name, Binding: f.Detail, FailurePolicy: o.Failure, Key: o.Key, Plugin: o.Kind, FoundInEtcd: true})
 				}
 			}
 			if !found {
-				kind := "ValidatingAdmissionPolicy"
+				kind := kinds.ValidatingAdmissionPolicy
 				if strings.Contains(strings.Join(linesText(f), "\n"), "MutatingAdmissionPolicy '"+f.Subject+"'") {
-					kind = "MutatingAdmissionPolicy"
+					kind = kinds.MutatingAdmissionPolicy
 				}
 				out = append(out, Culprit{Kind: kind, Name: f.Subject, Binding: f.Detail, Plugin: kind})
 			}
@@ -514,7 +516,7 @@ func culprits(admission []Finding, ee EtcdEvidence) []Culprit {
 					}
 					found = true
 					plugin := PluginValidatingWebhook
-					if o.Kind == "MutatingWebhookConfiguration" {
+					if o.Kind == kinds.MutatingWebhookConfiguration {
 						plugin = PluginMutatingWebhook
 					}
 					out = append(out, Culprit{Kind: o.Kind, Name: o.Name, Webhook: w.Name, FailurePolicy: w.FailurePolicy, Target: w.Target, Key: o.Key, Plugin: plugin, FoundInEtcd: true})

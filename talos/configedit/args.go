@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/breakglass-dev/breakglass/internal/yamlnode"
 )
 
 // validatePlugins checks plugin names and drops duplicates, keeping the order.
@@ -266,13 +268,13 @@ func v1alpha1Doc(docs []*yaml.Node) (int, *yaml.Node, error) {
 		}
 
 		m := d.Content[0]
-		if _, k := mapGet(m, "kind"); k != nil {
+		if _, k := yamlnode.Get(m, "kind"); k != nil {
 			continue
 		}
 
-		_, cluster := mapGet(m, "cluster")
-		_, machine := mapGet(m, "machine")
-		_, version := mapGet(m, "version")
+		_, cluster := yamlnode.Get(m, "cluster")
+		_, machine := yamlnode.Get(m, "machine")
+		_, version := yamlnode.Get(m, "version")
 
 		if cluster == nil && machine == nil && (version == nil || version.Value != "v1alpha1") {
 			continue
@@ -290,21 +292,6 @@ func v1alpha1Doc(docs []*yaml.Node) (int, *yaml.Node, error) {
 	}
 
 	return idx, docs[idx].Content[0], nil
-}
-
-// mapGet finds key in a mapping node (by its value, quoting aside).
-func mapGet(m *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil, nil
-	}
-
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Kind == yaml.ScalarNode && m.Content[i].Value == key {
-			return m.Content[i], m.Content[i+1]
-		}
-	}
-
-	return nil, nil
 }
 
 // readArgs reads the meaning of the two keys, resolving anchors and aliases as a loader would.

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/breakglass-dev/breakglass/internal/yamlnode"
 )
 
 // What a text edit did to the structure around the two keys, for checking it.
@@ -274,7 +276,7 @@ func (t *text) putKey(key string, nv argValue, kr *KeyRecord, rec *Record) ([]by
 		return t.insertFirst(t.api, t.apiKey, nestRenderer("extraArgs", r))
 	}
 
-	i := entryIndex(t.extra, key)
+	i := yamlnode.Index(t.extra, key)
 	if i < 0 {
 		return t.insertFirst(t.extra, t.extraKey, r)
 	}
@@ -316,7 +318,7 @@ func (t *text) dropKey(i int, cascadeExtra, cascadeAPI bool, wasNull *NullMappin
 	}
 
 	if len(t.api.Content) > 2 || (!cascadeAPI && t.api.Style&yaml.FlowStyle != 0) {
-		b, _, err := t.deleteEntry(t.api, t.apiKey, entryIndex(t.api, "extraArgs"))
+		b, _, err := t.deleteEntry(t.api, t.apiKey, yamlnode.Index(t.api, "extraArgs"))
 
 		return b, removedExtraArgs, err
 	}
@@ -327,7 +329,7 @@ func (t *text) dropKey(i int, cascadeExtra, cascadeAPI bool, wasNull *NullMappin
 		return b, removedExtraArgs, err
 	}
 
-	b, _, err := t.deleteEntry(t.cluster, t.clusterKey, entryIndex(t.cluster, "apiServer"))
+	b, _, err := t.deleteEntry(t.cluster, t.clusterKey, yamlnode.Index(t.cluster, "apiServer"))
 
 	return b, removedAPIServer, err
 }
@@ -356,7 +358,7 @@ func disableText(config []byte, cur, want args, enableChanged bool) ([]byte, Rec
 
 		i := -1
 		if t.extra != nil {
-			i = entryIndex(t.extra, KeyEnable)
+			i = yamlnode.Index(t.extra, KeyEnable)
 		}
 
 		if i < 0 {
@@ -416,7 +418,7 @@ func restoreText(config []byte, cur args, rec Record) ([]byte, error) {
 
 		i := -1
 		if t.extra != nil {
-			i = entryIndex(t.extra, st.key)
+			i = yamlnode.Index(t.extra, st.key)
 		}
 
 		r := recordRenderer(st.key, st.kr)
@@ -459,7 +461,7 @@ func removeText(config []byte, cur, want args) ([]byte, error) {
 
 	i := -1
 	if t.extra != nil {
-		i = entryIndex(t.extra, KeyDisable)
+		i = yamlnode.Index(t.extra, KeyDisable)
 	}
 
 	if i < 0 {

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/breakglass-dev/breakglass/internal/yamlnode"
 )
 
 const (
@@ -98,7 +100,7 @@ func parseText(b []byte) (*text, error) {
 		}
 	}
 
-	t.clusterKey, t.cluster = mapGet(root, "cluster")
+	t.clusterKey, t.cluster = yamlnode.Get(root, "cluster")
 	if t.cluster == nil {
 		return nil, ErrNoClusterConfig
 	}
@@ -107,7 +109,7 @@ func parseText(b []byte) (*text, error) {
 		return nil, err
 	}
 
-	t.apiKey, t.api = mapGet(t.cluster, "apiServer")
+	t.apiKey, t.api = yamlnode.Get(t.cluster, "apiServer")
 	if t.api == nil {
 		return t, nil
 	}
@@ -122,7 +124,7 @@ func parseText(b []byte) (*text, error) {
 		return nil, err
 	}
 
-	t.extraKey, t.extra = mapGet(t.api, "extraArgs")
+	t.extraKey, t.extra = yamlnode.Get(t.api, "extraArgs")
 	if t.extra == nil {
 		return t, nil
 	}
@@ -661,17 +663,6 @@ func (t *text) blockItemSpan(item *yaml.Node) (int, int, error) {
 	return is, ie, nil
 }
 
-// entryIndex returns the key index of key in m, or -1.
-func entryIndex(m *yaml.Node, key string) int {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Kind == yaml.ScalarNode && m.Content[i].Value == key {
-			return i
-		}
-	}
-
-	return -1
-}
-
 func splice(b []byte, start, end int, s string) []byte {
 	out := make([]byte, 0, len(b)-(end-start)+len(s))
 	out = append(out, b[:start]...)
@@ -845,7 +836,7 @@ func (t *text) insertAt(m, key *yaml.Node, pos *Position, entry func(layout, ind
 
 	after := -1
 	if pos.After != "" {
-		after = entryIndex(m, pos.After)
+		after = yamlnode.Index(m, pos.After)
 	}
 
 	if m.Style&yaml.FlowStyle != 0 {
