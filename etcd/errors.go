@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // Sentinels for the kinds of invalid backup files; *BackupFileError wraps one of them.
@@ -51,7 +53,14 @@ func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("%s at %s: %v", what, strings.Join(e.Endpoints, ","), e.Err)
 }
 
-func (e *UnreachableError) Unwrap() error { return e.Err }
+// Unwrap gives the cause and the category: a refused certificate is a
+// credentials problem, anything else the network.
+func (e *UnreachableError) Unwrap() []error {
+	if e.TLS {
+		return []error{e.Err, failure.Credentials}
+	}
+	return []error{e.Err, failure.Unreachable}
+}
 
 // Hints implements the hint convention of cmd/breakglass.
 func (e *UnreachableError) Hints() []string {
@@ -186,7 +195,7 @@ func (e *BackupFileError) Error() string {
 	return fmt.Sprintf("backup %s: %v", e.Path, e.Err)
 }
 
-func (e *BackupFileError) Unwrap() error { return e.Err }
+func (e *BackupFileError) Unwrap() []error { return []error{e.Err, failure.Verification} }
 
 // Hints implements the hint convention of cmd/breakglass.
 func (e *BackupFileError) Hints() []string {
@@ -264,3 +273,15 @@ func resourceList(rs []Resource) string {
 	}
 	return strings.Join(s, "/")
 }
+
+// The categories of the errors above (the exit codes).
+func (e *ConfigError) Unwrap() error         { return failure.BadInput }
+func (e *NotFoundError) Unwrap() error       { return failure.BadInput }
+func (e *AmbiguousNameError) Unwrap() error  { return failure.BadInput }
+func (e *EmptyPlanError) Unwrap() error      { return failure.BadInput }
+func (e *FileExistsError) Unwrap() error     { return failure.BadInput }
+func (e *ChangedError) Unwrap() error        { return failure.Conflict }
+func (e *ConflictError) Unwrap() error       { return failure.Conflict }
+func (e *SnapshotError) Unwrap() error       { return failure.Verification }
+func (e *ForeignClusterError) Unwrap() error { return failure.Refused }
+func (e *PrefixMismatchError) Unwrap() error { return failure.Refused }

@@ -135,7 +135,7 @@ func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 		if err != nil {
 			t.Fatalf("plan disable %v: %v", plugins, err)
 		}
-		if err := p.Execute(ctx, tc, state); err != nil {
+		if err := p.Execute(ctx, tc, tc, state); err != nil {
 			t.Fatalf("disable %v: %v", plugins, err)
 		}
 	}
@@ -188,7 +188,7 @@ func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Execute(ctx, tc, state); err != nil {
+	if err := p.Execute(ctx, tc, tc, state); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	if _, err := recovery.WaitReady(ctx, tc, recovery.HealthOptions{Timeout: 2 * time.Minute}); err != nil {

@@ -182,14 +182,14 @@ func (g *guided) unchanged(when string) {
 	g.lockFree(when)
 }
 
-func (g *guided) lockHolder() *recovery.LockHolder {
+func (g *guided) lockHolder() *etcd.LockHolder {
 	g.t.Helper()
 	r := g.run("", append([]string{"lock", "status", "-o", "json"}, g.etcdFlags()...)...)
 	if r.code != 0 {
 		g.t.Fatalf("lock status: exit %d\n%s", r.code, r.stderr)
 	}
 	var v struct {
-		Holder *recovery.LockHolder `json:"holder"`
+		Holder *etcd.LockHolder `json:"holder"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
 		g.t.Fatalf("lock status -o json: %v: %s", err, r.stdout)
@@ -281,7 +281,10 @@ func (g *guided) journaledBackupOf(id, step string) string {
 	var p string
 	for _, e := range journalEntries(g.journalPath(id)) {
 		if e.Kind == "end" && e.Step == step && e.Outcome == recovery.OutcomeOK {
-			p, _ = e.Data["backup"].(string)
+			var d recovery.DeleteResult
+			if json.Unmarshal(e.Data, &d) == nil {
+				p = d.Backup
+			}
 		}
 	}
 	if p == "" {

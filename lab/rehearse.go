@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
@@ -28,8 +29,9 @@ type RehearseOptions struct {
 	Lab Options
 }
 
-// ErrRehearsalFailed: the rehearsal ran but a verification failed.
-var ErrRehearsalFailed = errors.New("rehearsal failed")
+// ErrRehearsalFailed: the rehearsal ran but a verification failed (exit
+// code failure.LabFailed).
+var ErrRehearsalFailed = failure.New(failure.LabFailed, "rehearsal failed")
 
 // RehearsalError lists the failed checks.
 type RehearsalError struct{ Failed []string }
@@ -217,7 +219,7 @@ func recoverStep(ctx context.Context, l *Lab, tc *talos.Client, tl *Timeline, na
 	}
 	tl.Add(name+": plan (read configs, node dry-run)", t0, time.Now())
 	t1 := time.Now()
-	if err := p.Execute(ctx, tc, st); err != nil {
+	if err := p.Execute(ctx, tc, tc, st); err != nil {
 		tl.add(name+": apply and wait for the new static pod", t1, time.Now(), err)
 		return m, err
 	}

@@ -418,8 +418,9 @@ func applyMode(opts AdmissionOptions) talos.ApplyMode {
 // Execute applies the plan on every node in parallel (all API servers are
 // down together; one at a time would only add waiting). The record is
 // saved before a node is changed and updated or removed after.
-func (p *AdmissionPlan) Execute(ctx context.Context, tc *talos.Client, st State) error {
-	if p.DryRun {
+// The configs go to the nodes through apply (the run's effects); tc reads.
+func (p *AdmissionPlan) Execute(ctx context.Context, apply Applier, tc *talos.Client, st State) error {
+	if p.DryRun || apply == nil {
 		return errors.New("internal: a dry-run plan cannot be executed")
 	}
 	errs := make([]error, len(p.Nodes))
@@ -432,7 +433,7 @@ func (p *AdmissionPlan) Execute(ctx context.Context, tc *talos.Client, st State)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			errs[i] = p.executeNode(ctx, tc, st, n)
+			errs[i] = p.executeNode(ctx, apply, tc, st, n)
 			n.Elapsed = Duration(time.Since(start))
 			if errs[i] != nil {
 				n.Outcome, n.Error = "failed", errs[i].Error()
@@ -450,6 +451,17 @@ func (p *AdmissionPlan) Execute(ctx context.Context, tc *talos.Client, st State)
 	return failures(failed, len(p.Nodes)-countErrs(errs))
 }
 
+// CountChanges is how many nodes the plan changes.
+func (p *AdmissionPlan) CountChanges() int {
+	n := 0
+	for _, c := range p.Nodes {
+		if c.Action != "none" {
+			n++
+		}
+	}
+	return n
+}
+
 func countErrs(errs []error) int {
 	c := 0
 	for _, e := range errs {
@@ -460,7 +472,7 @@ func countErrs(errs []error) int {
 	return c
 }
 
-func (p *AdmissionPlan) executeNode(ctx context.Context, tc *talos.Client, st State, n *NodeChange) error {
+func (p *AdmissionPlan) executeNode(ctx context.Context, apply Applier, tc *talos.Client, st State, n *NodeChange) error {
 	say := func(format string, args ...any) {
 		if p.opts.Progress != nil {
 			p.opts.Progress(n.Node, fmt.Sprintf(format, args...))
@@ -493,7 +505,7 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, tc *talos.Client, st St
 	} else {
 		say("applying the recorded values (mode no-reboot)")
 	}
-	res, err := tc.Apply(ctx, n.Node, talos.ApplyRequest{Config: n.newConfig, Mode: mode, TryTimeout: p.opts.RevertAfter})
+	res, err := apply.Apply(ctx, n.Node, talos.ApplyRequest{Config: n.newConfig, Mode: mode, TryTimeout: p.opts.RevertAfter})
 	if err != nil {
 		return err
 	}

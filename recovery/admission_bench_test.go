@@ -51,7 +51,7 @@ func BenchmarkDisableRestoreCycle(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := p.Execute(ctx, tc, st); err != nil {
+					if err := p.Execute(ctx, tc, tc, st); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
 // Decision is what the diagnosis fixes for the rest of a guided recovery,
@@ -42,6 +43,9 @@ func (e *NotDeadlockError) Error() string {
 
 // Hints are the diagnosis's next commands.
 func (e *NotDeadlockError) Hints() []string { return e.Next }
+
+// Unwrap gives the exit code `breakglass diagnose` gives the same verdict.
+func (e *NotDeadlockError) Unwrap() error { return e.Verdict.Category() }
 
 // errNothingToRecover ends a run whose diagnosis says kube-apiserver is
 // ready everywhere: there is nothing to recover, and that is a success.
@@ -132,8 +136,8 @@ func reasonsOf(report *diagnose.Report, plugins []string) string {
 func disablePlugins(steps []Step) []string {
 	var out []string
 	for _, s := range steps {
-		if s.Action == "admission.disable" {
-			out = union(out, s.Plugins)
+		if p, ok := s.Params.(*runbooks.AdmissionDisableParams); ok {
+			out = union(out, p.Plugins)
 		}
 	}
 	return out
@@ -158,13 +162,9 @@ func decisionFrom(entries []Entry) *Decision {
 		if e.Kind != "end" || e.Action != "diagnose" || e.Outcome != OutcomeOK {
 			continue
 		}
-		raw, err := json.Marshal(e.Data["decision"])
-		if err != nil {
-			continue
-		}
-		var got Decision
-		if json.Unmarshal(raw, &got) == nil && len(got.Plugins) > 0 {
-			d = &got
+		var got DiagnoseResult
+		if json.Unmarshal(e.Data, &got) == nil && got.Decision != nil && len(got.Decision.Plugins) > 0 {
+			d = got.Decision
 		}
 	}
 	return d

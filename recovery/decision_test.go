@@ -8,15 +8,16 @@ import (
 	"testing"
 
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
 func webhookRunbookSteps() []Step {
 	return []Step{
-		{Name: "preflight", Action: "preflight"},
-		{Name: "diagnose", Action: "diagnose"},
-		{Name: "disable", Action: "admission.disable", Plugins: []string{"ValidatingAdmissionWebhook"}},
-		{Name: "delete-webhook", Action: "etcd.delete", Kind: "validating", Optional: true},
-		{Name: "restore", Action: "admission.restore"},
+		{Name: "preflight", Params: &runbooks.PreflightParams{}},
+		{Name: "diagnose", Params: &runbooks.DiagnoseParams{TailLines: 200}},
+		{Name: "disable", Params: &runbooks.AdmissionDisableParams{Plugins: []string{"ValidatingAdmissionWebhook"}}},
+		{Name: "delete-webhook", Params: &runbooks.EtcdDeleteParams{Kind: "validating"}, Optional: true},
+		{Name: "restore", Params: &runbooks.AdmissionRestoreParams{}},
 	}
 }
 
@@ -164,7 +165,7 @@ func TestDecisionFromJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := json.Marshal(Entry{Kind: "end", Step: "diagnose", Action: "diagnose", Outcome: OutcomeOK, Data: map[string]any{"decision": d}})
+	raw, err := json.Marshal(Entry{Kind: "end", Step: "diagnose", Action: "diagnose", Outcome: OutcomeOK, Data: journalData(&DiagnoseResult{Verdict: "admission-deadlock", Decision: d})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,15 +187,19 @@ func TestWithRequestedDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	del := steps[3]
-	if del.Kind != "all" || del.Optional || !del.Requested || !slices.Equal(del.Names, []string{"kyverno-resource-mutating-webhook-cfg"}) {
+	del, params := steps[3], steps[3].Params.(*runbooks.EtcdDeleteParams)
+	if params.Kind != "all" || del.Optional || !del.Requested || !slices.Equal(params.Names, []string{"kyverno-resource-mutating-webhook-cfg"}) {
 		t.Errorf("delete step %+v", del)
 	}
-	if orig := webhookRunbookSteps()[3]; !orig.Optional || orig.Kind != "validating" {
+	runbook := webhookRunbookSteps()
+	if _, err := withRequestedDeletes(runbook, []string{"x"}, "", "webhook-deadlock"); err != nil {
+		t.Fatal(err)
+	}
+	if orig := runbook[3]; !orig.Optional || orig.Params.(*runbooks.EtcdDeleteParams).Kind != "validating" || len(orig.Params.(*runbooks.EtcdDeleteParams).Names) != 0 {
 		t.Errorf("the runbook's own steps were changed: %+v", orig)
 	}
 	steps, err = withRequestedDeletes(webhookRunbookSteps(), []string{"mutating/x"}, "", "webhook-deadlock")
-	if err != nil || steps[3].Kind != "mutating" {
+	if err != nil || steps[3].Params.(*runbooks.EtcdDeleteParams).Kind != "mutating" {
 		t.Errorf("KIND/NAME: %+v, %v", steps[3], err)
 	}
 	for _, bad := range []struct {
@@ -210,7 +215,7 @@ func TestWithRequestedDeletes(t *testing.T) {
 			t.Errorf("%v --kind %q: err %v, want %q", bad.names, bad.kind, err, bad.want)
 		}
 	}
-	noDelete := []Step{{Name: "disable", Action: "admission.disable"}}
+	noDelete := []Step{{Name: "disable", Params: &runbooks.AdmissionDisableParams{}}}
 	if _, err := withRequestedDeletes(noDelete, []string{"x"}, "", "custom"); err == nil || !errors.Is(err, ErrInvalidInput) {
 		t.Errorf("runbook without etcd.delete: %v", err)
 	}

@@ -4,18 +4,19 @@
 package recovery
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
-// Kinds of failure the commands map to exit codes.
+// Kinds of failure, each of a failure category (an exit code).
 var (
-	ErrPartial      = errors.New("partial failure")
-	ErrAborted      = errors.New("aborted")
-	ErrConflict     = errors.New("conflict")
-	ErrTimeout      = errors.New("timed out")
-	ErrInvalidInput = errors.New("invalid input")
+	ErrPartial      = failure.New(failure.Partial, "partial failure")
+	ErrAborted      = failure.New(failure.Declined, "aborted")
+	ErrConflict     = failure.New(failure.Conflict, "conflict")
+	ErrTimeout      = failure.New(failure.Timeout, "timed out")
+	ErrInvalidInput = failure.New(failure.BadInput, "invalid input")
 )
 
 // NodeFailures is what went wrong on some of the target nodes. When other

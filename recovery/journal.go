@@ -34,16 +34,16 @@ type IncidentMeta struct {
 
 // Entry is one journal record.
 type Entry struct {
-	Time    time.Time      `json:"time"`
-	Kind    string         `json:"kind"` // incident, begin, end, note
-	Step    string         `json:"step,omitempty"`
-	Action  string         `json:"action,omitempty"`
-	Outcome string         `json:"outcome,omitempty"` // ok, skipped, failed, aborted (end records)
-	Message string         `json:"message,omitempty"`
-	Error   string         `json:"error,omitempty"`
-	Elapsed Duration       `json:"elapsed,omitempty"`
-	Data    map[string]any `json:"data,omitempty"` // backup paths, config hashes, nodes
-	Meta    *IncidentMeta  `json:"meta,omitempty"` // kind incident only
+	Time    time.Time       `json:"time"`
+	Kind    string          `json:"kind"` // incident, begin, end, note
+	Step    string          `json:"step,omitempty"`
+	Action  string          `json:"action,omitempty"`
+	Outcome string          `json:"outcome,omitempty"` // ok, skipped, failed, aborted (end records)
+	Message string          `json:"message,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Elapsed Duration        `json:"elapsed,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"` // the step's typed result: backup paths, config hashes, nodes
+	Meta    *IncidentMeta   `json:"meta,omitempty"` // kind incident only
 }
 
 // Step outcomes.
@@ -215,7 +215,7 @@ func (s State) Incidents() ([]IncidentSummary, error) {
 			continue
 		}
 		m := entries[0].Meta
-		sum := IncidentSummary{ID: m.ID, Started: m.Started, By: m.By, Cluster: m.Cluster, Runbook: m.Runbook, DryRun: m.DryRun, Standalone: len(m.Options) == 0, Path: path}
+		sum := IncidentSummary{ID: m.ID, Started: m.Started, By: m.By, Cluster: m.Cluster, Runbook: m.Runbook, DryRun: m.DryRun, Standalone: standalone(*m), Path: path}
 		sum.LastStep, sum.State = incidentState(entries)
 		out = append(out, sum)
 	}
@@ -281,36 +281,9 @@ func (s State) resumable() (string, error) {
 	return "", invalidInput("list them with: breakglass journal list", "no interrupted incident to resume in %s", s.incidentsDir())
 }
 
-// Journaled runs a change made outside a guided recovery (admission
-// disable, admission restore) as an incident of one step, so that it is in
-// the journal before and after it acts, like every step of recover. It
-// returns the incident's ID and act's error.
-func (s State) Journaled(meta IncidentMeta, step, action string, act func() (string, map[string]any, error)) (string, error) {
-	j, err := s.NewIncident(meta, time.Now())
-	if err != nil {
-		return "", fmt.Errorf("create the incident journal: %w", err)
-	}
-	defer j.Close()
-	if err := j.Append(Entry{Kind: "begin", Step: step, Action: action}); err != nil {
-		return j.ID, fmt.Errorf("journal: %w", err)
-	}
-	start := time.Now()
-	msg, data, actErr := act()
-	end := Entry{Kind: "end", Step: step, Action: action, Outcome: OutcomeOK, Message: msg, Data: data, Elapsed: Duration(time.Since(start))}
-	finish := "completed"
-	if actErr != nil {
-		end.Outcome, end.Error, finish = OutcomeFailed, actErr.Error(), "failed"
-	}
-	if err := j.Append(end); err != nil && actErr == nil {
-		return j.ID, fmt.Errorf("journal: %w", err)
-	}
-	_ = j.Append(Entry{Kind: "finish", Outcome: finish, Elapsed: end.Elapsed})
-	return j.ID, actErr
-}
-
 // JournalData is what the journal keeps of an executed plan: per node, the
 // action, the config hashes and the outcome (never the config itself).
-func (p *AdmissionPlan) JournalData() map[string]any {
+func (p *AdmissionPlan) JournalData() any {
 	data := map[string]any{}
 	for _, n := range p.Nodes {
 		data[n.Node] = map[string]any{"action": n.Action, "outcome": n.Outcome, "configHashBefore": n.ConfigHashBefore, "configHashAfter": n.ConfigHashAfter, "disabledAfter": n.DisabledAfter}

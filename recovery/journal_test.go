@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,7 +23,7 @@ func TestJournalRoundTrip(t *testing.T) {
 		}
 	}
 	must(j.Append(Entry{Kind: "begin", Step: "disable", Action: "admission.disable"}))
-	must(j.Append(Entry{Kind: "end", Step: "disable", Outcome: OutcomeOK, Elapsed: Duration(1500 * time.Millisecond), Data: map[string]any{"backup": "/x"}}))
+	must(j.Append(Entry{Kind: "end", Step: "disable", Outcome: OutcomeOK, Elapsed: Duration(1500 * time.Millisecond), Data: json.RawMessage(`{"backup":"/x"}`)}))
 	must(j.Append(Entry{Kind: "begin", Step: "wait"}))
 	must(j.Close())
 	// A crash in the middle of a write leaves half a line.

@@ -24,32 +24,32 @@ func TestClusterLock(t *testing.T) {
 		return ec
 	}
 	alice, bob := connect(), connect()
-	first, err := AcquireLock(ctx, alice, LockHolder{By: "alice@laptop", Since: time.Now(), Incident: "inc-1", Command: "recover"})
+	first, err := alice.AcquireLock(ctx, etcd.LockHolder{By: "alice@laptop", Since: time.Now(), Incident: "inc-1", Command: "recover"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = AcquireLock(ctx, bob, LockHolder{By: "bob@desk", Since: time.Now(), Command: "admission disable"})
-	var held *LockHeldError
+	_, err = bob.AcquireLock(ctx, etcd.LockHolder{By: "bob@desk", Since: time.Now(), Command: "admission disable"})
+	var held *etcd.LockHeldError
 	if !errors.As(err, &held) || held.Holder.By != "alice@laptop" || held.Holder.Incident != "inc-1" || !errors.Is(err, ErrConflict) {
 		t.Fatalf("second lock: %v, want held by alice", err)
 	}
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	second, err := AcquireLock(ctx, bob, LockHolder{By: "bob@desk", Since: time.Now(), Command: "recover"})
+	second, err := bob.AcquireLock(ctx, etcd.LockHolder{By: "bob@desk", Since: time.Now(), Command: "recover"})
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 	// bob's process dies without releasing: alice breaks the lock deliberately.
-	h, err := BreakLock(ctx, alice)
+	h, err := alice.BreakLock(ctx)
 	if err != nil || h == nil || h.By != "bob@desk" {
 		t.Fatalf("break: holder %+v, err %v", h, err)
 	}
-	if h, err := ReadLock(ctx, alice); err != nil || h != nil {
+	if h, err := alice.ReadLock(ctx); err != nil || h != nil {
 		t.Fatalf("after break: holder %+v, err %v", h, err)
 	}
 	_ = second.Release(ctx) // its key is gone already; revoking the lease still works
-	if _, err := AcquireLock(ctx, alice, LockHolder{By: "alice@laptop", Since: time.Now(), Command: "recover"}); err != nil {
+	if _, err := alice.AcquireLock(ctx, etcd.LockHolder{By: "alice@laptop", Since: time.Now(), Command: "recover"}); err != nil {
 		t.Fatalf("after break: %v", err)
 	}
 }

@@ -91,7 +91,7 @@ func TestDisableOverListFormFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Execute(t.Context(), tc, st); err != nil {
+	if err := p.Execute(t.Context(), tc, tc, st); err != nil {
 		t.Fatalf("disable over a list value: %v", err)
 	}
 	pod, err := tc.ReadAPIServerPod(t.Context(), n.IP)
@@ -159,7 +159,7 @@ func TestWaitIgnoresRestartOfOldPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.Execute(t.Context(), tc, st) }()
+	go func() { done <- p.Execute(t.Context(), tc, tc, st) }()
 
 	rendered := func() bool {
 		r, _ := n.Rendered()
@@ -300,7 +300,7 @@ func TestWaitIgnoresPodStartedBeforeTheChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.Execute(t.Context(), tc, st) }()
+	go func() { done <- p.Execute(t.Context(), tc, tc, st) }()
 	for r, _ := n.Rendered(); r == nil || !talostest.FlagHas(*r, "disable-admission-plugins", "ValidatingAdmissionWebhook"); r, _ = n.Rendered() {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -1,7 +1,6 @@
 package recovery
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,29 +11,9 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
-
-// Step is one step of a guided recovery, as a runbook names it, with the
-// parameters of its action.
-type Step struct {
-	Name        string `json:"name"`
-	Action      string `json:"action"`
-	Description string `json:"description,omitempty"`
-	Confirm     bool   `json:"confirm,omitempty"`
-	Optional    bool   `json:"optional,omitempty"`
-	// Requested: the operator asked for this step by name (recover --delete):
-	// never optional, and when it fails the run still puts the plugins back,
-	// then ends as a partial failure naming what is left to do.
-	Requested bool `json:"requested,omitempty"`
-
-	Plugins     []string      `json:"plugins,omitempty"`     // admission.disable
-	RevertAfter time.Duration `json:"revertAfter,omitempty"` // admission.disable
-	Timeout     time.Duration `json:"timeout,omitempty"`     // apiserver.wait, webhook.wait, verify
-	Kind        string        `json:"kind,omitempty"`        // etcd.delete
-	Names       []string      `json:"names,omitempty"`       // etcd.delete
-	TailLines   int           `json:"tailLines,omitempty"`   // diagnose
-}
 
 // UI is how a guided recovery talks to the operator: the command supplies
 // a terminal (spinner, prompts) or plain lines for automation.
@@ -62,9 +41,15 @@ type RecoverOptions struct {
 	// Delete names admission objects to remove (recover --delete), of any
 	// kind unless DeleteKind says; they are resolved in etcd during
 	// preflight, before anything changes.
-	Delete      []string    `json:"delete,omitempty"`
-	DeleteKind  string      `json:"deleteKind,omitempty"`
-	DryRun      bool        `json:"dryRun,omitempty"`
+	Delete     []string `json:"delete,omitempty"`
+	DeleteKind string   `json:"deleteKind,omitempty"`
+	// NoWait, WaitTimeout: after an admission change, whether and how long
+	// to wait for kube-apiserver to run with the new flags.
+	NoWait      bool     `json:"noWait,omitempty"`
+	WaitTimeout Duration `json:"waitTimeout,omitempty"`
+	// Plugins: restore without a record removes just these.
+	Plugins     []string    `json:"plugins,omitempty"`
+	DryRun      bool        `json:"dryRun,omitempty"` // chosen by the run's Effects
 	Etcd        EtcdOptions `json:"etcd"`
 	ToolVersion string      `json:"toolVersion"`
 	Command     string      `json:"command"` // recover, resume, revert: for the lock and the journal
@@ -77,6 +62,9 @@ type StepResult struct {
 	Outcome string   `json:"outcome"`
 	Message string   `json:"message,omitempty"`
 	Elapsed Duration `json:"elapsed"`
+	// Result is what the step did, typed by its action (for example
+	// *AdmissionResult): the command that ran one step renders it.
+	Result Result `json:"-"`
 }
 
 // RecoverResult is the whole run.
@@ -102,16 +90,17 @@ func (e errSkip) Error() string { return e.reason }
 
 func skip(format string, args ...any) error { return errSkip{fmt.Sprintf(format, args...)} }
 
-// run is the state of one guided recovery.
+// run is the state of one run of the engine.
 type run struct {
 	tc      *talos.Client
 	st      State
+	fx      Effects
 	ui      UI
 	opts    RecoverOptions
 	journal *Journal
 	ec      *etcd.Client
 	etcdErr error
-	lock    *Lock
+	lock    *etcd.Lock
 	cluster string
 	done    map[string]bool // steps completed in an earlier run (resume)
 	touched bool            // a step that changes the cluster began in this run
@@ -125,7 +114,7 @@ type run struct {
 
 // Recover runs a guided recovery: each step says what it will do and why,
 // asks before changing anything, and is journaled before and after.
-func Recover(ctx context.Context, tc *talos.Client, st State, ui UI, opts RecoverOptions) (*RecoverResult, error) {
+func Recover(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, opts RecoverOptions) (*RecoverResult, error) {
 	if len(opts.Steps) == 0 {
 		return nil, invalidInput("", "the runbook %q has no steps", opts.Runbook)
 	}
@@ -133,8 +122,8 @@ func Recover(ctx context.Context, tc *talos.Client, st State, ui UI, opts Recove
 	if err != nil {
 		return nil, err
 	}
-	opts.Steps = steps
-	r := &run{tc: tc, st: st, ui: ui, opts: opts, done: map[string]bool{}}
+	opts.Steps, opts.DryRun = steps, fx.DryRun()
+	r := &run{tc: tc, st: st, fx: fx, ui: ui, opts: opts, done: map[string]bool{}}
 	rawOpts, err := json.Marshal(opts)
 	if err != nil {
 		return nil, err
@@ -175,7 +164,7 @@ func clusterName(ctx context.Context, tc *talos.Client) string {
 
 // Resume continues an interrupted incident from its last completed step,
 // with the options it was started with.
-func Resume(ctx context.Context, tc *talos.Client, st State, ui UI, id string) (*RecoverResult, error) {
+func Resume(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, id string) (*RecoverResult, error) {
 	if id == "" {
 		var err error
 		if id, err = st.resumable(); err != nil {
@@ -199,7 +188,8 @@ func Resume(ctx context.Context, tc *talos.Client, st State, ui UI, id string) (
 	if _, state := incidentState(entries); finished(state) {
 		return nil, invalidInput("see it with: breakglass journal show "+j.ID, "incident %s has nothing to resume: it ended %s", j.ID, state)
 	}
-	r := &run{tc: tc, st: st, ui: ui, opts: opts, journal: j, done: CompletedSteps(entries), entries: entries, decision: decisionFrom(entries)}
+	opts.DryRun = fx.DryRun()
+	r := &run{tc: tc, st: st, fx: fx, ui: ui, opts: opts, journal: j, done: CompletedSteps(entries), entries: entries, decision: decisionFrom(entries)}
 	if err := j.Append(Entry{Kind: "note", Message: fmt.Sprintf("resumed by %s; completed steps are not run again", whoami())}); err != nil {
 		return nil, err
 	}
@@ -210,15 +200,15 @@ func Resume(ctx context.Context, tc *talos.Client, st State, ui UI, id string) (
 // back as recorded and, when objects is set, restores the objects the
 // incident removed from etcd from their verified backups (create-only:
 // an object someone re-created meanwhile is left alone and reported).
-func Revert(ctx context.Context, tc *talos.Client, st State, ui UI, id string, objects, dryRun bool, etcdOpts EtcdOptions, toolVersion string) (*RecoverResult, error) {
+func Revert(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, id string, objects bool, etcdOpts EtcdOptions, toolVersion string) (*RecoverResult, error) {
 	j, entries, err := st.OpenIncident(id)
 	if err != nil {
 		return nil, err
 	}
-	steps := []Step{{Name: "revert-admission", Action: "admission.restore", Confirm: true,
+	steps := []Step{{Name: "revert-admission", Params: &runbooks.AdmissionRestoreParams{}, Confirm: true,
 		Description: "Put disable-admission-plugins and enable-admission-plugins back to the values recorded before the incident."}}
 	if objects {
-		steps = append(steps, Step{Name: "revert-objects", Action: "etcd.restore", Confirm: true,
+		steps = append(steps, Step{Name: "revert-objects", Params: &EtcdRestoreParams{}, Confirm: true,
 			Description: "Put back the objects this incident removed from etcd, from their verified backups, only where absent."})
 	}
 	if etcdOpts.defaultConnection() {
@@ -229,8 +219,8 @@ func Revert(ctx context.Context, tc *talos.Client, st State, ui UI, id string, o
 			etcdOpts.Endpoints, etcdOpts.CACert, etcdOpts.Cert, etcdOpts.Key = orig.Etcd.Endpoints, orig.Etcd.CACert, orig.Etcd.Cert, orig.Etcd.Key
 		}
 	}
-	opts := RecoverOptions{Runbook: "revert", Steps: steps, DryRun: dryRun, Etcd: etcdOpts, ToolVersion: toolVersion, Command: "revert"}
-	r := &run{tc: tc, st: st, ui: ui, opts: opts, journal: j, done: map[string]bool{}, entries: entries}
+	opts := RecoverOptions{Runbook: "revert", Steps: steps, DryRun: fx.DryRun(), Etcd: etcdOpts, ToolVersion: toolVersion, Command: "revert"}
+	r := &run{tc: tc, st: st, fx: fx, ui: ui, opts: opts, journal: j, done: map[string]bool{}, entries: entries}
 	if err := j.Append(Entry{Kind: "note", Message: fmt.Sprintf("revert started by %s", whoami())}); err != nil {
 		return nil, err
 	}
@@ -242,7 +232,7 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 	defer r.close(ctx)
 	start := time.Now()
 	res := &RecoverResult{Incident: r.journal.ID, Journal: filepath.Join(r.journal.Dir, "journal.jsonl"), DryRun: r.opts.DryRun}
-	if !r.opts.DryRun && !r.willRun("preflight") {
+	if r.fx.Lock && !r.willRun("preflight") {
 		// A resume whose preflight completed earlier, or a revert, changes
 		// the cluster too: it takes the lock here, before any step.
 		if err := r.lockBeforeSteps(ctx); err != nil {
@@ -253,18 +243,22 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 	var runErr error
 	for i, s := range r.opts.Steps {
 		if r.done[s.Name] {
-			res.Steps = append(res.Steps, StepResult{Name: s.Name, Action: s.Action, Outcome: OutcomeSkipped, Message: "completed in an earlier run"})
+			res.Steps = append(res.Steps, StepResult{Name: s.Name, Action: s.Action(), Outcome: OutcomeSkipped, Message: "completed in an earlier run"})
 			continue
 		}
 		r.ui.Begin(i+1, len(r.opts.Steps), s)
-		r.touched = r.touched || changesCluster(s.Action)
-		if err := r.journal.Append(Entry{Kind: "begin", Step: s.Name, Action: s.Action, Message: s.Description}); err != nil {
+		r.touched = r.touched || changesCluster(s.Action())
+		if err := r.journal.Append(Entry{Kind: "begin", Step: s.Name, Action: s.Action(), Message: s.Description}); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
 		t0 := time.Now()
-		msg, data, err := r.step(ctx, s)
-		sr := StepResult{Name: s.Name, Action: s.Action, Outcome: OutcomeOK, Message: msg, Elapsed: Duration(time.Since(t0))}
-		end := Entry{Kind: "end", Step: s.Name, Action: s.Action, Outcome: OutcomeOK, Message: msg, Elapsed: sr.Elapsed, Data: data}
+		out, err := r.step(ctx, s)
+		msg := ""
+		if out != nil {
+			msg = out.Message()
+		}
+		sr := StepResult{Name: s.Name, Action: s.Action(), Outcome: OutcomeOK, Message: msg, Elapsed: Duration(time.Since(t0)), Result: out}
+		end := Entry{Kind: "end", Step: s.Name, Action: s.Action(), Outcome: OutcomeOK, Message: msg, Elapsed: sr.Elapsed, Data: journalData(out)}
 		var sk errSkip
 		var stop *NotDeadlockError
 		switch {
@@ -326,15 +320,6 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 	res.Next = r.next(res, runErr)
 	_ = r.journal.Append(Entry{Kind: "finish", Outcome: res.Outcome, Elapsed: res.Elapsed, Message: strings.Join(res.Next, "; ")})
 	return res, runErr
-}
-
-// changesCluster tells whether an action changes the cluster.
-func changesCluster(action string) bool {
-	switch action {
-	case "admission.disable", "admission.restore", "etcd.delete", "etcd.restore":
-		return true
-	}
-	return false
 }
 
 // touchedBefore tells whether an earlier run of the incident began a step
@@ -407,214 +392,13 @@ func (r *run) etcd(ctx context.Context) (*etcd.Client, error) {
 
 func (r *run) progress(node, msg string) { r.ui.Progress(node, msg) }
 
-// step runs one action. It returns a one-line message and data for the journal.
-func (r *run) step(ctx context.Context, s Step) (string, map[string]any, error) {
-	switch s.Action {
-	case "preflight":
-		return r.preflight(ctx)
-	case "diagnose":
-		return r.diagnose(ctx, s)
-	case "admission.disable":
-		return r.disable(ctx, s)
-	case "apiserver.wait":
-		return r.waitRecovering(ctx, s)
-	case "etcd.snapshot":
-		return r.snapshot(ctx)
-	case "etcd.delete":
-		return r.deleteObjects(ctx, s)
-	case "webhook.wait":
-		return r.waitWebhooks(ctx, s)
-	case "admission.restore":
-		return r.restore(ctx, s)
-	case "verify":
-		return r.verify(ctx, s)
-	case "etcd.restore":
-		return r.restoreObjects(ctx)
+// step runs one step by its action's executor.
+func (r *run) step(ctx context.Context, s Step) (Result, error) {
+	ex, ok := executors[s.Params.Action()]
+	if !ok {
+		return nil, invalidInput("see the actions with: breakglass runbook show webhook-deadlock", "unknown action %q in step %s", s.Action(), s.Name)
 	}
-	return "", nil, invalidInput("see the actions with: breakglass runbook show webhook-deadlock", "unknown action %q in step %s", s.Action, s.Name)
-}
-
-func (r *run) preflight(ctx context.Context) (string, map[string]any, error) {
-	if err := r.tc.RequireAdmin("a guided recovery"); err != nil {
-		return "", nil, err
-	}
-	var versions []string
-	for _, node := range r.tc.Nodes() {
-		v, err := r.tc.Version(ctx, node)
-		if err != nil {
-			return "", nil, err
-		}
-		mc, err := r.tc.ReadMachineConfig(ctx, node)
-		if err != nil {
-			return "", nil, err
-		}
-		facts, err := talos.ReadFacts(mc.Bytes)
-		if err != nil {
-			return "", nil, talos.NewNodeError(node, "read machine config", err)
-		}
-		if !facts.IsControlPlane() {
-			return "", nil, talos.NewNodeError(node, "check machine type", fmt.Errorf("%w (machine type %s)", talos.ErrNotControlPlane, facts.MachineType),
-				"target only the control-plane nodes: -n CP1,CP2,CP3")
-		}
-		r.cluster = facts.ClusterName
-		versions = append(versions, node+"="+v)
-		r.progress(node, fmt.Sprintf("Talos %s, control plane of cluster %s, kube-apiserver image %s", v, facts.ClusterName, facts.APIServerImage))
-	}
-	data := map[string]any{"cluster": r.cluster, "versions": versions, "role": r.tc.Role()}
-	msg := fmt.Sprintf("%d control-plane node(s) reachable, role %s", len(r.tc.Nodes()), r.tc.Role())
-	found, err := r.checkRequestedDeletes(ctx)
-	if err != nil {
-		return "", data, err
-	}
-	if len(found) > 0 {
-		data["toRemove"] = found
-		msg += "; found in etcd: " + strings.Join(found, ", ")
-	}
-	if r.opts.DryRun {
-		return msg, data, nil
-	}
-	warning, err := r.takeLock(ctx)
-	if err != nil {
-		return "", data, err
-	}
-	if warning != "" {
-		data["lock"] = "not taken"
-		return msg + "; cluster lock NOT taken (etcd unreachable)", data, nil
-	}
-	data["lock"] = "taken"
-	return msg + "; cluster lock taken", data, nil
-}
-
-func (r *run) disable(ctx context.Context, s Step) (string, map[string]any, error) {
-	opts := r.admissionOptions(s)
-	opts.RevertAfter = s.RevertAfter
-	if r.decision != nil {
-		opts.Plugins = r.decision.Plugins // what the diagnosis fixed before the first change
-	}
-	p, err := PlanDisable(ctx, r.tc, r.st, opts)
-	if p == nil {
-		return "", nil, err
-	}
-	return r.applyPlan(ctx, s, p, err)
-}
-
-func (r *run) restore(ctx context.Context, s Step) (string, map[string]any, error) {
-	if r.opts.KeepDisabled {
-		return "", nil, skip("--keep-disabled: the plugins stay disabled; restore later with: breakglass admission restore")
-	}
-	if r.opts.DryRun {
-		return "", nil, skip("dry run: the recorded values would be put back on every node (nothing was disabled, so there is nothing to restore yet)")
-	}
-	p, err := PlanRestore(ctx, r.tc, r.st, r.admissionOptions(s))
-	if p == nil {
-		return "", nil, err
-	}
-	if err == nil {
-		if err := r.dropRestoredRecords(p); err != nil {
-			return "", nil, err
-		}
-	}
-	return r.applyPlan(ctx, s, p, err)
-}
-
-// dropRestoredRecords removes leftover records of restores that took
-// effect (see AdmissionPlan.DropRestoredRecords), saying so.
-func (r *run) dropRestoredRecords(p *AdmissionPlan) error {
-	if r.opts.DryRun {
-		for _, n := range p.restoredRecords() {
-			r.progress(n.Node, "the config is already what it was before the disable; its leftover record would be removed")
-		}
-		return nil
-	}
-	nodes, err := p.DropRestoredRecords(r.st)
-	for _, n := range nodes {
-		r.progress(n, "the config is already what it was before the disable: removed the leftover record of an interrupted restore")
-	}
-	return err
-}
-
-func (r *run) admissionOptions(s Step) AdmissionOptions {
-	return AdmissionOptions{Plugins: s.Plugins, Wait: true, WaitTimeout: orDuration(s.Timeout, 5*time.Minute), DryRun: r.opts.DryRun,
-		AllowPendingChange: r.opts.AllowPendingChange, ToolVersion: r.opts.ToolVersion, Progress: r.progress}
-}
-
-// applyPlan shows a plan, asks, executes it, and journals the hashes.
-func (r *run) applyPlan(ctx context.Context, s Step, p *AdmissionPlan, planErr error) (string, map[string]any, error) {
-	var buf bytes.Buffer
-	RenderAdmissionPlan(&buf, p)
-	r.ui.Show(buf.String())
-	if planErr != nil {
-		return "", nil, planErr
-	}
-	data := p.JournalData()
-	if err := p.PlanErr(); err != nil {
-		// A node that cannot be planned is not left behind silently.
-		return "", data, err
-	}
-	if !p.Changes() {
-		return "nothing to change: " + p.Nodes[0].Reason, data, nil
-	}
-	if r.opts.DryRun {
-		return "dry run: the nodes validated the change; nothing was applied", data, nil
-	}
-	if s.Confirm {
-		if err := r.ui.Confirm(ctx, fmt.Sprintf("%s on %d node(s)?", p.Operation, countChanges(p))); err != nil {
-			return "", data, err
-		}
-	}
-	if err := p.Execute(ctx, r.tc, r.st); err != nil {
-		return "", data, err
-	}
-	return fmt.Sprintf("%s applied on %d node(s); kube-apiserver runs with disable-admission-plugins=%s", p.Operation, countChanges(p), ListOrNone(p.Nodes[0].DisabledAfter)), data, nil
-}
-
-func countChanges(p *AdmissionPlan) int {
-	n := 0
-	for _, c := range p.Nodes {
-		if c.Action != "none" {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *run) waitReady(ctx context.Context, s Step, okMsg string) (string, map[string]any, error) {
-	if r.opts.DryRun {
-		return "", nil, skip("dry run: would wait up to %s for /readyz on every node", orDuration(s.Timeout, 5*time.Minute))
-	}
-	start := time.Now()
-	health, err := WaitReady(ctx, r.tc, HealthOptions{Timeout: orDuration(s.Timeout, 5*time.Minute), Progress: func(h NodeHealth) { r.progress(h.Node, h.Summary()) }})
-	data := map[string]any{}
-	for _, h := range health {
-		data[h.Node] = h.Summary()
-	}
-	if err != nil {
-		return "", data, err
-	}
-	return fmt.Sprintf("%s (%s)", okMsg, time.Since(start).Round(time.Millisecond)), data, nil
-}
-
-func (r *run) verify(ctx context.Context, s Step) (string, map[string]any, error) {
-	if r.opts.KeepDisabled {
-		return "", nil, skip("--keep-disabled: nothing to verify yet")
-	}
-	msg, data, err := r.waitReady(ctx, s, "the API server is ready on every node")
-	if err != nil {
-		return msg, data, err
-	}
-	status, err := AdmissionStatus(ctx, r.tc, r.st, time.Now())
-	if err != nil {
-		return "", data, err
-	}
-	for _, n := range status {
-		if n.Recorded {
-			return "", data, talos.NewNodeError(n.Node, "verify", errors.New("breakglass still holds a record of disabled plugins: the restore did not finish"), "breakglass admission restore")
-		}
-		if !sameSet(n.ConfigDisabled, n.RunningDisabled) {
-			return "", data, talos.NewNodeError(n.Node, "verify", fmt.Errorf("the running kube-apiserver has disable-admission-plugins=%v but the config says %v", n.RunningDisabled, n.ConfigDisabled))
-		}
-	}
-	return msg + ", with the admission plugins as they were before the incident", data, nil
+	return ex.run(ctx, r, s)
 }
 
 func orDuration(d, def time.Duration) time.Duration {

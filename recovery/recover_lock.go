@@ -6,7 +6,6 @@ package recovery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/breakglass-dev/breakglass/etcd"
 )
 
@@ -25,7 +22,7 @@ import (
 // (it is in the runbook and did not complete in an earlier run).
 func (r *run) willRun(action string) bool {
 	for _, s := range r.opts.Steps {
-		if s.Action == action && !r.done[s.Name] {
+		if s.Action() == action && !r.done[s.Name] {
 			return true
 		}
 	}
@@ -70,13 +67,13 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 		r.progress("etcd", warning)
 		return warning, nil
 	}
-	holder := LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
-	lock, err := AcquireLock(ctx, ec, holder)
-	var held *LockHeldError
+	holder := etcd.LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
+	lock, err := ec.AcquireLock(ctx, holder)
+	var held *etcd.LockHeldError
 	if errors.As(err, &held) && held.Holder.Incident == holder.Incident && held.Holder.By == holder.By {
 		r.progress("etcd", fmt.Sprintf("the cluster lock is still held by this incident's interrupted %s run (since %s), whose process is gone: taking it over", held.Holder.Command, held.Holder.Since.Local().Format(time.RFC3339)))
-		if err = takeOverLock(ctx, ec, holder); err == nil {
-			lock, err = AcquireLock(ctx, ec, holder)
+		if err = ec.TakeOverLock(ctx, holder); err == nil {
+			lock, err = ec.AcquireLock(ctx, holder)
 		}
 	}
 	if err != nil {
@@ -122,23 +119,4 @@ func (r *run) lockOwnerAlive() (int, bool) {
 		return pid, false
 	}
 	return pid, !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
-}
-
-// takeOverLock removes the lock only if it is still this incident's, by
-// this user: a transaction on the key's revision, so a lock someone else
-// took meanwhile is left alone.
-func takeOverLock(ctx context.Context, ec *etcd.Client, holder LockHolder) error {
-	resp, err := ec.KV().Get(ctx, lockKey)
-	if err != nil || len(resp.Kvs) == 0 {
-		return err
-	}
-	var cur LockHolder
-	if err := json.Unmarshal(resp.Kvs[0].Value, &cur); err != nil || cur.Incident != holder.Incident || cur.By != holder.By {
-		return &LockHeldError{Holder: cur}
-	}
-	_, err = ec.KV().Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(lockKey), "=", resp.Kvs[0].ModRevision)).
-		Then(clientv3.OpDelete(lockKey)).
-		Commit()
-	return err
 }

@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -23,8 +25,16 @@ func ioPipe() (*io.PipeReader, *io.PipeWriter) { return io.Pipe() }
 
 // diagnose looks, changing nothing, and names the culprit: readiness,
 // restarts, log signatures, and the admission objects in etcd.
-func (r *run) diagnose(ctx context.Context, s Step) (string, map[string]any, error) {
-	opts := diagnose.Options{Tail: s.TailLines, Health: ReadyzForDiagnose(r.tc)}
+// DiagnoseResult is the verdict, the culprits and the plan it fixed.
+type DiagnoseResult struct {
+	said
+	Verdict  string    `json:"verdict"`
+	Culprits any       `json:"culprits"`
+	Decision *Decision `json:"decision,omitempty"`
+}
+
+func (r *run) diagnose(ctx context.Context, _ Step, p *runbooks.DiagnoseParams) (Result, error) {
+	opts := diagnose.Options{Tail: p.TailLines, Health: ReadyzForDiagnose(r.tc)}
 	ec, err := r.etcd(ctx)
 	if err != nil {
 		opts.EtcdError = err // not fatal: the logs still name the webhook
@@ -32,21 +42,21 @@ func (r *run) diagnose(ctx context.Context, s Step) (string, map[string]any, err
 	}
 	report, err := diagnose.Run(ctx, r.tc, ec, opts)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	var b strings.Builder
 	if err := diagnose.WriteText(&b, report); err == nil {
 		r.ui.Show(b.String())
 	}
-	data := map[string]any{"verdict": string(report.Verdict), "culprits": report.Culprits}
+	res := &DiagnoseResult{Verdict: string(report.Verdict), Culprits: report.Culprits}
 	d, err := decide(report, r.opts)
 	if err != nil {
-		return "", data, err
+		return res, err
 	}
-	r.decision = d
-	data["decision"] = d
+	r.decision, res.Decision = d, d
 	r.ui.Show(d.Render())
-	return fmt.Sprintf("verdict %s: %s; plan: disable %s", report.Verdict, report.Summary, strings.Join(d.Plugins, ",")), data, nil
+	res.said = said(fmt.Sprintf("verdict %s: %s; plan: disable %s", report.Verdict, report.Summary, strings.Join(d.Plugins, ",")))
+	return res, nil
 }
 
 // ReadyzForDiagnose adapts CheckHealth to diagnose, which cannot import
@@ -66,14 +76,14 @@ func ReadyzForDiagnose(tc *talos.Client) func(context.Context) ([]diagnose.Ready
 // etcd accept connections again, where that can be told from here: a URL
 // backend can be dialled; a service backend cannot without the cluster's
 // network, and is reported as such.
-func (r *run) waitWebhooks(ctx context.Context, s Step) (string, map[string]any, error) {
+func (r *run) waitWebhooks(ctx context.Context, _ Step, p *runbooks.WebhookWaitParams) (Result, error) {
 	ec, err := r.etcd(ctx)
 	if err != nil {
-		return "", nil, skip("cannot tell: etcd is unreachable (%s)", shortErr(err))
+		return nil, skip("cannot tell: etcd is unreachable (%s)", shortErr(err))
 	}
 	l, err := ec.List(ctx, []etcd.Resource{etcd.ValidatingWebhookConfigurations, etcd.MutatingWebhookConfigurations})
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	targets := map[string]string{} // host:port -> webhook
 	var untellable []string
@@ -100,14 +110,14 @@ func (r *run) waitWebhooks(ctx context.Context, s Step) (string, map[string]any,
 	}
 	if len(targets) == 0 {
 		if len(untellable) > 0 {
-			return "", nil, skip("cannot tell from here whether %s answer(s): service backends need the cluster network", strings.Join(untellable, ", "))
+			return nil, skip("cannot tell from here whether %s answer(s): service backends need the cluster network", strings.Join(untellable, ", "))
 		}
-		return "", nil, skip("no fail-closed webhook left")
+		return nil, skip("no fail-closed webhook left")
 	}
-	if r.opts.DryRun {
-		return "", nil, skip("dry run: would wait for %d webhook backend(s)", len(targets))
+	if r.fx.DryRun() {
+		return nil, skip("dry run: would wait for %d webhook backend(s)", len(targets))
 	}
-	deadline := time.Now().Add(orDuration(s.Timeout, 2*time.Minute))
+	deadline := time.Now().Add(p.Timeout.Std())
 	pending := map[string]string{}
 	for k, v := range targets {
 		pending[k] = v
@@ -131,7 +141,7 @@ func (r *run) waitWebhooks(ctx context.Context, s Step) (string, map[string]any,
 				left = append(left, n)
 			}
 			sort.Strings(left)
-			return "", nil, fmt.Errorf("%w: webhook backend(s) still not answering: %s; the API server can run without them now that its bootstrap objects exist", ErrTimeout, strings.Join(left, ", "))
+			return nil, fmt.Errorf("%w: webhook backend(s) still not answering: %s; the API server can run without them now that its bootstrap objects exist", ErrTimeout, strings.Join(left, ", "))
 		}
 		select {
 		case <-ctx.Done():
@@ -142,58 +152,73 @@ func (r *run) waitWebhooks(ctx context.Context, s Step) (string, map[string]any,
 	if len(untellable) > 0 {
 		msg += fmt.Sprintf("; cannot tell for %s (service backends)", strings.Join(untellable, ", "))
 	}
-	return msg, nil, nil
+	return said(msg), nil
 }
 
-func (r *run) snapshot(ctx context.Context) (string, map[string]any, error) {
+// SnapshotResult is a verified full etcd snapshot.
+type SnapshotResult struct {
+	said
+	Path   string `json:"snapshot"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+func (r *run) snapshot(ctx context.Context, _ Step, _ *runbooks.EtcdSnapshotParams) (Result, error) {
 	if !r.deletesObjects() {
-		return "", nil, skip("nothing will be removed from etcd, so no snapshot is needed")
+		return nil, skip("nothing will be removed from etcd, so no snapshot is needed")
 	}
 	path := filepath.Join(r.journal.Dir, "etcd.snapshot")
 	if _, err := os.Stat(path); err == nil {
 		info, err := etcd.VerifySnapshotFile(path)
 		if err == nil {
-			return fmt.Sprintf("snapshot already taken: %s (%d bytes, verified)", path, info.Size), map[string]any{"snapshot": path}, nil
+			return &SnapshotResult{said: said(fmt.Sprintf("snapshot already taken: %s (%d bytes, verified)", path, info.Size)), Path: path}, nil
 		}
-		return "", nil, fmt.Errorf("a snapshot from an earlier run is there but fails verification (%v): move %s away and resume", err, path)
+		return nil, fmt.Errorf("a snapshot from an earlier run is there but fails verification (%v): move %s away and resume", err, path)
 	}
-	if r.opts.DryRun {
-		return "", nil, skip("dry run: would take a full etcd snapshot to %s", path)
+	if r.fx.DryRun() {
+		return nil, skip("dry run: would take a full etcd snapshot to %s", path)
 	}
 	node := r.tc.Nodes()[0]
 	r.progress(node, "streaming an etcd snapshot through the Talos API")
 	pr, pw := ioPipe()
 	go func() { pw.CloseWithError(r.tc.EtcdSnapshot(ctx, node, pw)) }()
-	info, err := etcd.WriteSnapshot(pr, path, nil)
+	info, err := etcd.WriteSnapshot(pr, path, r.fx.etcdWriter(nil))
 	pr.Close()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	return fmt.Sprintf("full etcd snapshot: %s (%d bytes, verified)", path, info.Size), map[string]any{"snapshot": path, "sha256": info.SHA256}, nil
+	return &SnapshotResult{said: said(fmt.Sprintf("full etcd snapshot: %s (%d bytes, verified)", path, info.Size)), Path: path, SHA256: info.SHA256}, nil
 }
 
 // deletesObjects tells whether a step of this run removes objects from etcd.
 func (r *run) deletesObjects() bool {
 	for _, s := range r.opts.Steps {
-		if s.Action == "etcd.delete" && len(s.Names) > 0 {
+		if p, ok := s.Params.(*runbooks.EtcdDeleteParams); ok && len(p.Names) > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-func (r *run) deleteObjects(ctx context.Context, s Step) (string, map[string]any, error) {
-	names := s.Names
+// DeleteResult is what an etcd.delete step removed, and its backup.
+type DeleteResult struct {
+	said
+	Backup   string   `json:"backup"`
+	Deleted  []string `json:"deleted,omitempty"`
+	Revision int64    `json:"revision,omitempty"`
+}
+
+func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteParams) (Result, error) {
+	names := p.Names
 	if len(names) == 0 {
-		return "", nil, skip("no object named to remove (--delete NAME): with its bootstrap objects created, the API server can start with webhooks back on")
+		return nil, skip("no object named to remove (--delete NAME): with its bootstrap objects created, the API server can start with webhooks back on")
 	}
 	ec, err := r.etcd(ctx)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	resources, err := etcd.ParseKind(orDefault(s.Kind, "validating"))
+	resources, err := etcd.ParseKind(orDefault(string(p.Kind), "validating"))
 	if err != nil {
-		return "", nil, invalidInput("", "step %s: %v", s.Name, err)
+		return nil, invalidInput("", "step %s: %v", s.Name, err)
 	}
 	plan, err := ec.PlanDelete(ctx, names, resources)
 	var nf *etcd.NotFoundError
@@ -201,11 +226,11 @@ func (r *run) deleteObjects(ctx context.Context, s Step) (string, map[string]any
 		// Resumed after the delete went through: a verified backup of
 		// every named object, written by this step, is the proof.
 		if done := r.earlierBackup(s, names); done != "" {
-			return "already removed in an earlier run; backup " + done, map[string]any{"backup": done}, nil
+			return &DeleteResult{said: said("already removed in an earlier run; backup " + done), Backup: done}, nil
 		}
 	}
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	// A run killed after writing its backup (or half of it) but before the
 	// delete left that file behind; backups are never overwritten, so this
@@ -217,25 +242,27 @@ func (r *run) deleteObjects(ctx context.Context, s Step) (string, map[string]any
 		fmt.Fprintf(&b, "  %s %s (key %s, mod revision %d)\n", o.Kind, o.Name, o.Key, o.ModRevision)
 	}
 	r.ui.Show(b.String())
-	if !r.opts.DryRun {
+	if !r.fx.DryRun() {
 		for _, o := range plan.Objects {
 			if err := r.ui.ConfirmTyped(ctx, fmt.Sprintf("This removes %s %s from etcd.", o.Kind, o.Name), o.Name); err != nil {
-				return "", nil, err
+				return nil, err
 			}
 		}
 	}
-	if err := r.journal.Append(Entry{Kind: "note", Step: s.Name, Message: "backup goes to " + backup, Data: map[string]any{"backup": backup}}); err != nil {
-		return "", nil, err
+	if err := r.journal.Append(Entry{Kind: "note", Step: s.Name, Message: "backup goes to " + backup, Data: journalData(&DeleteResult{Backup: backup})}); err != nil {
+		return nil, err
 	}
-	res, err := ec.Execute(ctx, plan, etcd.NewWriter(ec, r.opts.DryRun), etcd.ExecuteOptions{BackupPath: backup, ToolVersion: r.opts.ToolVersion})
+	res, err := ec.Execute(ctx, plan, r.fx.etcdWriter(ec), etcd.ExecuteOptions{BackupPath: backup, ToolVersion: r.opts.ToolVersion})
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	data := map[string]any{"backup": res.BackupPath, "deleted": res.Deleted, "revision": res.Revision}
-	if r.opts.DryRun {
-		return fmt.Sprintf("dry run: would back up and remove %s", strings.Join(res.Deleted, ", ")), data, nil
+	out := &DeleteResult{Backup: res.BackupPath, Deleted: res.Deleted, Revision: res.Revision}
+	if r.fx.DryRun() {
+		out.said = said(fmt.Sprintf("dry run: would back up and remove %s", strings.Join(res.Deleted, ", ")))
+		return out, nil
 	}
-	return fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", strings.Join(res.Deleted, ", "), res.BackupPath, res.BackupPath), data, nil
+	out.said = said(fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", strings.Join(res.Deleted, ", "), res.BackupPath, res.BackupPath))
+	return out, nil
 }
 
 // backupPaths are the backup files a step of this incident may have
@@ -288,23 +315,33 @@ func (r *run) earlierBackup(s Step, names []string) string {
 	return ""
 }
 
+// RestoreResult is each restored key's status.
+type RestoreResult struct {
+	said
+	Keys map[string]string
+}
+
+func (r *RestoreResult) JournalData() any { return r.Keys }
+
 // restoreObjects restores every backup an etcd.delete step of this
 // incident recorded.
-func (r *run) restoreObjects(ctx context.Context) (string, map[string]any, error) {
+func (r *run) restoreObjects(ctx context.Context, _ Step, _ *EtcdRestoreParams) (Result, error) {
 	var backups []string
 	seen := map[string]bool{}
 	for _, e := range r.entries {
-		if p, ok := e.Data["backup"].(string); ok && e.Kind == "end" && e.Outcome == OutcomeOK && !seen[p] {
-			seen[p] = true
-			backups = append(backups, p)
+		var d DeleteResult
+		if e.Kind != "end" || e.Outcome != OutcomeOK || json.Unmarshal(e.Data, &d) != nil || d.Backup == "" || seen[d.Backup] {
+			continue
 		}
+		seen[d.Backup] = true
+		backups = append(backups, d.Backup)
 	}
 	if len(backups) == 0 {
-		return "", nil, skip("this incident removed nothing from etcd")
+		return nil, skip("this incident removed nothing from etcd")
 	}
 	ec, err := r.etcd(ctx)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	var b strings.Builder
 	b.WriteString("Restore from these verified backups, creating only the keys that are absent:\n")
@@ -312,24 +349,25 @@ func (r *run) restoreObjects(ctx context.Context) (string, map[string]any, error
 		fmt.Fprintf(&b, "  %s\n", p)
 	}
 	r.ui.Show(b.String())
-	if !r.opts.DryRun {
+	if !r.fx.DryRun() {
 		if err := r.ui.Confirm(ctx, fmt.Sprintf("Restore %d backup(s) into etcd?", len(backups))); err != nil {
-			return "", nil, err
+			return nil, err
 		}
 	}
 	var parts []string
-	data := map[string]any{}
+	out := &RestoreResult{Keys: map[string]string{}}
 	for _, p := range backups {
-		res, err := ec.RestoreFile(ctx, p, etcd.NewWriter(ec, r.opts.DryRun), etcd.RestoreOptions{})
+		res, err := ec.RestoreFile(ctx, p, r.fx.etcdWriter(ec), etcd.RestoreOptions{})
 		if err != nil {
-			return "", data, err
+			return out, err
 		}
 		for _, it := range res.Items {
 			parts = append(parts, fmt.Sprintf("%s: %s", it.Key, it.Status))
-			data[it.Key] = string(it.Status)
+			out.Keys[it.Key] = string(it.Status)
 		}
 	}
-	return strings.Join(parts, "; "), data, nil
+	out.said = said(strings.Join(parts, "; "))
+	return out, nil
 }
 
 // deadlockCheckEvery is how often the wait after disable looks at the logs
@@ -340,9 +378,9 @@ const deadlockCheckEvery = 5 * time.Second
 // and meanwhile looks at its logs: when a webhook or policy whose plugin is
 // still on keeps refusing the start-up writes, waiting out the timeout
 // cannot help, and the run says so at once with the command that does.
-func (r *run) waitRecovering(ctx context.Context, s Step) (string, map[string]any, error) {
-	if r.opts.DryRun || r.decision == nil {
-		return r.waitReady(ctx, s, "the API server is ready on every node")
+func (r *run) waitRecovering(ctx context.Context, _ Step, p *runbooks.APIServerWaitParams) (Result, error) {
+	if r.fx.DryRun() || r.decision == nil {
+		return r.waitHealth(ctx, p.Timeout.Std())
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -361,11 +399,20 @@ func (r *run) waitRecovering(ctx context.Context, s Step) (string, map[string]an
 			}
 		}
 	}()
-	msg, data, err := r.waitReady(wctx, s, "the API server is ready on every node")
+	res, err := r.waitHealth(wctx, p.Timeout.Std())
 	if cause := context.Cause(wctx); err != nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		return "", data, cause
+		return res, cause
 	}
-	return msg, data, err
+	return res, err
+}
+
+// waitHealth waits for /readyz on every node.
+func (r *run) waitHealth(ctx context.Context, timeout time.Duration) (Result, error) {
+	res, err := r.waitReady(ctx, timeout, "the API server is ready on every node")
+	if res == nil {
+		return nil, err
+	}
+	return res, err
 }
 
 // persistingDeadlock reads the logs of the running containers (those of the

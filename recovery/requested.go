@@ -21,32 +21,33 @@ func withRequestedDeletes(steps []Step, names []string, kind, runbook string) ([
 		return steps, nil
 	}
 	out := slices.Clone(steps)
-	i := slices.IndexFunc(out, func(s Step) bool { return s.Action == "etcd.delete" })
+	i := slices.IndexFunc(out, func(s Step) bool { _, ok := s.Params.(*runbooks.EtcdDeleteParams); return ok })
 	if i < 0 {
 		return nil, invalidInput("use a runbook that removes objects: breakglass runbook list", "runbook %s has no etcd.delete step to remove %s", runbook, strings.Join(names, ", "))
 	}
 	s := out[i]
-	s.Names = slices.Clone(s.Names)
-	s.Kind = orDefault(kind, "all")
+	p := *s.Params.(*runbooks.EtcdDeleteParams) // a copy: the runbook's own stays as loaded
+	p.Names = slices.Clone(p.Names)
+	p.Kind = runbooks.ObjectKind(orDefault(kind, "all"))
 	for _, arg := range names {
 		name := arg
 		if k, n, ok := strings.Cut(arg, "/"); ok {
 			if kind != "" && k != kind {
 				return nil, invalidInput("give the kind once: --kind KIND, or KIND/NAME", "--delete %s names kind %s, --kind says %s", arg, k, kind)
 			}
-			s.Kind, name = k, n
+			p.Kind, name = runbooks.ObjectKind(k), n
 		}
 		if !runbooks.ValidObjectName(name) {
 			return nil, invalidInput("list the objects with: breakglass etcd webhooks --kind all", "--delete %q is not a Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253)", name)
 		}
-		if !slices.Contains(s.Names, name) {
-			s.Names = append(s.Names, name)
+		if !slices.Contains(p.Names, name) {
+			p.Names = append(p.Names, name)
 		}
 	}
-	if _, err := etcd.ParseKind(s.Kind); err != nil {
+	if _, err := etcd.ParseKind(string(p.Kind)); err != nil {
 		return nil, err
 	}
-	s.Optional, s.Requested = false, true
+	s.Params, s.Optional, s.Requested = &p, false, true
 	out[i] = s
 	return out, nil
 }
@@ -58,18 +59,19 @@ func withRequestedDeletes(steps []Step, names []string, kind, runbook string) ([
 func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 	var found []string
 	for _, s := range r.opts.Steps {
-		if s.Action != "etcd.delete" || !s.Requested || len(s.Names) == 0 {
+		p, ok := s.Params.(*runbooks.EtcdDeleteParams)
+		if !ok || !s.Requested || len(p.Names) == 0 {
 			continue
 		}
 		ec, err := r.etcd(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("cannot check the objects to remove (%s): %w", strings.Join(s.Names, ", "), err)
+			return nil, fmt.Errorf("cannot check the objects to remove (%s): %w", strings.Join(p.Names, ", "), err)
 		}
-		resources, err := etcd.ParseKind(s.Kind)
+		resources, err := etcd.ParseKind(string(p.Kind))
 		if err != nil {
 			return nil, err
 		}
-		plan, err := ec.PlanDelete(ctx, s.Names, resources)
+		plan, err := ec.PlanDelete(ctx, p.Names, resources)
 		if err != nil {
 			var amb *etcd.AmbiguousNameError
 			if errors.As(err, &amb) {
@@ -87,8 +89,8 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 // finishCommand is the command that does what a failed requested step
 // left undone.
 func (r *run) finishCommand(s Step, err error) string {
-	if s.Action == "etcd.delete" {
-		return fmt.Sprintf("step %s failed (%s); finish it with: breakglass etcd delete --kind %s %s", s.Name, shortErr(err), orDefault(s.Kind, "all"), strings.Join(s.Names, " "))
+	if p, ok := s.Params.(*runbooks.EtcdDeleteParams); ok {
+		return fmt.Sprintf("step %s failed (%s); finish it with: breakglass etcd delete --kind %s %s", s.Name, shortErr(err), orDefault(string(p.Kind), "all"), strings.Join(p.Names, " "))
 	}
 	return fmt.Sprintf("step %s failed (%s); run it again with: breakglass resume %s", s.Name, shortErr(err), r.journal.ID)
 }

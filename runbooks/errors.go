@@ -1,11 +1,11 @@
 package runbooks
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/internal/closest"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // Sentinels for the two ways a runbook can be unusable; both are bad input
@@ -13,10 +13,10 @@ import (
 var (
 	// ErrInvalid: a runbook file, or a command-line value for it, is invalid.
 	// Every *LoadError wraps it.
-	ErrInvalid = errors.New("invalid runbook")
+	ErrInvalid = failure.New(failure.BadInput, "invalid runbook")
 	// ErrNotFound: no builtin runbook has that name, or the file does not
 	// exist. Every *NotFoundError wraps it.
-	ErrNotFound = errors.New("runbook not found")
+	ErrNotFound = failure.New(failure.BadInput, "runbook not found")
 )
 
 // LoadError is an invalid runbook, or an invalid command-line value for one

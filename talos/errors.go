@@ -11,18 +11,20 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
-// Kinds of failure callers tell apart (cmd maps them to exit codes).
+// Kinds of failure callers tell apart, each of a failure category.
 var (
-	ErrPermission      = errors.New("permission denied")
-	ErrUnreachable     = errors.New("unreachable")
-	ErrRejected        = errors.New("rejected by the node")
-	ErrBusy            = errors.New("the node is busy with another change")
-	ErrNeedsReboot     = errors.New("the change needs a reboot")
-	ErrNotControlPlane = errors.New("not a control-plane node")
-	ErrConfig          = errors.New("talosconfig problem")
-	ErrEtcdUnhealthy   = errors.New("the node's etcd is not healthy")
+	ErrPermission      = failure.New(failure.Credentials, "permission denied")
+	ErrUnreachable     = failure.New(failure.Unreachable, "unreachable")
+	ErrRejected        = failure.New(failure.Refused, "rejected by the node")
+	ErrBusy            = failure.New(failure.Conflict, "the node is busy with another change")
+	ErrNeedsReboot     = failure.New(failure.Refused, "the change needs a reboot")
+	ErrNotControlPlane = failure.New(failure.Refused, "not a control-plane node")
+	ErrConfig          = failure.New(failure.BadInput, "talosconfig problem")
+	ErrEtcdUnhealthy   = failure.New(failure.Refused, "the node's etcd is not healthy")
 )
 
 // NodeError is a failure on one node, named by its address.

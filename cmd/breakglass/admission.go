@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -100,89 +101,50 @@ func runAdmissionChange(c *cli.Context, s streams, op string) error {
 }
 
 func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Client, op string) error {
-	ctx := c.Context
-	opts := recovery.AdmissionOptions{
+	change := recovery.AdmissionChange{
 		Plugins:            splitCSV(c.StringSlice("plugins")),
 		RevertAfter:        c.Duration("revert-after"),
-		Wait:               !c.Bool("no-wait"),
+		NoWait:             c.Bool("no-wait"),
 		WaitTimeout:        c.Duration("wait-timeout"),
-		DryRun:             g.DryRun,
-		ToolVersion:        version,
 		AllowPendingChange: c.Bool("allow-pending-change"),
-		Progress:           progressPrinter(s.Err),
+		Etcd:               etcdOptions(c),
+		ToolVersion:        version,
 	}
-	st := recovery.State{Dir: g.StateDir}
-	plan := recovery.PlanDisable
+	run := recovery.DisableAdmission
 	if op == "restore" {
-		plan = recovery.PlanRestore
+		run = recovery.RestoreAdmission
 	}
-	p, err := plan(ctx, tc, st, opts)
-	if p == nil {
+	res, err := run(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), newChangeUI(s, g), change)
+	if res == nil {
 		return err
 	}
-	if !g.json() {
-		recovery.RenderAdmissionPlan(s.Out, p)
-	}
-	if err != nil { // no node could be planned
-		if g.json() {
-			_ = writeJSON(s.Out, p)
+	fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", res.Incident)
+	p := res.AdmissionOutcome()
+	switch {
+	case p == nil:
+	case g.json():
+		if werr := writeJSON(s.Out, p); werr != nil {
+			return werr
 		}
-		return err
-	}
-	if !g.DryRun {
-		if _, err := p.DropRestoredRecords(st); err != nil {
-			return err
-		}
-	}
-	if g.DryRun || !p.Changes() {
-		if g.json() {
-			if err := writeJSON(s.Out, p); err != nil {
-				return err
-			}
-		} else if g.DryRun {
+	case g.DryRun:
+		if err == nil {
 			fmt.Fprintln(s.Out, "Dry run: nothing was applied.")
 		}
-		return p.PlanErr()
-	}
-	if err := newConfirmer(s, g.Yes).Confirm(ctx, fmt.Sprintf("Apply to %d node(s)?", countChanges(p))); err != nil {
-		return err
-	}
-	lock, ec, warning, err := recovery.TakeClusterLock(ctx, tc, etcdOptions(c), recovery.LockHolder{Command: "admission " + op})
-	if err != nil {
-		return err
-	}
-	if warning != "" {
-		fmt.Fprintln(s.Err, "WARNING: "+warning)
-	} else {
-		defer ec.Close()
-		defer lock.Release(ctx)
-	}
-	meta := recovery.IncidentMeta{Cluster: p.Cluster(), Nodes: tc.Nodes(), Runbook: "admission " + op, ToolVersion: version}
-	incident, execErr := st.Journaled(meta, op, "admission."+op, func() (string, map[string]any, error) {
-		err := p.Execute(ctx, tc, st)
-		return fmt.Sprintf("%s on %d node(s)", op, countChanges(p)), p.JournalData(), err
-	})
-	if incident != "" {
-		fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", incident)
-	}
-	if g.json() {
-		if err := writeJSON(s.Out, p); err != nil {
-			return err
-		}
-	} else {
+	case executed(p):
 		recovery.RenderAdmissionOutcome(s.Out, p)
 	}
-	return execErr
+	return err
 }
 
-func countChanges(p *recovery.AdmissionPlan) int {
-	n := 0
-	for _, c := range p.Nodes {
-		if c.Action != "none" {
-			n++
+// executed tells whether the plan was sent to a node (not declined, not
+// refused before).
+func executed(p *recovery.AdmissionPlan) bool {
+	for _, n := range p.Nodes {
+		if n.Action != "none" && n.Outcome != "planned" {
+			return true
 		}
 	}
-	return n
+	return false
 }
 
 func runAdmissionStatus(c *cli.Context, s streams) error {
@@ -211,7 +173,7 @@ func admissionStatus(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 		return err
 	}
 	if disabled {
-		return statusCode(exitDisabled)
+		return failure.Reported{Category: failure.Disabled}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/recovery/audit"
 )
@@ -159,8 +160,8 @@ func auditExit(riskErr error, w io.Writer) error {
 	if riskErr == nil {
 		return nil
 	}
-	for _, h := range hintsOf(riskErr) {
+	for _, h := range failure.Hints(riskErr) {
 		fmt.Fprintf(w, "hint: %s\n", h)
 	}
-	return statusCode(exitCodeOf(riskErr))
+	return failure.Reported{Category: failure.Category(failure.Code(riskErr))}
 }

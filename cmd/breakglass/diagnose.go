@@ -7,23 +7,19 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 )
 
 func init() { commandRegistry = append(commandRegistry, diagnoseCommand) }
 
-// diagnoseExit gives each verdict its exit code (healthy is 0).
+// diagnoseExit ends diagnose with its verdict's exit code (healthy is 0).
 func diagnoseExit(v diagnose.Verdict) error {
-	switch v {
-	case diagnose.Healthy:
+	if v.Category() == failure.OK {
 		return nil
-	case diagnose.AdmissionDeadlock:
-		return statusCode(exitDiagnoseDeadlock)
-	case diagnose.OtherFailure:
-		return statusCode(exitDiagnoseFailure)
 	}
-	return statusCode(exitDiagnoseUnknown)
+	return failure.Reported{Category: v.Category()}
 }
 
 func diagnoseCommand(s streams) *cli.Command {

@@ -50,8 +50,7 @@ func recoverFlags() []cli.Flag {
 }
 
 func runRecover(c *cli.Context, s streams) error {
-	g, err := readGlobals(c)
-	if err != nil {
+	if _, err := readGlobals(c); err != nil {
 		return err
 	}
 	if err := checkDurations(c); err != nil {
@@ -64,9 +63,9 @@ func runRecover(c *cli.Context, s streams) error {
 	opts := recovery.RecoverOptions{Runbook: name, Steps: steps, KeepDisabled: c.Bool("keep-disabled"),
 		PluginsExplicit: c.IsSet("plugins"), RunbookExplicit: c.IsSet("runbook"),
 		Delete: splitCSV(c.StringSlice("delete")), DeleteKind: c.String("kind"),
-		AllowPendingChange: c.Bool("allow-pending-change"), DryRun: g.DryRun, Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
+		AllowPendingChange: c.Bool("allow-pending-change"), Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
 	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
-		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, opts)
+		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, opts)
 	})
 }
 
@@ -80,7 +79,7 @@ func resumeCommand(s streams) *cli.Command {
 			"step that had already taken effect notices it.\n\n" + exitCodeHelp(),
 		Action: func(c *cli.Context) error {
 			return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
-				return recovery.Resume(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, c.Args().First())
+				return recovery.Resume(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, c.Args().First())
 			})
 		},
 	}
@@ -98,10 +97,18 @@ func revertCommand(s streams) *cli.Command {
 			&cli.BoolFlag{Name: "objects", Usage: "also restore the objects the incident removed from etcd"}),
 		Action: func(c *cli.Context) error {
 			return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
-				return recovery.Revert(c.Context, tc, recovery.State{Dir: g.StateDir}, ui, c.Args().First(), c.Bool("objects"), g.DryRun, etcdOptions(c), version)
+				return recovery.Revert(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, c.Args().First(), c.Bool("objects"), etcdOptions(c), version)
 			})
 		},
 	}
+}
+
+// effects are what a run may change: nothing on --dry-run.
+func effects(g globalOptions, tc *talos.Client) recovery.Effects {
+	if g.DryRun {
+		return recovery.Effects{}
+	}
+	return recovery.Live(tc)
 }
 
 // runGuided connects, runs a guided flow and renders its result.
@@ -259,7 +266,7 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "say who holds the cluster lock",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					return withLockHolder(c, func(g globalOptions, _ *etcd.Client, h *recovery.LockHolder) error {
+					return withLockHolder(c, func(g globalOptions, _ *etcd.Client, h *etcd.LockHolder) error {
 						if g.json() {
 							return writeJSON(s.Out, map[string]any{"holder": h})
 						}
@@ -277,7 +284,7 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "remove the cluster lock whoever holds it (when its holder is gone)",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					return withLockHolder(c, func(g globalOptions, ec *etcd.Client, h *recovery.LockHolder) error {
+					return withLockHolder(c, func(g globalOptions, ec *etcd.Client, h *etcd.LockHolder) error {
 						if h == nil {
 							fmt.Fprintln(s.Out, "the cluster lock is free: nothing to break")
 							return nil
@@ -290,7 +297,7 @@ func lockCommand(s streams) *cli.Command {
 						if err := newConfirmer(s, g.Yes).Confirm(c.Context, "Break it? Only if that run is really gone."); err != nil {
 							return err
 						}
-						if _, err := recovery.BreakLock(c.Context, ec); err != nil {
+						if _, err := ec.BreakLock(c.Context); err != nil {
 							return err
 						}
 						fmt.Fprintln(s.Out, "lock broken")
@@ -303,7 +310,7 @@ func lockCommand(s streams) *cli.Command {
 }
 
 // withLockHolder connects to etcd and reads who holds the cluster lock.
-func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *recovery.LockHolder) error) error {
+func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *etcd.LockHolder) error) error {
 	g, err := readGlobals(c)
 	if err != nil {
 		return err
@@ -313,7 +320,7 @@ func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *recove
 		return err
 	}
 	defer ec.Close()
-	h, err := recovery.ReadLock(c.Context, ec)
+	h, err := ec.ReadLock(c.Context)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"
 
 func (u *terminalUI) Begin(index, total int, s recovery.Step) {
 	u.mu.Lock()
-	fmt.Fprintf(u.w, "\n[%d/%d] %s (%s)\n", index, total, s.Name, s.Action)
+	fmt.Fprintf(u.w, "\n[%d/%d] %s (%s)\n", index, total, s.Name, s.Action())
 	if s.Description != "" {
 		for _, l := range strings.Split(strings.TrimSpace(s.Description), "\n") {
 			fmt.Fprintf(u.w, "      %s\n", l)
@@ -135,4 +135,31 @@ func (u *terminalUI) ConfirmTyped(ctx context.Context, q, word string) error {
 	u.pauseSpinner()
 	defer u.startSpinner()
 	return u.conf.ConfirmTyped(ctx, "  "+q, word)
+}
+
+// changeUI is how a standalone change (a run of one step) talks: its plan
+// on standard output (unless -o json), progress lines and questions on
+// standard error, no step headers.
+type changeUI struct {
+	out      io.Writer
+	json     bool
+	conf     *confirmer
+	progress func(node, msg string)
+}
+
+func newChangeUI(s streams, g globalOptions) *changeUI {
+	return &changeUI{out: s.Out, json: g.json(), conf: newConfirmer(s, g.Yes), progress: progressPrinter(s.Err)}
+}
+
+func (u *changeUI) Begin(int, int, recovery.Step)                    {}
+func (u *changeUI) End(recovery.Step, string, time.Duration, string) {}
+func (u *changeUI) Progress(node, msg string)                        { u.progress(node, msg) }
+func (u *changeUI) Show(text string) {
+	if !u.json {
+		fmt.Fprint(u.out, text)
+	}
+}
+func (u *changeUI) Confirm(ctx context.Context, q string) error { return u.conf.Confirm(ctx, q) }
+func (u *changeUI) ConfirmTyped(ctx context.Context, q, word string) error {
+	return u.conf.ConfirmTyped(ctx, q, word)
 }

@@ -1,18 +1,19 @@
 package audit
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // Sentinels for the kinds of failure a command maps to exit codes.
 var (
 	// ErrInvalidInput: the input is not a webhook configuration the audit can read.
-	ErrInvalidInput = errors.New("invalid webhook configuration input")
+	ErrInvalidInput = failure.New(failure.BadInput, "invalid webhook configuration input")
 	// ErrFixUnsafe: the generated fix would not leave the webhook clean, or
 	// would change what it matches for ordinary requests.
-	ErrFixUnsafe = errors.New("generated fix failed its own audit")
+	ErrFixUnsafe = failure.New(failure.Refused, "generated fix failed its own audit")
 )
 
 // ParseError names the document that could not be read.
@@ -83,9 +84,9 @@ func (e *FixVerificationError) Unwrap() error { return ErrFixUnsafe }
 
 // Sentinels for what an audit found, so that a command can exit non-zero.
 var (
-	ErrDeadlockRisk  = errors.New("webhook can deadlock kube-apiserver start-up")
-	ErrUnknownRisk   = errors.New("webhook risk could not be decided")
-	ErrSlowStartRisk = errors.New("webhook can slow kube-apiserver start-up")
+	ErrDeadlockRisk  = failure.New(failure.AuditDeadlock, "webhook can deadlock kube-apiserver start-up")
+	ErrUnknownRisk   = failure.New(failure.AuditUnknown, "webhook risk could not be decided")
+	ErrSlowStartRisk = failure.New(failure.AuditSlowStart, "webhook can slow kube-apiserver start-up")
 )
 
 // RiskError is a report whose worst risk is not none.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
@@ -20,6 +21,19 @@ const (
 	OtherFailure      Verdict = "other-failure"      // not ready, for a known reason that is not admission
 	Unknown           Verdict = "unknown"            // could not tell: nodes unread, or no known signature
 )
+
+// Category is the verdict's exit code: OK when healthy.
+func (v Verdict) Category() failure.Category {
+	switch v {
+	case Healthy:
+		return failure.OK
+	case AdmissionDeadlock:
+		return failure.DiagnoseDeadlock
+	case OtherFailure:
+		return failure.DiagnoseOther
+	}
+	return failure.DiagnoseUnknown
+}
 
 // Report is the diagnosis: the verdict, the objects to blame, the
 // evidence behind it, and the next command.

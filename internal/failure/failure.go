@@ -1,0 +1,186 @@
+// Package failure is breakglass's one vocabulary of failures. Each Category
+// is an exit code; every package's typed errors unwrap to one, so a command
+// maps any error to its exit code with Code and never needs to know the
+// package that raised it. It imports nothing of the project.
+package failure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Category is a kind of failure, or of outcome worth its own exit code. Its
+// value is the exit code. It is an error, so errors.Is(err, failure.Conflict)
+// tells the kind of any error that unwraps to it.
+type Category int
+
+// The categories. 1-10 are failures any command may end with; 20 and up are
+// outcomes of one command (a finding, not a fault), rendered by it.
+const (
+	OK           Category = 0
+	Unexpected   Category = 1
+	BadInput     Category = 2
+	Credentials  Category = 3
+	Unreachable  Category = 4
+	Partial      Category = 5
+	Conflict     Category = 6
+	Timeout      Category = 7
+	Declined     Category = 8 // declined at a confirmation, or interrupted
+	Refused      Category = 9
+	Verification Category = 10
+
+	Disabled         Category = 20
+	DiagnoseDeadlock Category = 21
+	DiagnoseOther    Category = 22
+	DiagnoseUnknown  Category = 23
+	AuditDeadlock    Category = 24
+	AuditUnknown     Category = 25
+	AuditSlowStart   Category = 26
+	LabFailed        Category = 27
+	LabNoBinaries    Category = 28
+)
+
+// Table is every exit code with what it means, in order: the README and
+// every command's help print it.
+var Table = []struct {
+	Category Category
+	What     string
+}{
+	{OK, "success"},
+	{Unexpected, "unexpected error"},
+	{BadInput, "bad flags, arguments or input; nothing was changed"},
+	{Credentials, "Talos role or etcd credentials insufficient"},
+	{Unreachable, "a node, etcd or the API server could not be reached"},
+	{Partial, "partial failure: some nodes or objects done, others failed"},
+	{Conflict, "changed by someone else meanwhile, or another run holds the lock"},
+	{Timeout, "timed out waiting for the API server"},
+	{Declined, "declined at the confirmation, or interrupted"},
+	{Refused, "the node or etcd refused (invalid config, needs a reboot, not a control plane, its etcd unhealthy)"},
+	{Verification, "a backup or snapshot failed verification"},
+	{Disabled, "status: admission plugins are disabled on at least one node"},
+	{DiagnoseDeadlock, "diagnose: an admission deadlock was found"},
+	{DiagnoseOther, "diagnose: kube-apiserver fails for another known reason"},
+	{DiagnoseUnknown, "diagnose: could not tell"},
+	{AuditDeadlock, "audit: a webhook can deadlock kube-apiserver's start-up"},
+	{AuditUnknown, "audit: a webhook's risk could not be decided"},
+	{AuditSlowStart, "audit: a webhook can slow kube-apiserver's start-up"},
+	{LabFailed, "lab: the rehearsal's checks failed"},
+	{LabNoBinaries, "lab: the kube-apiserver binaries are not built (make kube-apiserver)"},
+}
+
+func (c Category) Error() string {
+	for _, e := range Table {
+		if e.Category == c {
+			return e.What
+		}
+	}
+	return fmt.Sprintf("exit code %d", int(c))
+}
+
+// Help is the exit-code table as a command's help prints it.
+func Help() string {
+	var b strings.Builder
+	b.WriteString("Exit codes:")
+	for _, e := range Table {
+		fmt.Fprintf(&b, "\n  %2d  %s", int(e.Category), e.What)
+	}
+	return b.String()
+}
+
+// precedence decides between categories found in one error tree: an
+// outcome first, then partial (it wraps each node's own failure), then the
+// cause an operator can act on first.
+var precedence = []Category{
+	Disabled, DiagnoseDeadlock, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
+	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput,
+}
+
+// Code is err's exit code: 0 for nil, the category it unwraps to (see
+// precedence when it unwraps to several), Declined when the run was
+// interrupted, Unexpected otherwise.
+func Code(err error) int {
+	if err == nil {
+		return int(OK)
+	}
+	for _, c := range precedence {
+		if errors.Is(err, c) || c == Declined && errors.Is(err, context.Canceled) {
+			return int(c)
+		}
+	}
+	return int(Unexpected)
+}
+
+// sentinel is a package's named kind of failure, of one category.
+type sentinel struct {
+	msg string
+	cat Category
+}
+
+func (s *sentinel) Error() string { return s.msg }
+func (s *sentinel) Unwrap() error { return s.cat }
+
+// New is a sentinel error with its own message that unwraps to cat: a
+// package keeps its words (errors.Is(err, talos.ErrBusy)) and the exit code
+// follows from the category.
+func New(cat Category, msg string) error { return &sentinel{msg: msg, cat: cat} }
+
+// Hinter is an error that names the next thing to try; the commands print
+// each hint on its own "hint:" line.
+type Hinter interface{ Hints() []string }
+
+// Hints collects the hints of every error in err's tree, once each, in order.
+func Hints(err error) []string {
+	var out []string
+	seen := map[string]bool{}
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if h, ok := e.(Hinter); ok {
+			for _, s := range h.Hints() {
+				if !seen[s] {
+					seen[s] = true
+					out = append(out, s)
+				}
+			}
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// Input is bad input (BadInput) with the next step to take.
+func Input(hint, format string, args ...any) error {
+	e := &inputError{msg: fmt.Sprintf(format, args...)}
+	if hint != "" {
+		e.hints = []string{hint}
+	}
+	return e
+}
+
+type inputError struct {
+	msg   string
+	hints []string
+}
+
+func (e *inputError) Error() string   { return e.msg }
+func (e *inputError) Unwrap() error   { return BadInput }
+func (e *inputError) Hints() []string { return e.hints }
+
+// Reported is an outcome the command has already rendered (a status, a
+// verdict): it ends the command with cat's code and prints nothing more.
+type Reported struct{ Category Category }
+
+func (r Reported) Error() string { return r.Category.Error() }
+func (r Reported) Unwrap() error { return r.Category }
