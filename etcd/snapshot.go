@@ -53,7 +53,7 @@ func (c *Client) Snapshot(ctx context.Context, path string, w Writer) (*Snapshot
 // a nil w writes for real.
 func WriteSnapshot(r io.Reader, path string, w Writer) (*SnapshotInfo, error) {
 	if w == nil {
-		w = RealWriter(nil)
+		w = DryRunWriter(nil) // no writer given: write nothing
 	}
 	info := &SnapshotInfo{Path: path, DryRun: w.DryRun()}
 	err := w.CreateFile(path, func(f io.Writer) error {
