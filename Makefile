@@ -4,12 +4,16 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 KUBE_BIN := $(CURDIR)/.cache/kube-apiserver
 
-.PHONY: all build test test-short rehearse kube-apiserver bench fuzz lint clean docs
+.PHONY: all build test test-short rehearse kube-apiserver bench fuzz lint clean docs startup
 
 all: build
 
+# Two static binaries (no cgo): bin/breakglass, the on-call tool, and
+# bin/breakglass-lab, the lab (real etcd, kube-apiserver, emulated Talos
+# nodes), which `breakglass lab ...` runs from beside it or from PATH.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/breakglass ./cmd/breakglass
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/breakglass ./cmd/breakglass
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/breakglass-lab ./cmd/breakglass-lab
 
 # The lab's real kube-apiserver binaries (v1.32.13, v1.34.4), built from the
 # Go module proxy once and cached under .cache/ (rebuilt when lab/kubeapiserver changes).
@@ -24,7 +28,8 @@ test: kube-apiserver
 test-short:
 	$(GO) test -short -count=1 ./...
 
-# The main job: reproduce the incident on the lab and recover from it.
+# The main job: reproduce the incident on the lab and recover from it
+# (bin/breakglass hands `lab` over to bin/breakglass-lab).
 rehearse: build kube-apiserver
 	BREAKGLASS_KUBE_BIN_DIR=$(KUBE_BIN) bin/breakglass lab rehearse
 
@@ -35,9 +40,14 @@ lint:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-# The command reference, generated from the CLI definition (a test checks it is current).
+# The command references, generated from the CLI definitions (tests check they are current).
 docs:
 	$(GO) run ./cmd/breakglass docs docs/commands.md
+	$(GO) run ./cmd/breakglass-lab docs docs/breakglass-lab.md
+
+# Size and start-up time (`version`, median of 20 fresh processes) of both binaries.
+startup: build
+	scripts/startup.sh bin/breakglass bin/breakglass-lab
 
 clean:
 	rm -rf bin

@@ -1,18 +1,20 @@
 package lab
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // KubeBinDirEnv names the directory holding VERSION/kube-apiserver
 // (`make test` and `make rehearse` set it to .cache/kube-apiserver).
 const KubeBinDirEnv = "BREAKGLASS_KUBE_BIN_DIR"
 
-// ErrNoKubeBinary: a kube-apiserver binary the lab needs is not built.
-var ErrNoKubeBinary = errors.New("kube-apiserver binary missing")
+// ErrNoKubeBinary: a kube-apiserver binary the lab needs is not built
+// (exit code failure.LabNoBinaries).
+var ErrNoKubeBinary = failure.New(failure.LabNoBinaries, "kube-apiserver binary missing")
 
 // MissingBinaryError names the binaries to build.
 type MissingBinaryError struct {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -70,9 +69,20 @@ func WithQuota(bytes int64) Option { return func(o *options) { o.quota = bytes }
 // WithoutFsync sets --unsafe-no-fsync: for loading bulk data in benchmarks only.
 func WithoutFsync() Option { return func(o *options) { o.noFsync = true } }
 
+// TB is the part of testing.TB that StartTLS and StartPlain use: a
+// *testing.T or *testing.B satisfies it. Taking this rather than
+// testing.TB keeps package testing out of the binaries that link etcdtest
+// (breakglass-lab).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
 // StartTLS starts an etcd with TLS and client-certificate auth in
 // t.TempDir(), stopped when the test ends.
-func StartTLS(t testing.TB, opts ...Option) *Server {
+func StartTLS(t TB, opts ...Option) *Server {
 	t.Helper()
 	s, err := Start(t.TempDir(), opts...)
 	if err != nil {
@@ -83,7 +93,7 @@ func StartTLS(t testing.TB, opts ...Option) *Server {
 }
 
 // StartPlain starts an etcd serving plain http:// in t.TempDir().
-func StartPlain(t testing.TB, opts ...Option) *Server {
+func StartPlain(t TB, opts ...Option) *Server {
 	t.Helper()
 	return StartTLS(t, append(opts, Plain())...)
 }

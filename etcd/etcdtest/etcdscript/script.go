@@ -1,7 +1,8 @@
 // Package etcdscript gives CLI script tests (rogpeppe/go-internal/testscript)
 // an embedded etcd and ways to seed and inspect it; etcd.txtar beside it is
 // the CLI test of the etcd commands. Kept apart from etcdtest so that the
-// lab, which links etcdtest into the breakglass binary, does not link testscript.
+// lab, which links etcdtest into the breakglass-lab binary, does not link
+// testscript (nor package testing).
 package etcdscript
 
 import (

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/lab"
+)
+
+// streams are the command's input and outputs; nothing writes to the
+// process's globals directly, so tests run the whole CLI in-process.
+type streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// defaultName is the program's name in help and the generated docs. When
+// breakglass hands `breakglass lab ...` over, it passes "breakglass lab" as
+// argv[0], so help and usage errors read as they always did.
+const defaultName = "breakglass-lab"
+
+func newApp(s streams, name string) *cli.App {
+	return &cli.App{
+		Name:  name,
+		Usage: "reproduce the incident locally with real etcd and kube-apiserver on emulated Talos nodes",
+		Description: "Needs the lab's kube-apiserver binaries (make kube-apiserver; found through $" + lab.KubeBinDirEnv + "\n" +
+			"or .cache/kube-apiserver of the checkout). Everything listens on loopback only. See lab/README.md.\n" +
+			"`breakglass lab COMMAND` runs `breakglass-lab COMMAND` (found beside breakglass or on PATH).\n\n" + failure.Help(),
+		Reader:    s.In,
+		Writer:    s.Out,
+		ErrWriter: s.Err,
+		Flags: []cli.Flag{
+			// The one global flag of breakglass that the lab uses.
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json"},
+		},
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		// Errors are rendered and mapped to exit codes by run, in one place.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands:       append(labCommands(s), versionCommand(s), docsCommand(s)),
+	}
+}
+
+// run executes the command line and returns the process exit code.
+func run(ctx context.Context, args []string, s streams) int {
+	name := defaultName
+	if len(args) > 0 {
+		if b := filepath.Base(args[0]); b != "" && b != "." && b != string(filepath.Separator) {
+			name = b
+		}
+	}
+	app := newApp(s, name)
+	err := app.RunContext(ctx, normalizeArgs(app, args))
+	return reportError(s.Err, err)
+}
+
+// reportError prints err as breakglass does (each line of the message
+// prefixed "breakglass: ", then one "hint:" line per hint) and returns its
+// exit code.
+func reportError(w io.Writer, err error) int {
+	if err == nil {
+		return int(failure.OK)
+	}
+	var done failure.Reported
+	if errors.As(err, &done) {
+		return int(done.Category) // already rendered
+	}
+	if isCLIUsage(err) {
+		err = usage{err}
+	}
+	msg := strings.TrimPrefix(err.Error(), "breakglass: ")
+	for _, line := range strings.Split(msg, "\n") {
+		fmt.Fprintf(w, "breakglass: %s\n", line)
+	}
+	for _, h := range failure.Hints(err) {
+		fmt.Fprintf(w, "hint: %s\n", h)
+	}
+	return failure.Code(err)
+}
+
+// usage is urfave/cli's own parse error (unknown flag, missing value): bad input.
+type usage struct{ error }
+
+func (u usage) Unwrap() []error { return []error{u.error, failure.BadInput} }
+
+// isCLIUsage recognises urfave/cli's own parse errors.
+func isCLIUsage(err error) bool {
+	var exit cli.ExitCoder
+	if errors.As(err, &exit) {
+		return false
+	}
+	m := err.Error()
+	return strings.Contains(m, "flag provided but not defined") || strings.Contains(m, "flag needs an argument") ||
+		strings.Contains(m, "invalid value") || strings.Contains(m, "Required flag")
+}
+
+// jsonOutput reads the global --output flag: true for json, a BadInput
+// error for anything but text or json.
+func jsonOutput(c *cli.Context) (bool, error) {
+	switch o := c.String("output"); o {
+	case "text":
+		return false, nil
+	case "json":
+		return true, nil
+	default:
+		return false, failure.Input("use -o text or -o json", "unknown output format %q", o)
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func versionCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the breakglass-lab version",
+		Action: func(c *cli.Context) error {
+			js, err := jsonOutput(c)
+			if err != nil {
+				return err
+			}
+			if js {
+				return writeJSON(s.Out, map[string]string{"version": version})
+			}
+			_, err = fmt.Fprintf(s.Out, "breakglass-lab %s\n", version)
+			return err
+		},
+	}
+}
+
+// docsCommand writes the command reference generated from the CLI
+// definition (docs/breakglass-lab.md; a test checks it is current).
+func docsCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:      "docs",
+		Usage:     "write the command reference (Markdown) generated from the CLI definition",
+		ArgsUsage: "[FILE]",
+		Hidden:    true,
+		Action: func(c *cli.Context) error {
+			md, err := commandReference(newApp(s, defaultName))
+			if err != nil {
+				return err
+			}
+			if path := c.Args().First(); path != "" {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					return err
+				}
+				return os.WriteFile(path, []byte(md), 0o644)
+			}
+			_, err = fmt.Fprint(s.Out, md)
+			return err
+		},
+	}
+}
+
+func commandReference(app *cli.App) (string, error) {
+	app.Setup() // adds the help flags, as running the app does; idempotent
+	md, err := app.ToMarkdown()
+	if err != nil {
+		return "", err
+	}
+	return "<!-- generated by `breakglass-lab docs docs/breakglass-lab.md` (make docs); do not edit -->\n\n" + md, nil
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/lab"
+)
+
+func runLab(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+// The lab's errors print and exit as they did when the lab was part of
+// breakglass: "breakglass: " lines, "hint: " lines, the documented codes.
+func TestErrorsAndExitCodes(t *testing.T) {
+	t.Setenv(lab.KubeBinDirEnv, t.TempDir()) // empty: no kube-apiserver built
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"breakglass-lab", "up", "--nodes", "0"}, 2,
+			"breakglass: --nodes must be between 1 and 9\nhint: use --nodes 1 or --nodes 3\n"},
+		{[]string{"breakglass-lab", "bench", "--nodes", "1", "--nodes", "10"}, 2,
+			"breakglass: --nodes must be between 1 and 9\nhint: use --nodes 1 or --nodes 3\n"},
+		{[]string{"breakglass-lab", "rehearse", "-o", "yaml"}, 2,
+			"breakglass: unknown output format \"yaml\"\nhint: use -o text or -o json\n"},
+		{[]string{"breakglass-lab", "--output", "yaml", "bench"}, 2,
+			"breakglass: unknown output format \"yaml\"\nhint: use -o text or -o json\n"},
+		{[]string{"breakglass-lab", "rehearse"}, int(failure.LabNoBinaries),
+			"breakglass: no kube-apiserver binary for [" + lab.OldVersion + " " + lab.NewVersion + "] under " + os.Getenv(lab.KubeBinDirEnv) + "\n" +
+				"hint: build them (about 3 minutes each, cached): make kube-apiserver\n" +
+				"hint: or point " + lab.KubeBinDirEnv + " at a directory holding VERSION/kube-apiserver\n"},
+	} {
+		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
+			code, _, stderr := runLab(t, tc.args...)
+			if code != tc.code || stderr != tc.stderr {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d, stderr:\n%s", code, stderr, tc.code, tc.stderr)
+			}
+		})
+	}
+}
+
+// Handed over by breakglass (argv[0] "breakglass lab"), help and usage
+// errors name the command as the user typed it.
+func TestNamedAsInvoked(t *testing.T) {
+	code, stdout, stderr := runLab(t, "breakglass lab", "up", "--bogus")
+	if code != 2 || !strings.Contains(stdout+stderr, "breakglass lab up [command options]") ||
+		!strings.HasSuffix(stderr, "breakglass: flag provided but not defined: -bogus\n") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = runLab(t, "/somewhere/bin/breakglass-lab", "--help")
+	if code != 0 || !strings.Contains(stdout, "breakglass-lab - reproduce the incident") {
+		t.Errorf("exit %d\nstdout:\n%s", code, stdout)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	if code, stdout, _ := runLab(t, "breakglass-lab", "version"); code != 0 || stdout != "breakglass-lab dev\n" {
+		t.Errorf("exit %d, stdout %q", code, stdout)
+	}
+	if code, stdout, _ := runLab(t, "breakglass-lab", "version", "-o", "json"); code != 0 || stdout != "{\n  \"version\": \"dev\"\n}\n" {
+		t.Errorf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+// The committed command reference must match the CLI definition: run
+// `make docs` after changing a command.
+func TestCommandReferenceUpToDate(t *testing.T) {
+	want, err := commandReference(newApp(streams{}, defaultName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../../docs/breakglass-lab.md")
+	if err != nil {
+		t.Fatalf("docs/breakglass-lab.md: %v (generate it with: make docs)", err)
+	}
+	if string(got) != want {
+		t.Fatal("docs/breakglass-lab.md is out of date: run make docs")
+	}
+}
+
+// breakglass's `lab` command (cmd/breakglass/lab.go) repeats the lab's
+// commands, flags and usage lines so that it reads a command line as it
+// always did before handing it over, and documents them. The two generated
+// references (each kept current by its package's test) must agree: every
+// lab command, word for word, under `## lab` of docs/commands.md.
+func TestBreakglassMirrorsTheLab(t *testing.T) {
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	_, labSection, ok := strings.Cut(read("../../docs/commands.md"), "\n## lab\n")
+	if !ok {
+		t.Fatal("docs/commands.md has no '## lab' section")
+	}
+	if i := strings.Index(labSection, "\n## "); i >= 0 {
+		labSection = labSection[:i]
+	}
+	_, own, ok := strings.Cut(read("../../docs/breakglass-lab.md"), "\n# COMMANDS\n")
+	if !ok {
+		t.Fatal("docs/breakglass-lab.md has no '# COMMANDS' section")
+	}
+	mirrored, lab := sections(labSection, "### "), sections(own, "## ")
+	for _, c := range labCommands(streams{}) {
+		if mirrored[c.Name] != lab[c.Name] {
+			t.Errorf("breakglass lab %s:\n%s\nbreakglass-lab %s:\n%s\n(update cmd/breakglass/lab.go, then make docs)", c.Name, mirrored[c.Name], c.Name, lab[c.Name])
+		}
+		delete(mirrored, c.Name)
+	}
+	for name := range mirrored {
+		t.Errorf("breakglass lab %s: not a lab command of breakglass-lab", name)
+	}
+}
+
+// sections splits Markdown into the text under each heading with prefix.
+func sections(md, prefix string) map[string]string {
+	out := map[string]string{}
+	var name string
+	var body []string
+	flush := func() {
+		if name != "" {
+			out[name] = strings.TrimSpace(strings.Join(body, "\n"))
+		}
+	}
+	for _, line := range strings.Split(md, "\n") {
+		if h, ok := strings.CutPrefix(line, prefix); ok {
+			flush()
+			name, body = h, nil
+			continue
+		}
+		body = append(body, line)
+	}
+	flush()
+	return out
+}
