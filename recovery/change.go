@@ -7,6 +7,7 @@ package recovery
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -15,18 +16,20 @@ import (
 
 // The runbook names standalone changes are journaled under.
 const (
-	standaloneDisable = "admission disable"
-	standaloneRestore = "admission restore"
+	standaloneDisable     = "admission disable"
+	standaloneRestore     = "admission restore"
+	standaloneDelete      = "etcd delete"
+	standaloneEtcdRestore = "etcd restore"
 )
 
 // standalone tells whether an incident is a standalone change: named so,
 // or journaled before standalone changes recorded their options.
 func standalone(meta IncidentMeta) bool {
-	return len(meta.Options) == 0 || meta.Runbook == standaloneDisable || meta.Runbook == standaloneRestore
+	return len(meta.Options) == 0 || slices.Contains([]string{standaloneDisable, standaloneRestore, standaloneDelete, standaloneEtcdRestore}, meta.Runbook)
 }
 
 func (r *run) standalone() bool {
-	return r.opts.Runbook == standaloneDisable || r.opts.Runbook == standaloneRestore
+	return standalone(IncidentMeta{Runbook: r.opts.Runbook, Options: []byte("{}")})
 }
 
 // AdmissionChange is what `admission disable|restore` take from the
@@ -60,13 +63,45 @@ func (c AdmissionChange) options(command string, step Step) RecoverOptions {
 		AllowPendingChange: c.AllowPendingChange, Etcd: c.Etcd, ToolVersion: c.ToolVersion}
 }
 
-// AdmissionOutcome is the plan of a standalone change's step, as executed,
-// or nil when the run ended before it was made.
-func (res *RecoverResult) AdmissionOutcome() *AdmissionPlan {
+// EtcdChange is what `etcd delete|restore` take from the command line.
+type EtcdChange struct {
+	Kind      string   // delete: which admission kinds the names are
+	Names     []string // delete
+	BackupDir string   // delete: where the backup goes
+	Snapshot  bool     // delete: a full snapshot first
+	File      string   // restore: the backup file
+	// ForceCluster restores a backup taken from another etcd cluster ID.
+	ForceCluster bool
+	Etcd         EtcdOptions
+	ToolVersion  string
+}
+
+// DeleteObjects runs `etcd delete` as an incident of one step: the objects
+// resolved by listing, shown, each confirmed by typing its name, backed up
+// (verified) and deleted in one guarded transaction.
+func DeleteObjects(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, c EtcdChange) (*RecoverResult, error) {
+	step := Step{Name: "delete", Confirm: true, Params: &runbooks.EtcdDeleteParams{Kind: runbooks.ObjectKind(orDefault(c.Kind, "all")), Names: c.Names},
+		Description: "Remove the named admission objects from etcd after a verified backup."}
+	return Recover(ctx, tc, st, fx, ui, RecoverOptions{Runbook: standaloneDelete, Command: standaloneDelete, Steps: []Step{step},
+		BackupDir: c.BackupDir, Snapshot: c.Snapshot, Etcd: c.Etcd, ToolVersion: c.ToolVersion})
+}
+
+// RestoreBackup runs `etcd restore FILE` as an incident of one step:
+// verified, planned against the live etcd, shown, confirmed, create-only.
+func RestoreBackup(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, c EtcdChange) (*RecoverResult, error) {
+	step := Step{Name: "restore", Confirm: true, Params: &EtcdRestoreParams{Backups: []string{c.File}},
+		Description: "Put back the keys of the backup that are absent, byte for byte."}
+	return Recover(ctx, tc, st, fx, ui, RecoverOptions{Runbook: standaloneEtcdRestore, Command: standaloneEtcdRestore, Steps: []Step{step},
+		ForceCluster: c.ForceCluster, Etcd: c.Etcd, ToolVersion: c.ToolVersion})
+}
+
+// Outcome is the typed result of the run's step of type T, if it ran.
+func Outcome[T Result](res *RecoverResult) (T, bool) {
 	for _, s := range res.Steps {
-		if a, ok := s.Result.(*AdmissionResult); ok {
-			return a.Plan
+		if t, ok := s.Result.(T); ok {
+			return t, true
 		}
 	}
-	return nil
+	var zero T
+	return zero, false
 }

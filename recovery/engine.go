@@ -35,10 +35,12 @@ type Params interface{ Action() runbooks.Action }
 // Action is the step's action name.
 func (s Step) Action() string { return string(s.Params.Action()) }
 
-// EtcdRestoreParams: etcd.restore puts back, create-only, the objects the
-// incident removed from etcd (revert --objects). The backups are found in
-// the incident's journal.
-type EtcdRestoreParams struct{}
+// EtcdRestoreParams: etcd.restore puts back, create-only, the objects of
+// backup files: those named (etcd restore FILE), or those the incident
+// removed from etcd, found in its journal (revert --objects).
+type EtcdRestoreParams struct {
+	Backups []string `json:"backups,omitempty"`
+}
 
 // ActionEtcdRestore is the engine's own action behind revert --objects.
 const ActionEtcdRestore runbooks.Action = "etcd.restore"
@@ -178,12 +180,17 @@ type Effects struct {
 }
 
 // Live is the effects of a real run through tc.
+// A nil tc is a run that reaches etcd only.
 func Live(tc *talos.Client) Effects {
-	return Effects{Nodes: tc, Etcd: etcd.RealWriter, Lock: true}
+	fx := Effects{Etcd: etcd.RealWriter, Lock: true}
+	if tc != nil {
+		fx.Nodes = tc
+	}
+	return fx
 }
 
 // DryRun tells whether these effects change nothing.
-func (fx Effects) DryRun() bool { return fx.Nodes == nil }
+func (fx Effects) DryRun() bool { return fx.Nodes == nil && fx.Etcd == nil }
 
 // etcdWriter is the writer for ec (nil for one that only writes files).
 func (fx Effects) etcdWriter(ec *etcd.Client) etcd.Writer {

@@ -214,7 +214,7 @@ func standaloneDisable(t *testing.T, env *engineEnv, plugins []string) (string, 
 func errorIs(err error, kind string) bool {
 	switch kind {
 	case "conflict":
-		return errors.Is(err, recovery.ErrConflict)
+		return errors.Is(err, failure.Conflict) // the category: the lock error is the etcd package's
 	case "aborted": // as the exit codes take it: declined, or interrupted
 		return errors.Is(err, recovery.ErrAborted) || errors.Is(err, context.Canceled)
 	case "partial":

@@ -722,7 +722,7 @@ func TestEngineLockHeldByAnotherRun(t *testing.T) {
 		t.Errorf("recover under someone's lock: %v (exit code %s), want a conflict naming the holder", err, exitKind(err))
 	}
 	if !errorIs(err, "conflict") {
-		t.Errorf("recover under someone's lock: errors.Is(err, recovery.ErrConflict) is false for %v (%#v)", err, err)
+		t.Errorf("recover under someone's lock: errors.Is(err, failure.Conflict) is false for %v (%#v)", err, err)
 	}
 	wantStep(t, res, "preflight", "failed")
 	if len(res.Begun) != 1 {

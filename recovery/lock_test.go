@@ -8,6 +8,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // Two engineers at once: the second is refused with the first one's name;
@@ -30,7 +31,7 @@ func TestClusterLock(t *testing.T) {
 	}
 	_, err = bob.AcquireLock(ctx, etcd.LockHolder{By: "bob@desk", Since: time.Now(), Command: "admission disable"})
 	var held *etcd.LockHeldError
-	if !errors.As(err, &held) || held.Holder.By != "alice@laptop" || held.Holder.Incident != "inc-1" || !errors.Is(err, ErrConflict) {
+	if !errors.As(err, &held) || held.Holder.By != "alice@laptop" || held.Holder.Incident != "inc-1" || !errors.Is(err, failure.Conflict) {
 		t.Fatalf("second lock: %v, want held by alice", err)
 	}
 	if err := first.Release(ctx); err != nil {

@@ -48,11 +48,16 @@ type RecoverOptions struct {
 	NoWait      bool     `json:"noWait,omitempty"`
 	WaitTimeout Duration `json:"waitTimeout,omitempty"`
 	// Plugins: restore without a record removes just these.
-	Plugins     []string    `json:"plugins,omitempty"`
-	DryRun      bool        `json:"dryRun,omitempty"` // chosen by the run's Effects
-	Etcd        EtcdOptions `json:"etcd"`
-	ToolVersion string      `json:"toolVersion"`
-	Command     string      `json:"command"` // recover, resume, revert: for the lock and the journal
+	Plugins []string `json:"plugins,omitempty"`
+	// BackupDir, Snapshot (etcd delete), ForceCluster (etcd restore): the
+	// standalone etcd changes' options.
+	BackupDir    string      `json:"backupDir,omitempty"`
+	Snapshot     bool        `json:"snapshot,omitempty"`
+	ForceCluster bool        `json:"forceCluster,omitempty"`
+	DryRun       bool        `json:"dryRun,omitempty"` // chosen by the run's Effects
+	Etcd         EtcdOptions `json:"etcd"`
+	ToolVersion  string      `json:"toolVersion"`
+	Command      string      `json:"command"` // recover, resume, revert: for the lock and the journal
 }
 
 // StepResult is the outcome of one step.
@@ -267,6 +272,9 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 			sr.Outcome, sr.Message = OutcomeSkipped, sk.reason
 			end.Outcome, end.Message = OutcomeSkipped, sk.reason
 		case errors.Is(err, ErrAborted) || ctx.Err() != nil:
+			if !errors.Is(err, ErrAborted) {
+				err = fmt.Errorf("%w: %w", ErrAborted, err) // interrupted mid-call: the node's error says canceled
+			}
 			sr.Outcome, end.Outcome, end.Error = OutcomeAborted, OutcomeAborted, err.Error()
 			sr.Message = err.Error()
 			runErr = err

@@ -205,6 +205,8 @@ type DeleteResult struct {
 	Backup   string   `json:"backup"`
 	Deleted  []string `json:"deleted,omitempty"`
 	Revision int64    `json:"revision,omitempty"`
+	// Outcome is the etcd layer's full account, for the command to render.
+	Outcome *etcd.DeleteResult `json:"-"`
 }
 
 func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteParams) (Result, error) {
@@ -232,37 +234,60 @@ func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteP
 	if err != nil {
 		return nil, err
 	}
-	// A run killed after writing its backup (or half of it) but before the
-	// delete left that file behind; backups are never overwritten, so this
-	// run writes its own next to it.
-	backup := r.freeBackupPath(s.Name)
-	var b strings.Builder
-	fmt.Fprintf(&b, "Remove from etcd (cluster %s, revision %d), after a verified backup to %s:\n", plan.Cluster.ClusterID, plan.Cluster.Revision, backup)
-	for _, o := range plan.Objects {
-		fmt.Fprintf(&b, "  %s %s (key %s, mod revision %d)\n", o.Kind, o.Name, o.Key, o.ModRevision)
+	opts, err := r.deleteOptions(ctx, ec, s)
+	if err != nil {
+		return nil, err
 	}
+	var b strings.Builder
+	RenderDeletePlan(&b, ec.Endpoints(), plan, opts)
 	r.ui.Show(b.String())
 	if !r.fx.DryRun() {
 		for _, o := range plan.Objects {
-			if err := r.ui.ConfirmTyped(ctx, fmt.Sprintf("This removes %s %s from etcd.", o.Kind, o.Name), o.Name); err != nil {
+			if err := r.ui.ConfirmTyped(ctx, fmt.Sprintf("This deletes %s %s from etcd (backup first).", o.Kind, o.Name), o.Name); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := r.journal.Append(Entry{Kind: "note", Step: s.Name, Message: "backup goes to " + backup, Data: journalData(&DeleteResult{Backup: backup})}); err != nil {
+	if opts.BackupPath != "" {
+		if err := r.journal.Append(Entry{Kind: "note", Step: s.Name, Message: "backup goes to " + opts.BackupPath, Data: journalData(&DeleteResult{Backup: opts.BackupPath})}); err != nil {
+			return nil, err
+		}
+	}
+	res, err := ec.Execute(ctx, plan, r.fx.etcdWriter(ec), opts)
+	if res == nil {
 		return nil, err
 	}
-	res, err := ec.Execute(ctx, plan, r.fx.etcdWriter(ec), etcd.ExecuteOptions{BackupPath: backup, ToolVersion: r.opts.ToolVersion})
-	if err != nil {
-		return nil, err
-	}
-	out := &DeleteResult{Backup: res.BackupPath, Deleted: res.Deleted, Revision: res.Revision}
-	if r.fx.DryRun() {
+	out := &DeleteResult{Backup: res.BackupPath, Deleted: res.Deleted, Revision: res.Revision, Outcome: res}
+	switch {
+	case err != nil:
+		return out, err
+	case r.fx.DryRun():
 		out.said = said(fmt.Sprintf("dry run: would back up and remove %s", strings.Join(res.Deleted, ", ")))
-		return out, nil
+	default:
+		out.said = said(fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", strings.Join(res.Deleted, ", "), res.BackupPath, res.BackupPath))
 	}
-	out.said = said(fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", strings.Join(res.Deleted, ", "), res.BackupPath, res.BackupPath))
 	return out, nil
+}
+
+// deleteOptions: a recovery keeps its backup in the incident directory; a
+// standalone delete where the operator said (--backup-dir, --snapshot), by
+// default in STATE-DIR/etcd/CLUSTER-ID/backups, with a deletion record.
+func (r *run) deleteOptions(ctx context.Context, ec *etcd.Client, s Step) (etcd.ExecuteOptions, error) {
+	opts := etcd.ExecuteOptions{ToolVersion: r.opts.ToolVersion}
+	if r.opts.Runbook != standaloneDelete {
+		// A run killed after writing its backup (or half of it) but before
+		// the delete left that file behind; backups are never overwritten,
+		// so this run writes its own next to it.
+		opts.BackupPath = r.freeBackupPath(s.Name)
+		return opts, nil
+	}
+	info, err := ec.Cluster(ctx)
+	if err != nil {
+		return opts, err
+	}
+	dir := filepath.Join(r.st.Dir, "etcd", info.ClusterID.String())
+	opts.BackupDir, opts.Snapshot, opts.RecordDir = orDefault(r.opts.BackupDir, filepath.Join(dir, "backups")), r.opts.Snapshot, filepath.Join(dir, "deleted")
+	return opts, nil
 }
 
 // backupPaths are the backup files a step of this incident may have
@@ -315,17 +340,82 @@ func (r *run) earlierBackup(s Step, names []string) string {
 	return ""
 }
 
-// RestoreResult is each restored key's status.
+// RestoreResult is each restored key's status, and the etcd layer's
+// account of each backup (planned, then restored).
 type RestoreResult struct {
 	said
 	Keys map[string]string
+	// Plans are each backup's plan (a dry run against the live etcd);
+	// Restored the outcomes of those that were restored.
+	Plans    []*etcd.RestoreResult
+	Restored []*etcd.RestoreResult
 }
 
 func (r *RestoreResult) JournalData() any { return r.Keys }
 
-// restoreObjects restores every backup an etcd.delete step of this
-// incident recorded.
-func (r *run) restoreObjects(ctx context.Context, _ Step, _ *EtcdRestoreParams) (Result, error) {
+// restoreObjects restores backups, create-only: the files named, or every
+// backup an etcd.delete step of this incident recorded. Each is verified,
+// planned against the live etcd and shown before it is restored.
+func (r *run) restoreObjects(ctx context.Context, _ Step, p *EtcdRestoreParams) (Result, error) {
+	backups := p.Backups
+	if len(backups) == 0 {
+		backups = r.journaledBackups()
+	}
+	if len(backups) == 0 {
+		return nil, skip("this incident removed nothing from etcd")
+	}
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := etcd.RestoreOptions{ForceCluster: r.opts.ForceCluster}
+	out := &RestoreResult{Keys: map[string]string{}}
+	var parts []string
+	for _, path := range backups {
+		b, err := etcd.ReadBackup(path)
+		if err != nil {
+			return out, err
+		}
+		plan, err := ec.Restore(ctx, b, etcd.DryRunWriter(ec), opts)
+		if plan == nil {
+			return out, err
+		}
+		plan.Path, plan.DryRun = path, r.fx.DryRun()
+		out.Plans = append(out.Plans, plan)
+		var text strings.Builder
+		RenderRestore(&text, b, plan, true)
+		r.ui.Show(text.String())
+		todo := 0
+		for _, it := range plan.Items {
+			if it.Status == etcd.WouldRestore {
+				todo++
+			}
+		}
+		res := plan
+		if !r.fx.DryRun() && todo > 0 {
+			if err := r.ui.Confirm(ctx, fmt.Sprintf("Restore %d key(s) into etcd?", todo)); err != nil {
+				return out, err
+			}
+			if res, err = ec.Restore(ctx, b, r.fx.etcdWriter(ec), opts); res == nil {
+				return out, err
+			}
+			res.Path = path
+			out.Restored = append(out.Restored, res)
+		}
+		for _, it := range res.Items {
+			parts = append(parts, fmt.Sprintf("%s: %s", it.Key, it.Status))
+			out.Keys[it.Key] = string(it.Status)
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	out.said = said(strings.Join(parts, "; "))
+	return out, nil
+}
+
+// journaledBackups are the backups the incident's etcd.delete steps wrote.
+func (r *run) journaledBackups() []string {
 	var backups []string
 	seen := map[string]bool{}
 	for _, e := range r.entries {
@@ -336,38 +426,7 @@ func (r *run) restoreObjects(ctx context.Context, _ Step, _ *EtcdRestoreParams) 
 		seen[d.Backup] = true
 		backups = append(backups, d.Backup)
 	}
-	if len(backups) == 0 {
-		return nil, skip("this incident removed nothing from etcd")
-	}
-	ec, err := r.etcd(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	b.WriteString("Restore from these verified backups, creating only the keys that are absent:\n")
-	for _, p := range backups {
-		fmt.Fprintf(&b, "  %s\n", p)
-	}
-	r.ui.Show(b.String())
-	if !r.fx.DryRun() {
-		if err := r.ui.Confirm(ctx, fmt.Sprintf("Restore %d backup(s) into etcd?", len(backups))); err != nil {
-			return nil, err
-		}
-	}
-	var parts []string
-	out := &RestoreResult{Keys: map[string]string{}}
-	for _, p := range backups {
-		res, err := ec.RestoreFile(ctx, p, r.fx.etcdWriter(ec), etcd.RestoreOptions{})
-		if err != nil {
-			return out, err
-		}
-		for _, it := range res.Items {
-			parts = append(parts, fmt.Sprintf("%s: %s", it.Key, it.Status))
-			out.Keys[it.Key] = string(it.Status)
-		}
-	}
-	out.said = said(strings.Join(parts, "; "))
-	return out, nil
+	return backups
 }
 
 // deadlockCheckEvery is how often the wait after disable looks at the logs

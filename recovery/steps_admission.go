@@ -103,7 +103,7 @@ func (r *run) restore(ctx context.Context, s Step, _ *runbooks.AdmissionRestoreP
 	if r.opts.KeepDisabled {
 		return nil, skip("--keep-disabled: the plugins stay disabled; restore later with: breakglass admission restore")
 	}
-	if r.fx.DryRun() && !r.standalone() {
+	if r.fx.DryRun() && !r.standalone() && r.opts.Command != "revert" {
 		return nil, skip("dry run: the recorded values would be put back on every node (nothing was disabled, so there is nothing to restore yet)")
 	}
 	opts := r.admissionOptions()

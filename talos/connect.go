@@ -82,7 +82,13 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 func (c *Client) Close() error { return c.api.Close() }
 
 // Nodes are the target nodes, in the order given.
-func (c *Client) Nodes() []string { return c.nodes }
+// A nil client (a run that reaches etcd only) targets none.
+func (c *Client) Nodes() []string {
+	if c == nil {
+		return nil
+	}
+	return c.nodes
+}
 
 // Role is the highest Talos role of the talosconfig's client certificate
 // (os:admin, os:operator, os:reader, os:etcd:backup), or "" if unknown.

@@ -119,7 +119,11 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 		return err
 	}
 	fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", res.Incident)
-	p := res.AdmissionOutcome()
+	outcome, ran := recovery.Outcome[*recovery.AdmissionResult](res)
+	var p *recovery.AdmissionPlan
+	if ran {
+		p = outcome.Plan
+	}
 	switch {
 	case p == nil:
 	case g.json():

@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -177,9 +176,7 @@ func etcdCommand(s streams) *cli.Command {
 					&cli.StringFlag{Name: "backup-dir", Usage: "where the backup goes (default: STATE-DIR/etcd/CLUSTER-ID/backups)"},
 					&cli.BoolFlag{Name: "snapshot", Usage: "also take a full etcd snapshot into the backup directory first"}),
 				Action: func(c *cli.Context) error {
-					return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
-						return runEtcdDelete(c, s, g, ec)
-					})
+					return runEtcdDelete(c, s)
 				},
 			},
 			{
@@ -195,9 +192,7 @@ func etcdCommand(s streams) *cli.Command {
 					if c.NArg() != 1 {
 						return usageError{"restore takes exactly one backup FILE", "breakglass etcd restore FILE"}
 					}
-					return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
-						return runEtcdRestore(c, s, g, ec, c.Args().First())
-					})
+					return runEtcdRestore(c, s, c.Args().First())
 				},
 			},
 			{
@@ -239,65 +234,53 @@ func etcdStateDir(ctx context.Context, g globalOptions, ec *etcd.Client, sub str
 	return filepath.Join(g.StateDir, "etcd", info.ClusterID.String(), sub), nil
 }
 
-func runEtcdDelete(c *cli.Context, s streams, g globalOptions, ec *etcd.Client) error {
-	ctx := c.Context
+// withEtcdChange runs a change of etcd through the engine: with a Talos
+// connection only when the etcd flags need one (to mint a certificate).
+func withEtcdChange(c *cli.Context, s streams, change recovery.EtcdChange,
+	run func(context.Context, *talos.Client, recovery.State, recovery.Effects, recovery.UI, recovery.EtcdChange) (*recovery.RecoverResult, error)) (globalOptions, *recovery.RecoverResult, error) {
+	g, err := readGlobals(c)
+	if err != nil {
+		return g, nil, err
+	}
+	f := readEtcdFlags(c)
+	var tc *talos.Client
+	if f.needsTalos() {
+		if tc, err = connectTalos(c.Context, g); err != nil {
+			return g, nil, err
+		}
+		defer tc.Close()
+	}
+	change.Etcd, change.ToolVersion = f.options(), version
+	res, err := run(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), newChangeUI(s, g), change)
+	if res != nil {
+		fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", res.Incident)
+	}
+	return g, res, err
+}
+
+func runEtcdDelete(c *cli.Context, s streams) error {
 	if c.NArg() == 0 {
 		return usageError{"delete needs at least one NAME", "breakglass etcd webhooks lists them"}
 	}
-	kinds, err := etcd.ParseKind(c.String("kind"))
-	if err != nil {
+	if _, err := etcd.ParseKind(c.String("kind")); err != nil {
 		return err
 	}
-	plan, err := ec.PlanDelete(ctx, c.Args().Slice(), kinds)
-	if err != nil {
+	change := recovery.EtcdChange{Kind: c.String("kind"), Names: c.Args().Slice(), BackupDir: c.String("backup-dir"), Snapshot: c.Bool("snapshot")}
+	g, res, err := withEtcdChange(c, s, change, recovery.DeleteObjects)
+	if res == nil {
 		return err
 	}
-	opts := etcd.ExecuteOptions{BackupDir: c.String("backup-dir"), Snapshot: c.Bool("snapshot"), ToolVersion: version}
-	if opts.BackupDir == "" {
-		if opts.BackupDir, err = etcdStateDir(ctx, g, ec, "backups"); err != nil {
-			return err
-		}
-	}
-	if opts.RecordDir, err = etcdStateDir(ctx, g, ec, "deleted"); err != nil {
-		return err
-	}
-	w := etcd.NewWriter(ec, g.DryRun)
-	if !g.json() {
-		renderDeletePlan(s.Out, ec, plan, opts)
-	}
-	if !w.DryRun() {
-		// Removing an object from etcd asks to type its name, as recover does.
-		conf := newConfirmer(s, g.Yes)
-		for _, o := range plan.Objects {
-			if err := conf.ConfirmTyped(ctx, fmt.Sprintf("This deletes %s %s from etcd (backup first).", o.Kind, o.Name), o.Name); err != nil {
-				return err
-			}
-		}
-	}
-	res, err := ec.Execute(ctx, plan, w, opts)
-	if g.json() && res != nil {
-		if werr := writeJSON(s.Out, res); werr != nil {
+	out, ran := recovery.Outcome[*recovery.DeleteResult](res)
+	switch {
+	case !ran || out.Outcome == nil:
+	case g.json():
+		if werr := writeJSON(s.Out, out.Outcome); werr != nil {
 			return werr
 		}
-	} else if res != nil {
-		renderDeleteResult(s.Out, res, err)
+	default:
+		renderDeleteResult(s.Out, out.Outcome, err)
 	}
 	return err
-}
-
-func renderDeletePlan(w io.Writer, ec *etcd.Client, p *etcd.Plan, opts etcd.ExecuteOptions) {
-	fmt.Fprintf(w, "Plan: delete %d key(s) from etcd cluster %s (%s), read at revision %d\n", len(p.Objects), p.Cluster.ClusterID, strings.Join(ec.Endpoints(), ","), p.Cluster.Revision)
-	for _, o := range p.Objects {
-		fmt.Fprintf(w, "  %s %s\n    key %s, mod revision %d, %s\n", o.Kind, o.Name, o.Key, o.ModRevision, encodingNote(o))
-		for _, wh := range o.Webhooks {
-			fmt.Fprintf(w, "    webhook %s: failurePolicy %s, %s\n", wh.Name, wh.FailurePolicy, wh.Target())
-		}
-	}
-	if opts.Snapshot {
-		fmt.Fprintf(w, "  first: full etcd snapshot into %s\n", opts.BackupDir)
-	}
-	fmt.Fprintf(w, "  backup into %s (written, read back and verified before the delete)\n", opts.BackupDir)
-	fmt.Fprintln(w, "  one transaction, each key deleted only if its mod revision is unchanged")
 }
 
 func renderDeleteResult(w io.Writer, res *etcd.DeleteResult, err error) {
@@ -334,75 +317,30 @@ func renderDeleteResult(w io.Writer, res *etcd.DeleteResult, err error) {
 	}
 }
 
-func runEtcdRestore(c *cli.Context, s streams, g globalOptions, ec *etcd.Client, path string) error {
-	ctx := c.Context
-	opts := etcd.RestoreOptions{ForceCluster: c.Bool("force-cluster")}
-	b, err := etcd.ReadBackup(path)
-	if err != nil {
-		return err
-	}
-	// The plan is a dry run against the live etcd: what each key would become.
-	plan, err := ec.Restore(ctx, b, etcd.DryRunWriter(ec), opts)
-	if plan == nil {
-		return err
-	}
-	plan.Path = path
-	w := etcd.NewWriter(ec, g.DryRun)
-	plan.DryRun = w.DryRun() // with nothing to restore, the plan is the outcome
-	todo := 0
-	for _, it := range plan.Items {
-		if it.Status == etcd.WouldRestore {
-			todo++
-		}
-	}
-	if w.DryRun() || todo == 0 {
-		if g.json() {
-			if werr := writeJSON(s.Out, plan); werr != nil {
-				return werr
-			}
-		} else {
-			renderRestore(s.Out, b, plan, true)
-			if w.DryRun() {
-				fmt.Fprintln(s.Out, "Dry run: nothing was written.")
-			}
-		}
-		return err
-	}
-	if !g.json() {
-		renderRestore(s.Out, b, plan, true)
-	}
-	if err := newConfirmer(s, g.Yes).Confirm(ctx, fmt.Sprintf("Restore %d key(s) into etcd?", todo)); err != nil {
-		return err
-	}
-	res, err := ec.Restore(ctx, b, w, opts)
+func runEtcdRestore(c *cli.Context, s streams, path string) error {
+	g, res, err := withEtcdChange(c, s, recovery.EtcdChange{File: path, ForceCluster: c.Bool("force-cluster")}, recovery.RestoreBackup)
 	if res == nil {
 		return err
 	}
-	res.Path = path
-	if g.json() {
-		if werr := writeJSON(s.Out, res); werr != nil {
+	out, ran := recovery.Outcome[*recovery.RestoreResult](res)
+	if !ran || len(out.Plans) == 0 {
+		return err
+	}
+	final := out.Plans[0] // with nothing to restore, or in a dry run, the plan is the outcome
+	if len(out.Restored) > 0 {
+		final = out.Restored[0]
+	}
+	switch {
+	case g.json():
+		if werr := writeJSON(s.Out, final); werr != nil {
 			return werr
 		}
-	} else {
-		renderRestore(s.Out, b, res, false)
+	case len(out.Restored) > 0:
+		recovery.RenderRestore(s.Out, nil, final, false)
+	case g.DryRun:
+		fmt.Fprintln(s.Out, "Dry run: nothing was written.")
 	}
 	return err
-}
-
-func renderRestore(w io.Writer, b *etcd.Backup, r *etcd.RestoreResult, header bool) {
-	if header {
-		fmt.Fprintf(w, "backup %s: %d key(s) from etcd cluster %s at revision %d, taken %s by breakglass %s\n",
-			r.Path, len(b.Keys), b.ClusterID, b.Revision, b.Time.Format("2006-01-02 15:04:05Z"), b.ToolVersion)
-		if b.ClusterID != r.Cluster.ClusterID {
-			fmt.Fprintf(w, "WARNING: this etcd is cluster %s (--force-cluster)\n", r.Cluster.ClusterID)
-		}
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  KEY\tSTATUS")
-	for _, it := range r.Items {
-		fmt.Fprintf(tw, "  %s\t%s\n", it.Key, it.Status)
-	}
-	tw.Flush()
 }
 
 func runEtcdSnapshot(c *cli.Context, s streams) error {
@@ -463,21 +401,11 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 	return nil
 }
 
-func encodingNote(o etcd.Object) string {
-	switch {
-	case o.Encoding == etcd.EncodingEncrypt:
-		return "encrypted (" + o.EncryptionProvider + "), not decoded"
-	case o.DecodeError != "":
-		return string(o.Encoding) + ", NOT DECODABLE: " + o.DecodeError
-	}
-	return string(o.Encoding) + " " + o.APIVersion
-}
-
 func renderListing(w io.Writer, l *etcd.Listing) {
 	fmt.Fprintf(w, "etcd cluster %s, member %s, revision %d, prefix %s: %d admission object(s)\n", l.Cluster.ClusterID, l.Cluster.MemberID, l.Cluster.Revision, l.Prefix, len(l.Objects))
 	for _, o := range l.Objects {
 		fmt.Fprintf(w, "\n%s %s\n", o.Kind, o.Name)
-		fmt.Fprintf(w, "  key %s, mod revision %d, version %d, %s\n", o.Key, o.ModRevision, o.Version, encodingNote(o))
+		fmt.Fprintf(w, "  key %s, mod revision %d, version %d, %s\n", o.Key, o.ModRevision, o.Version, recovery.EncodingNote(o))
 		for _, wh := range o.Webhooks {
 			fmt.Fprintf(w, "  webhook %s\n", wh.Name)
 			fmt.Fprintf(w, "    failurePolicy %s, timeout %ds, %s\n", wh.FailurePolicy, wh.TimeoutSeconds, wh.Target())

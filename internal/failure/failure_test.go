@@ -10,7 +10,9 @@ import (
 
 func TestCode(t *testing.T) {
 	busy := New(Conflict, "the node is busy")
-	partialOf := func(errs ...error) error { return errors.Join(append([]error{New(Partial, "partial failure")}, errs...)...) }
+	partialOf := func(errs ...error) error {
+		return errors.Join(append([]error{New(Partial, "partial failure")}, errs...)...)
+	}
 	for _, tc := range []struct {
 		name string
 		err  error

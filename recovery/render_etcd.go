@@ -1,0 +1,60 @@
+package recovery
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+)
+
+// RenderDeletePlan is an etcd.delete step's plan, as the operator reads it
+// before confirming.
+func RenderDeletePlan(w io.Writer, endpoints []string, p *etcd.Plan, opts etcd.ExecuteOptions) {
+	fmt.Fprintf(w, "Plan: delete %d key(s) from etcd cluster %s (%s), read at revision %d\n", len(p.Objects), p.Cluster.ClusterID, strings.Join(endpoints, ","), p.Cluster.Revision)
+	for _, o := range p.Objects {
+		fmt.Fprintf(w, "  %s %s\n    key %s, mod revision %d, %s\n", o.Kind, o.Name, o.Key, o.ModRevision, EncodingNote(o))
+		for _, wh := range o.Webhooks {
+			fmt.Fprintf(w, "    webhook %s: failurePolicy %s, %s\n", wh.Name, wh.FailurePolicy, wh.Target())
+		}
+	}
+	where := opts.BackupDir
+	if opts.BackupPath != "" {
+		where = opts.BackupPath
+	}
+	if opts.Snapshot {
+		fmt.Fprintf(w, "  first: full etcd snapshot into %s\n", opts.BackupDir)
+	}
+	fmt.Fprintf(w, "  backup into %s (written, read back and verified before the delete)\n", where)
+	fmt.Fprintln(w, "  one transaction, each key deleted only if its mod revision is unchanged")
+}
+
+// EncodingNote says how an object is stored in etcd.
+func EncodingNote(o etcd.Object) string {
+	switch {
+	case o.Encoding == etcd.EncodingEncrypt:
+		return "encrypted (" + o.EncryptionProvider + "), not decoded"
+	case o.DecodeError != "":
+		return string(o.Encoding) + ", NOT DECODABLE: " + o.DecodeError
+	}
+	return string(o.Encoding) + " " + o.APIVersion
+}
+
+// RenderRestore is a restore's plan (with its header: what the backup is)
+// or its outcome, key by key.
+func RenderRestore(w io.Writer, b *etcd.Backup, r *etcd.RestoreResult, header bool) {
+	if header {
+		fmt.Fprintf(w, "backup %s: %d key(s) from etcd cluster %s at revision %d, taken %s by breakglass %s\n",
+			r.Path, len(b.Keys), b.ClusterID, b.Revision, b.Time.Format("2006-01-02 15:04:05Z"), b.ToolVersion)
+		if b.ClusterID != r.Cluster.ClusterID {
+			fmt.Fprintf(w, "WARNING: this etcd is cluster %s (--force-cluster)\n", r.Cluster.ClusterID)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  KEY\tSTATUS")
+	for _, it := range r.Items {
+		fmt.Fprintf(tw, "  %s\t%s\n", it.Key, it.Status)
+	}
+	tw.Flush()
+}
