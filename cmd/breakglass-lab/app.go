@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/breakglass-dev/breakglass/internal/cliargs"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/lab"
 )
@@ -62,7 +63,7 @@ func run(ctx context.Context, args []string, s streams) int {
 		}
 	}
 	app := newApp(s, name)
-	err := app.RunContext(ctx, normalizeArgs(app, args))
+	err := app.RunContext(ctx, cliargs.Normalize(app, args))
 	return reportError(s.Err, err)
 }
 

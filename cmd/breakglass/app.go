@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/internal/cliargs"
 )
 
 // streams are the command's input and outputs; nothing writes to the
@@ -129,7 +131,7 @@ var commandRegistry []func(streams) *cli.Command
 // run executes the command line and returns the process exit code.
 func run(ctx context.Context, args []string, s streams) int {
 	app := newApp(s)
-	err := app.RunContext(ctx, normalizeArgs(app, args))
+	err := app.RunContext(ctx, cliargs.Normalize(app, args))
 	if err == nil {
 		return exitOK
 	}

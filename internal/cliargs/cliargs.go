@@ -1,6 +1,6 @@
-// Copied from cmd/breakglass/args.go: both binaries read a command line the same way.
-
-package main
+// Package cliargs reads a command line the way talosctl does, for both
+// breakglass binaries: global flags before or after the subcommand.
+package cliargs
 
 import (
 	"strings"
@@ -8,19 +8,19 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// normalizeArgs reorders a command line so that urfave/cli v2 parses it the
+// Normalize reorders a command line so that urfave/cli v2 parses it the
 // way talosctl users expect: global flags may stand anywhere (before or after
 // the subcommand), and a command's own flags may follow its positional
 // arguments ("etcd delete NAME --kind mutating"). urfave/cli v2 stops parsing
 // flags at the first positional argument and only knows app-level flags
 // before the command name, so flags are moved, never changed or dropped.
-func normalizeArgs(app *cli.App, args []string) []string {
+func Normalize(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
 	// Shell completion asks with a last argument that must stay last.
 	if last := args[len(args)-1]; last == "--generate-bash-completion" {
-		return append(normalizeArgs(app, args[:len(args)-1]), last)
+		return append(Normalize(app, args[:len(args)-1]), last)
 	}
 	var global, path, own, positional, afterDashes []string
 	commands := app.Commands
