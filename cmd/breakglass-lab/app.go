@@ -3,16 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/breakglass-dev/breakglass/internal/cliargs"
+	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/lab"
 )
@@ -63,48 +61,8 @@ func run(ctx context.Context, args []string, s streams) int {
 		}
 	}
 	app := newApp(s, name)
-	err := app.RunContext(ctx, cliargs.Normalize(app, args))
-	return reportError(s.Err, err)
-}
-
-// reportError prints err as breakglass does (each line of the message
-// prefixed "breakglass: ", then one "hint:" line per hint) and returns its
-// exit code.
-func reportError(w io.Writer, err error) int {
-	if err == nil {
-		return int(failure.OK)
-	}
-	var done failure.Reported
-	if errors.As(err, &done) {
-		return int(done.Category) // already rendered
-	}
-	if isCLIUsage(err) {
-		err = usage{err}
-	}
-	msg := strings.TrimPrefix(err.Error(), "breakglass: ")
-	for _, line := range strings.Split(msg, "\n") {
-		fmt.Fprintf(w, "breakglass: %s\n", line)
-	}
-	for _, h := range failure.Hints(err) {
-		fmt.Fprintf(w, "hint: %s\n", h)
-	}
-	return failure.Code(err)
-}
-
-// usage is urfave/cli's own parse error (unknown flag, missing value): bad input.
-type usage struct{ error }
-
-func (u usage) Unwrap() []error { return []error{u.error, failure.BadInput} }
-
-// isCLIUsage recognises urfave/cli's own parse errors.
-func isCLIUsage(err error) bool {
-	var exit cli.ExitCoder
-	if errors.As(err, &exit) {
-		return false
-	}
-	m := err.Error()
-	return strings.Contains(m, "flag provided but not defined") || strings.Contains(m, "flag needs an argument") ||
-		strings.Contains(m, "invalid value") || strings.Contains(m, "Required flag")
+	err := app.RunContext(ctx, command.Normalize(app, args))
+	return command.Report(s.Err, err)
 }
 
 // jsonOutput reads the global --output flag: true for json, a BadInput

@@ -9,7 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/breakglass-dev/breakglass/internal/cliargs"
+	"github.com/breakglass-dev/breakglass/internal/command"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // streams are the command's input and outputs; nothing writes to the
@@ -131,11 +132,11 @@ var commandRegistry []func(streams) *cli.Command
 // run executes the command line and returns the process exit code.
 func run(ctx context.Context, args []string, s streams) int {
 	app := newApp(s)
-	err := app.RunContext(ctx, cliargs.Normalize(app, args))
+	err := app.RunContext(ctx, command.Normalize(app, args))
 	if err == nil {
-		return exitOK
+		return int(failure.OK)
 	}
-	return reportError(s.Err, err)
+	return command.Report(s.Err, err)
 }
 
 func versionCommand(s streams) *cli.Command {

@@ -1,6 +1,6 @@
-// Package cliargs reads a command line the way talosctl does, for both
-// breakglass binaries: global flags before or after the subcommand.
-package cliargs
+// Package command is what both breakglass binaries do around their commands:
+// read the command line as talosctl does, report errors, handle signals.
+package command
 
 import (
 	"strings"
