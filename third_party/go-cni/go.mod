@@ -1,0 +1,3 @@
+module github.com/containerd/go-cni
+
+go 1.21
