@@ -24,16 +24,6 @@ type Writer interface {
 	Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error)
 }
 
-// NewWriter returns the writer that acts (dryRun false) or the one that only
-// reports (dryRun true), both for the etcd behind c. c may be nil for a
-// writer that only creates files (a snapshot streamed from the Talos API).
-func NewWriter(c *Client, dryRun bool) Writer {
-	if dryRun {
-		return DryRunWriter(c)
-	}
-	return RealWriter(c)
-}
-
 // RealWriter writes to etcd and disk.
 func RealWriter(c *Client) Writer { return realWriter{c} }
 

@@ -2,7 +2,6 @@ package recovery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/configedit"
 )
@@ -434,7 +434,7 @@ func (p *AdmissionPlan) Execute(ctx context.Context, apply Applier, tc *talos.Cl
 			defer wg.Done()
 			start := time.Now()
 			errs[i] = p.executeNode(ctx, apply, tc, st, n)
-			n.Elapsed = Duration(time.Since(start))
+			n.Elapsed = elapsedSince(start)
 			if errs[i] != nil {
 				n.Outcome, n.Error = "failed", errs[i].Error()
 			}
@@ -535,7 +535,7 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, apply Applier, tc *talo
 func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts AdmissionOptions, say func(string, ...any)) error {
 	timeout := opts.WaitTimeout
 	if timeout == 0 {
-		timeout = 5 * time.Minute
+		timeout = runbooks.DefaultWait
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -642,23 +642,11 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(slices.Compact(x), slices.Compact(y))
 }
 
-// Duration renders as a Go duration string in JSON.
-type Duration time.Duration
+// Duration is a duration written the short way in JSON ("1.5s", "5m"):
+// the runbooks' type, so every duration breakglass writes reads the same.
+type Duration = runbooks.Duration
 
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Duration(d).Round(time.Millisecond).String() + `"`), nil
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote (journals are read back).
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
+// elapsedSince is the time since start, to the millisecond.
+func elapsedSince(start time.Time) Duration {
+	return Duration(time.Since(start).Round(time.Millisecond))
 }

@@ -192,8 +192,8 @@ func Live(tc *talos.Client) Effects {
 // DryRun tells whether these effects change nothing.
 func (fx Effects) DryRun() bool { return fx.Nodes == nil && fx.Etcd == nil }
 
-// etcdWriter is the writer for ec (nil for one that only writes files).
-func (fx Effects) etcdWriter(ec *etcd.Client) etcd.Writer {
+// EtcdWriter is the writer for ec (a nil ec: one that only writes files).
+func (fx Effects) EtcdWriter(ec *etcd.Client) etcd.Writer {
 	if fx.Etcd == nil {
 		return etcd.DryRunWriter(ec)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -170,7 +171,7 @@ func CheckHealth(ctx context.Context, tc *talos.Client) ([]NodeHealth, error) {
 // interval: no fixed multi-second sleeps.
 func WaitReady(ctx context.Context, tc *talos.Client, opts HealthOptions) ([]NodeHealth, error) {
 	if opts.Timeout == 0 {
-		opts.Timeout = 5 * time.Minute
+		opts.Timeout = runbooks.DefaultWait
 	}
 	if opts.Interval == 0 {
 		opts.Interval = 100 * time.Millisecond

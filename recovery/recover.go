@@ -262,7 +262,7 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 		if out != nil {
 			msg = out.Message()
 		}
-		sr := StepResult{Name: s.Name, Action: s.Action(), Outcome: OutcomeOK, Message: msg, Elapsed: Duration(time.Since(t0)), Result: out}
+		sr := StepResult{Name: s.Name, Action: s.Action(), Outcome: OutcomeOK, Message: msg, Elapsed: elapsedSince(t0), Result: out}
 		end := Entry{Kind: "end", Step: s.Name, Action: s.Action(), Outcome: OutcomeOK, Message: msg, Elapsed: sr.Elapsed, Data: journalData(out)}
 		var sk errSkip
 		var stop *NotDeadlockError
@@ -307,7 +307,7 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 			break
 		}
 	}
-	res.Elapsed = Duration(time.Since(start))
+	res.Elapsed = elapsedSince(start)
 	res.Outcome = "completed"
 	res.Decision = r.decision
 	var stop *NotDeadlockError

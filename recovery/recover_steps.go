@@ -181,7 +181,7 @@ func (r *run) snapshot(ctx context.Context, _ Step, _ *runbooks.EtcdSnapshotPara
 	r.progress(node, "streaming an etcd snapshot through the Talos API")
 	pr, pw := ioPipe()
 	go func() { pw.CloseWithError(r.tc.EtcdSnapshot(ctx, node, pw)) }()
-	info, err := etcd.WriteSnapshot(pr, path, r.fx.etcdWriter(nil))
+	info, err := etcd.WriteSnapshot(pr, path, r.fx.EtcdWriter(nil))
 	pr.Close()
 	if err != nil {
 		return nil, err
@@ -253,7 +253,7 @@ func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteP
 			return nil, err
 		}
 	}
-	res, err := ec.Execute(ctx, plan, r.fx.etcdWriter(ec), opts)
+	res, err := ec.Execute(ctx, plan, r.fx.EtcdWriter(ec), opts)
 	if res == nil {
 		return nil, err
 	}
@@ -396,7 +396,7 @@ func (r *run) restoreObjects(ctx context.Context, _ Step, p *EtcdRestoreParams) 
 			if err := r.ui.Confirm(ctx, fmt.Sprintf("Restore %d key(s) into etcd?", todo)); err != nil {
 				return out, err
 			}
-			if res, err = ec.Restore(ctx, b, r.fx.etcdWriter(ec), opts); res == nil {
+			if res, err = ec.Restore(ctx, b, r.fx.EtcdWriter(ec), opts); res == nil {
 				return out, err
 			}
 			res.Path = path

@@ -93,16 +93,18 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // MarshalJSON writes the short form as a JSON string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
-// UnmarshalJSON reads what MarshalJSON writes.
+// UnmarshalJSON reads what MarshalJSON writes. JSON is what breakglass
+// wrote itself (journals, step parameters, elapsed times), so any duration
+// Go writes is accepted; runbook files are checked by UnmarshalYAML.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("want a duration string such as \"5m\"")
 	}
-	v, err := ParseDuration(s)
+	v, err := time.ParseDuration(s)
 	if err != nil {
-		return err
+		return fmt.Errorf("bad duration %q (want a duration such as 30s, 5m or 1h)", s)
 	}
-	*d = v
+	*d = Duration(v)
 	return nil
 }

@@ -9,17 +9,17 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/urfave/cli/v2"
 )
 
 func admissionCommand(s streams) *cli.Command {
 	plugins := &cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins (comma-separated or repeated)"}
 	noWait := &cli.BoolFlag{Name: "no-wait", Usage: "do not wait for kube-apiserver to restart with the new flags"}
-	waitTimeout := &cli.DurationFlag{Name: "wait-timeout", Value: 5 * time.Minute, Usage: "how long to wait for kube-apiserver to restart"}
+	waitTimeout := &cli.DurationFlag{Name: "wait-timeout", Value: runbooks.DefaultWait, Usage: "how long to wait for kube-apiserver to restart"}
 	return &cli.Command{
 		Name:  "admission",
 		Usage: "turn kube-apiserver admission plugins off and back on through the Talos API",

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/urfave/cli/v2"
 )
 
 func init() { commandRegistry = append(commandRegistry, apiserverCommand) }
@@ -23,7 +23,7 @@ func apiserverCommand(s streams) *cli.Command {
 				"Talos API's kubeconfig) every 100ms, together with the static pod status (restarts,\n" +
 				"CrashLoopBackOff). Prints a line whenever what fails changes. Read-only; safe to re-run.\n\n" + exitCodeHelp(),
 			Flags: []cli.Flag{
-				&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after this long (exit 7)"},
+				&cli.DurationFlag{Name: "timeout", Value: runbooks.DefaultWait, Usage: "give up after this long (exit 7)"},
 			},
 			Action: func(c *cli.Context) error {
 				if err := checkDurations(c); err != nil {
@@ -40,7 +40,7 @@ func apiserverCommand(s streams) *cli.Command {
 						return err
 					}
 					if g.json() {
-						if werr := writeJSON(s.Out, map[string]any{"nodes": health, "elapsed": recovery.Duration(time.Since(start))}); werr != nil {
+						if werr := writeJSON(s.Out, map[string]any{"nodes": health, "elapsed": recovery.Duration(time.Since(start).Round(time.Millisecond))}); werr != nil {
 							return werr
 						}
 					} else {

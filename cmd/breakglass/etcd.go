@@ -143,7 +143,7 @@ func etcdCommand(s streams) *cli.Command {
 							}
 							out = filepath.Join(dir, "etcd-backup-"+time.Now().UTC().Format("20060102T150405Z")+".json")
 						}
-						res, err := ec.BackupObjects(ctx, c.Args().Slice(), kinds, out, version, etcd.NewWriter(ec, g.DryRun))
+						res, err := ec.BackupObjects(ctx, c.Args().Slice(), kinds, out, version, effects(g, nil).EtcdWriter(ec))
 						if err != nil {
 							return err
 						}
@@ -361,7 +361,7 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 		}
 		defer ec.Close()
 		source = "etcd " + strings.Join(ec.Endpoints(), ",")
-		if info, err = ec.Snapshot(ctx, out, etcd.NewWriter(ec, g.DryRun)); err != nil {
+		if info, err = ec.Snapshot(ctx, out, effects(g, nil).EtcdWriter(ec)); err != nil {
 			return err
 		}
 	} else {
@@ -376,7 +376,7 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 			return usageError{"no target node for the snapshot", "-n NODE"}
 		}
 		source = "the Talos API on node " + nodes[0]
-		w := etcd.NewWriter(nil, g.DryRun)
+		w := effects(g, nil).EtcdWriter(nil)
 		if w.DryRun() {
 			// The stream is not even opened.
 			info, err = etcd.WriteSnapshot(strings.NewReader(""), out, w)
