@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/lab"
 )
@@ -75,7 +76,7 @@ func TestVersion(t *testing.T) {
 // The committed command reference must match the CLI definition: run
 // `make docs` after changing a command.
 func TestCommandReferenceUpToDate(t *testing.T) {
-	want, err := commandReference(newApp(streams{}, defaultName))
+	want, err := command.Reference(newApp(streams{}, defaultName), referenceGenerator)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,15 @@ package main
 import (
 	"os"
 	"testing"
+
+	"github.com/breakglass-dev/breakglass/internal/command"
 )
 
 // The committed command reference must match the CLI definition: run
 // `make docs` after changing a command.
 func TestCommandReferenceUpToDate(t *testing.T) {
 	app := newApp(streams{})
-	want, err := commandReference(app)
+	want, err := command.Reference(app, referenceGenerator)
 	if err != nil {
 		t.Fatal(err)
 	}
