@@ -94,7 +94,7 @@ func (e *labMissingError) Hints() []string {
 	return []string{
 		"from a checkout, build both into bin/: make build (then run bin/breakglass lab ...)",
 		"or build it next to this breakglass: go build -o " + filepath.Join(dir, labBinary) + " ./cmd/breakglass-lab",
-		"or install it on PATH: go install github.com/breakglass-dev/breakglass/cmd/breakglass-lab@latest",
+		"or install it on PATH, from a clone of breakglass: go install ./cmd/breakglass-lab",
 	}
 }
 
