@@ -54,8 +54,11 @@ const DefaultSlowTimeout = 5 * time.Second
 
 // Options tune the audit.
 type Options struct {
-	// KubernetesVersion is the version kube-apiserver starts with: "1.32",
-	// "1.33" or "1.34" (default).
+	// FromVersion is the minor the cluster runs before the start ("1.32" to
+	// "1.37"; default 1.32, the incident's), ToVersion the one that starts
+	// (default 1.34). What is written depends on both (see StartupRequests).
+	FromVersion, ToVersion string
+	// KubernetesVersion is the former name of ToVersion, used when ToVersion is empty.
 	KubernetesVersion string
 	// SlowTimeout is the threshold for slow-start; 0 means DefaultSlowTimeout.
 	SlowTimeout time.Duration
@@ -114,7 +117,10 @@ type Finding struct {
 
 // Report is the audit of a set of configurations.
 type Report struct {
+	// KubernetesVersion is ToVersion (kept for readers of the first format).
 	KubernetesVersion  string    `json:"kubernetesVersion"`
+	FromVersion        string    `json:"fromVersion"`
+	ToVersion          string    `json:"toVersion"`
 	SlowTimeoutSeconds float64   `json:"slowTimeoutSeconds"`
 	Findings           []Finding `json:"findings"`
 	// Risk is the worst finding's risk.
@@ -167,11 +173,11 @@ func (r Report) Find(configuration, webhook string) (Finding, bool) {
 // Audit decides, for every webhook, whether it can block kube-apiserver's own
 // start-up writes (see StartupRequests), assuming its backend is unreachable.
 func Audit(cfgs []Configuration, opts Options) (Report, error) {
-	version := opts.KubernetesVersion
-	if version == "" {
-		version = "1.34"
+	from, to, err := opts.Versions()
+	if err != nil {
+		return Report{}, err
 	}
-	reqs, err := StartupRequests(version)
+	reqs, err := StartupRequests(from, to)
 	if err != nil {
 		return Report{}, err
 	}
@@ -180,7 +186,7 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 		slow = DefaultSlowTimeout
 	}
 	env := newMatchEnv(opts)
-	rep := Report{KubernetesVersion: version, SlowTimeoutSeconds: slow.Seconds(), Findings: []Finding{}, Risk: RiskNone}
+	rep := Report{KubernetesVersion: to, FromVersion: from, ToVersion: to, SlowTimeoutSeconds: slow.Seconds(), Findings: []Finding{}, Risk: RiskNone}
 	for ci, c := range cfgs {
 		for _, w := range c.webhooks() {
 			f := auditWebhook(w, reqs, env, slow)
@@ -202,6 +208,26 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 		return a.webhookIndex < b.webhookIndex
 	})
 	return rep, nil
+}
+
+// Versions resolves the upgrade the options describe to "1.NN" minors, with
+// the defaults (1.32 -> 1.34; KubernetesVersion when ToVersion is empty).
+func (o Options) Versions() (from, to string, err error) {
+	to = o.ToVersion
+	if to == "" {
+		to = o.KubernetesVersion
+	} else if o.KubernetesVersion != "" {
+		a, errA := NormalizeVersion(to)
+		b, errB := NormalizeVersion(o.KubernetesVersion)
+		if errA == nil && errB == nil && a != b {
+			return "", "", &UnsupportedVersionError{Version: o.KubernetesVersion + " (KubernetesVersion differs from ToVersion " + o.ToVersion + ")"}
+		}
+	}
+	f, t, err := parseVersions(o.FromVersion, to)
+	if err != nil {
+		return "", "", err
+	}
+	return fmt.Sprintf("1.%d", f), fmt.Sprintf("1.%d", t), nil
 }
 
 func newMatchEnv(opts Options) matchEnv {

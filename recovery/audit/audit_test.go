@@ -278,14 +278,14 @@ func TestAuditReportOrderAndWorst(t *testing.T) {
 }
 
 func TestAuditUnsupportedVersion(t *testing.T) {
-	for _, v := range []string{"1.31", "2.0", "1.35", "latest"} {
+	for _, v := range []string{"1.31", "2.0", "1.38", "latest", "1.34.4.1"} {
 		_, err := Audit(nil, Options{KubernetesVersion: v})
 		var uv *UnsupportedVersionError
 		if !errors.As(err, &uv) || !errors.Is(err, ErrInvalidInput) {
 			t.Errorf("version %q: err %v", v, err)
 		}
 	}
-	for _, v := range []string{"1.32", "v1.33.2", "1.34"} {
+	for _, v := range []string{"1.32", "v1.33.2", "1.34", "1.35", "v1.36.3", "1.37"} {
 		if _, err := Audit(nil, Options{KubernetesVersion: v}); err != nil {
 			t.Errorf("version %q: %v", v, err)
 		}
@@ -293,7 +293,7 @@ func TestAuditUnsupportedVersion(t *testing.T) {
 }
 
 func TestStartupModel(t *testing.T) {
-	reqs, err := StartupRequests("1.34")
+	reqs, err := StartupRequests("1.32", "1.34")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestStartupModel(t *testing.T) {
 			t.Errorf("no fatal write for %s", h)
 		}
 	}
-	old, _ := StartupRequests("1.32")
+	old, _ := StartupRequests("1.32", "1.32")
 	for _, r := range old {
 		if r.Resource == "servicecidrs" || r.Resource == "ipaddresses" {
 			t.Errorf("1.32 sends %s", r.ID)

@@ -6,8 +6,9 @@
 //
 // # The model
 //
-// StartupRequests lists the writes kube-apiserver 1.32-1.34 sends to itself
-// at start, each as the admission request the webhook dispatcher builds:
+// StartupRequests(from, to) lists the writes kube-apiserver `to` (1.32 to
+// 1.37) sends to itself on its first start on the data of a cluster that ran
+// `from`, each as the admission request the webhook dispatcher builds:
 // user system:apiserver, groups system:authenticated and system:masters
 // (the loopback token, k8s.io/apiserver/pkg/server/config.go), operation,
 // group/version/resource, subresource, namespace, name, the object's labels
@@ -18,16 +19,20 @@
 // names the file) and checked against the admission requests real
 // kube-apiserver binaries sent on an upgrade from 1.32.13 to 1.34.4, on a
 // fresh start and on a restart (testdata/observed); the lab observed the
-// fatal ones failing (DESIGN.md). Version 1.33 is taken to send what 1.34
-// sends (same controllers; MultiCIDRServiceAllocator on by default from
-// 1.33); 1.32 sends no ServiceCIDR or IPAddress.
+// fatal ones failing (DESIGN.md), and against live recordings of every
+// upgrade pair from 1.32 to 1.37 (lab.RecordStartup, run by the lab's
+// TestStartupRecordings). 1.32 sends no ServiceCIDR or IPAddress; 1.33+
+// creates the default ServiceCIDR and the IPAddresses once, so an upgrade
+// from 1.33 or later does not send them (the model is keyed by both
+// versions for that reason).
 // kube-system/kube-root-ca.crt is not among them: kube-controller-manager
 // writes it, and the fix check treats it as an ordinary request.
 //
 // Audit assumes the webhook's backend is unreachable (the incident: the
 // backend needs the service network the start-up writes create) and that
-// the start is an upgrade to Options.KubernetesVersion, which makes every
-// modelled write happen; a plain restart of the same version sends a subset
+// the start is the upgrade Options.FromVersion -> Options.ToVersion (default
+// 1.32 -> 1.34, the incident's), which makes every write modelled for that
+// pair happen; a plain restart of the same version sends a subset
 // (observed: only its identity Lease), so a webhook reported deadlock may
 // let a restart through and still stop the next upgrade.
 // Writes that happen only on an empty etcd (immortal namespaces, system
@@ -77,7 +82,8 @@
 //
 // # JSON
 //
-// Report (WriteJSON): kubernetesVersion, slowTimeoutSeconds, risk (the worst),
+// Report (WriteJSON): kubernetesVersion (= toVersion), fromVersion,
+// toVersion, slowTimeoutSeconds, risk (the worst),
 // findings. Each Finding: configuration, webhook, kind (validating|mutating),
 // risk (deadlock|slow-start|none|unknown), failurePolicy, timeoutSeconds,
 // blocks, reasons, fix (the matchCondition expression to add, when at risk).

@@ -54,6 +54,20 @@ func (e *UnsupportedVersionError) Hints() []string {
 	return []string{"use one of: " + strings.Join(SupportedVersions, ", ")}
 }
 
+// VersionOrderError: the version upgraded from is newer than the target.
+type VersionOrderError struct{ From, To string }
+
+func (e *VersionOrderError) Error() string {
+	return fmt.Sprintf("audit: cannot model a start of %s on the data of the newer %s (from must not be newer than to)", e.To, e.From)
+}
+
+func (e *VersionOrderError) Unwrap() error { return ErrInvalidInput }
+
+// Hints says how to name the pair.
+func (e *VersionOrderError) Hints() []string {
+	return []string{"name the running version with --from and the target with --to, e.g. --from 1.33 --to 1.34"}
+}
+
 // TooManyConditionsError: adding the fix would exceed Kubernetes' limit of
 // 64 matchConditions per webhook.
 type TooManyConditionsError struct {

@@ -12,8 +12,8 @@ import (
 // a table of the start-up writes each risky webhook would hold up, and why.
 func WriteTable(w io.Writer, r Report) error {
 	ew := &errWriter{w: w}
-	ew.printf("Kubernetes %s start-up writes; webhook backends assumed unreachable; slow-start from %gs.\n\n",
-		r.KubernetesVersion, r.SlowTimeoutSeconds)
+	ew.printf("Kubernetes %s start-up writes (upgraded from %s); webhook backends assumed unreachable; slow-start from %gs.\n\n",
+		r.KubernetesVersion, r.FromVersion, r.SlowTimeoutSeconds)
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RISK\tKIND\tCONFIGURATION\tWEBHOOK\tPOLICY\tTIMEOUT\tFATAL WRITES")
 	for _, f := range r.Findings {

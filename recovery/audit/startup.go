@@ -78,6 +78,8 @@ type StartupRequest struct {
 	NewClusterOnly bool `json:"newClusterOnly,omitempty"`
 
 	minMinor     int               // first minor version that sends it
+	maxMinor     int               // last minor version that sends it; 0: every later one
+	existsFrom   int               // every version from this minor creates it: not written again after one ran
 	labels       map[string]string // object labels (objectSelector, object.metadata.labels)
 	annotations  map[string]string
 	fields       []string // top-level object fields besides apiVersion/kind/metadata (not modelled: unknown in CEL)
@@ -139,37 +141,96 @@ func (r StartupRequest) Labels() map[string]string {
 // attributes. For a Namespace object the namespace attribute is its own name.
 func (r StartupRequest) clusterScoped() bool { return r.Namespace == "" }
 
-// StartupRequests returns the model of kube-apiserver's start-up writes for a
-// Kubernetes minor version ("1.32", "1.33", "1.34"; "" means 1.34),
-// including those that happen only on an empty etcd.
-func StartupRequests(version string) ([]StartupRequest, error) {
-	minor, err := parseMinor(version)
+// StartupRequests returns the model of the writes kube-apiserver `to` sends
+// itself on its first start on the etcd data of a cluster that ran `from`
+// (minor versions such as "1.33" or "v1.33.13"; "" from means the oldest
+// modelled, 1.32, "" to means 1.34; from == to models a restart or a patch
+// upgrade), including those that happen only on an empty etcd.
+// What is written depends on both: an object every version from 1.33 on
+// creates (the default ServiceCIDR) is already there when upgrading from 1.33.
+func StartupRequests(from, to string) ([]StartupRequest, error) {
+	f, t, err := parseVersions(from, to)
 	if err != nil {
 		return nil, err
 	}
 	var out []StartupRequest
 	for _, r := range startupCatalogue() {
-		if minor >= r.minMinor {
+		if r.sentOn(f, t) {
 			out = append(out, r)
 		}
 	}
 	return out, nil
 }
 
-// SupportedVersions lists the Kubernetes versions the model was checked against.
-var SupportedVersions = []string{"1.32", "1.33", "1.34"}
-
-func parseMinor(v string) (int, error) {
-	if v == "" {
-		return 34, nil
+// sentOn tells whether the write happens when minor `to` starts on the data
+// of minor `from`.
+func (r StartupRequest) sentOn(from, to int) bool {
+	if to < r.minMinor || (r.maxMinor != 0 && to > r.maxMinor) {
+		return false
 	}
-	s := strings.TrimPrefix(v, "v")
+	// Written once per cluster by every version from existsFrom on: a
+	// cluster that already ran such a version has it.
+	return r.existsFrom == 0 || from < r.existsFrom
+}
+
+// SupportedVersions lists the Kubernetes versions the model was checked against.
+var SupportedVersions = []string{"1.32", "1.33", "1.34", "1.35", "1.36", "1.37"}
+
+const (
+	minModelled, maxModelled = 32, 37
+	defaultFrom, defaultTo   = 32, 34 // the incident's upgrade
+)
+
+// NormalizeVersion returns "1.NN" for a modelled version ("1.35", "v1.35.4",
+// "1.35.4"), or an *UnsupportedVersionError.
+func NormalizeVersion(v string) (string, error) {
+	m, err := parseMinor(v, 0)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("1.%d", m), nil
+}
+
+// NextVersion is the minor after v ("1.33" -> "1.34"), or an
+// *UnsupportedVersionError when that one is not modelled.
+func NextVersion(v string) (string, error) {
+	m, err := parseMinor(v, 0)
+	if err != nil {
+		return "", err
+	}
+	return NormalizeVersion(fmt.Sprintf("1.%d", m+1))
+}
+
+// parseVersions resolves the pair; from must not be newer than to.
+func parseVersions(from, to string) (int, int, error) {
+	f, err := parseMinor(from, defaultFrom)
+	if err != nil {
+		return 0, 0, err
+	}
+	t, err := parseMinor(to, defaultTo)
+	if err != nil {
+		return 0, 0, err
+	}
+	if from == "" && f > t {
+		f = t
+	}
+	if f > t {
+		return 0, 0, &VersionOrderError{From: from, To: to}
+	}
+	return f, t, nil
+}
+
+func parseMinor(v string, def int) (int, error) {
+	if v == "" && def != 0 {
+		return def, nil
+	}
+	s := strings.TrimPrefix(strings.TrimSpace(v), "v")
 	parts := strings.Split(s, ".")
-	if len(parts) < 2 || parts[0] != "1" {
+	if len(parts) < 2 || len(parts) > 3 || parts[0] != "1" {
 		return 0, &UnsupportedVersionError{Version: v}
 	}
 	m, err := strconv.Atoi(parts[1])
-	if err != nil || m < 32 || m > 34 {
+	if err != nil || m < minModelled || m > maxModelled {
 		return 0, &UnsupportedVersionError{Version: v}
 	}
 	return m, nil
@@ -239,12 +300,12 @@ func startupCatalogue() []StartupRequest {
 		Operation: "CREATE", Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs", Kind: "ServiceCIDR", Name: "kubernetes",
 		Effect: EffectNotReady, Hook: hookServiceCIDR, Deadline: "never: the hook retries every 100ms and does not return",
 		When: "first start of 1.33+ (the object does not exist yet)", Source: srcServiceCIDR,
-		minMinor: 33, fields: []string{"spec", "status"}, equivalents: netEq("servicecidrs", "ServiceCIDR")})
+		minMinor: 33, existsFrom: 33, fields: []string{"spec", "status"}, equivalents: netEq("servicecidrs", "ServiceCIDR")})
 	add(StartupRequest{ID: "ipaddress-create", Description: "IPAddress for each existing Service ClusterIP (repair loop)",
 		Operation: "CREATE", Group: "networking.k8s.io", Version: "v1", Resource: "ipaddresses", Kind: "IPAddress", Name: "10.96.0.1",
 		Effect: EffectExit, Hook: hookIPRepair, Deadline: "1m, then the process exits (unable to perform initial IP and Port allocation check)",
 		When: "first start of 1.33+, once per Service; later for every new Service", Source: srcRepairIP,
-		minMinor: 33, labels: ipLabels, fields: []string{"spec"}, unknownName: true, equivalents: netEq("ipaddresses", "IPAddress")})
+		minMinor: 33, existsFrom: 33, labels: ipLabels, fields: []string{"spec"}, unknownName: true, equivalents: netEq("ipaddresses", "IPAddress")})
 	add(StartupRequest{ID: "priorityclass-create", Description: "system PriorityClass system-node-critical",
 		Operation: "CREATE", Group: "scheduling.k8s.io", Version: "v1", Resource: "priorityclasses", Kind: "PriorityClass", Name: "system-node-critical",
 		Effect: EffectExit, Hook: hookPriority, Deadline: "first non-503 error (a failed webhook call is a 500), at most 30s, then the process exits",
@@ -361,7 +422,7 @@ func startupCatalogue() []StartupRequest {
 		Operation: "UPDATE", Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs", Subresource: "status", Kind: "ServiceCIDR", Name: "kubernetes",
 		Effect: EffectDegraded, Hook: hookServiceCIDR, Deadline: "logged and retried (a missing Ready condition counts as ready)",
 		When: "after the create, while the Ready condition is missing", Source: srcServiceCIDR,
-		minMinor: 33, fields: []string{"spec", "status"}, fieldManager: "kubernetes-service-cidr-controller", equivalents: netEq("servicecidrs", "ServiceCIDR")})
+		minMinor: 33, existsFrom: 33, fields: []string{"spec", "status"}, fieldManager: "kubernetes-service-cidr-controller", equivalents: netEq("servicecidrs", "ServiceCIDR")})
 	add(StartupRequest{ID: "servicecidr-update", Description: "default ServiceCIDR single- to dual-stack",
 		Operation: "UPDATE", Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs", Kind: "ServiceCIDR", Name: "kubernetes",
 		Effect: EffectDegraded, Hook: hookServiceCIDR, Deadline: "logged and retried",
@@ -421,7 +482,7 @@ func startupCatalogue() []StartupRequest {
 			Operation: op, Group: "events.k8s.io", Version: "v1", Resource: "events", Kind: "Event", Namespace: "default", Name: "kubernetes.<hash>",
 			Effect: EffectDegraded, Hook: hookServiceCIDR, Deadline: "dropped",
 			When: "when the default ServiceCIDR controller records an event", Source: srcServiceCIDR,
-			minMinor: 33, unknownName: true, fields: eventFields, equivalents: coreEvents})
+			minMinor: 33, existsFrom: 33, unknownName: true, fields: eventFields, equivalents: coreEvents})
 	}
 
 	sort.SliceStable(c, func(i, j int) bool { return c[i].Fatal && !c[j].Fatal })
