@@ -110,9 +110,16 @@ type Finding struct {
 	Reasons []string `json:"reasons"`
 	// Fix is the matchCondition expression that removes the risk, when there is one.
 	Fix string `json:"fix,omitempty"`
+	// ObjectKind is the Kubernetes kind of a policy:
+	// ValidatingAdmissionPolicy or MutatingAdmissionPolicy.
+	ObjectKind string `json:"objectKind,omitempty"`
+	// Binding is the binding the finding is for (admission policies only;
+	// Configuration is then the policy's name).
+	Binding string `json:"binding,omitempty"`
 
 	configIndex  int // position of the configuration in Audit's input
 	webhookIndex int
+	bindingIndex int // position of the binding in Audit's input (policies)
 }
 
 // Report is the audit of a set of configurations.
@@ -187,15 +194,21 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 	}
 	env := newMatchEnv(opts)
 	rep := Report{KubernetesVersion: to, FromVersion: from, ToVersion: to, SlowTimeoutSeconds: slow.Seconds(), Findings: []Finding{}, Risk: RiskNone}
+	add := func(f Finding) {
+		rep.Findings = append(rep.Findings, f)
+		if f.Risk.severity() > rep.Risk.severity() {
+			rep.Risk = f.Risk
+		}
+	}
 	for ci, c := range cfgs {
 		for _, w := range c.webhooks() {
 			f := auditWebhook(w, reqs, env, slow)
 			f.configIndex = ci
-			rep.Findings = append(rep.Findings, f)
-			if f.Risk.severity() > rep.Risk.severity() {
-				rep.Risk = f.Risk
-			}
+			add(f)
 		}
+	}
+	for _, f := range auditPolicies(cfgs, reqs, env) {
+		add(f)
 	}
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]
@@ -205,7 +218,10 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 		if a.configIndex != b.configIndex {
 			return a.configIndex < b.configIndex
 		}
-		return a.webhookIndex < b.webhookIndex
+		if a.webhookIndex != b.webhookIndex {
+			return a.webhookIndex < b.webhookIndex
+		}
+		return a.bindingIndex < b.bindingIndex
 	})
 	return rep, nil
 }

@@ -50,60 +50,64 @@ var (
 
 func matchConditionEnv() (*cel.Env, error) {
 	celEnvOnce.Do(func() {
-		authorizerT := cel.ObjectType("kubernetes.authorization.Authorizer")
-		pathCheckT := cel.ObjectType("kubernetes.authorization.PathCheck")
-		groupCheckT := cel.ObjectType("kubernetes.authorization.GroupCheck")
-		resourceCheckT := cel.ObjectType("kubernetes.authorization.ResourceCheck")
-		decisionT := cel.ObjectType("kubernetes.authorization.Decision")
-		// Never called: the receivers are always unknown. Kept so that a
-		// program can be planned.
-		unbound := func(args ...ref.Val) ref.Val {
-			return types.NewErr("the audit does not model the authorizer")
-		}
-		member := func(name, id string, args []*cel.Type, result *cel.Type) cel.EnvOption {
-			return cel.Function(name, cel.MemberOverload(id, args, result, cel.FunctionBinding(unbound)))
-		}
-		opts := []cel.EnvOption{
-			cel.HomogeneousAggregateLiterals(),
-			cel.DefaultUTCTimeZone(true),
-			cel.CrossTypeNumericComparisons(true),
-			cel.OptionalTypes(),
-			ext.Strings(ext.StringsVersion(2)),
-			ext.Sets(),
-			ext.TwoVarComprehensions(),
-			ext.Lists(ext.ListsVersion(3)),
-			cel.Types(authorizerT, pathCheckT, groupCheckT, resourceCheckT, decisionT),
-			cel.Variable(varObject, cel.DynType),
-			cel.Variable(varOldObject, cel.DynType),
-			cel.Variable(varNamespaceObject, cel.DynType),
-			cel.Variable(varAuthorizer, authorizerT),
-			cel.Variable(varRequestResourceAuthorizer, resourceCheckT),
-			member("path", "authorizer_path", []*cel.Type{authorizerT, cel.StringType}, pathCheckT),
-			member("group", "authorizer_group", []*cel.Type{authorizerT, cel.StringType}, groupCheckT),
-			cel.Function("serviceAccount", cel.MemberOverload("authorizer_serviceaccount",
-				[]*cel.Type{authorizerT, cel.StringType, cel.StringType}, authorizerT, cel.FunctionBinding(unbound))),
-			member("resource", "groupcheck_resource", []*cel.Type{groupCheckT, cel.StringType}, resourceCheckT),
-			member("subresource", "resourcecheck_subresource", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
-			member("namespace", "resourcecheck_namespace", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
-			member("name", "resourcecheck_name", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
-			member("fieldSelector", "authorizer_fieldselector", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
-			member("labelSelector", "authorizer_labelselector", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
-			cel.Function("check",
-				cel.MemberOverload("pathcheck_check", []*cel.Type{pathCheckT, cel.StringType}, decisionT, cel.FunctionBinding(unbound)),
-				cel.MemberOverload("resourcecheck_check", []*cel.Type{resourceCheckT, cel.StringType}, decisionT, cel.FunctionBinding(unbound))),
-			member("errored", "decision_errored", []*cel.Type{decisionT}, cel.BoolType),
-			member("error", "decision_error", []*cel.Type{decisionT}, cel.StringType),
-			member("allowed", "decision_allowed", []*cel.Type{decisionT}, cel.BoolType),
-			member("reason", "decision_reason", []*cel.Type{decisionT}, cel.StringType),
-		}
-		base, err := cel.NewEnv(opts...)
+		base, err := cel.NewEnv(baseEnvOptions()...)
 		if err != nil {
 			celEnvErr = err
 			return
 		}
-		celEnv, celEnvErr = withRequestType(base)
+		celEnv, celEnvErr = withRequestType(base, false)
 	})
 	return celEnv, celEnvErr
+}
+
+// baseEnvOptions are the options webhooks and policies share.
+func baseEnvOptions() []cel.EnvOption {
+	authorizerT := cel.ObjectType("kubernetes.authorization.Authorizer")
+	pathCheckT := cel.ObjectType("kubernetes.authorization.PathCheck")
+	groupCheckT := cel.ObjectType("kubernetes.authorization.GroupCheck")
+	resourceCheckT := cel.ObjectType("kubernetes.authorization.ResourceCheck")
+	decisionT := cel.ObjectType("kubernetes.authorization.Decision")
+	// Never called: the receivers are always unknown. Kept so that a
+	// program can be planned.
+	unbound := func(args ...ref.Val) ref.Val {
+		return types.NewErr("the audit does not model the authorizer")
+	}
+	member := func(name, id string, args []*cel.Type, result *cel.Type) cel.EnvOption {
+		return cel.Function(name, cel.MemberOverload(id, args, result, cel.FunctionBinding(unbound)))
+	}
+	return []cel.EnvOption{
+		cel.HomogeneousAggregateLiterals(),
+		cel.DefaultUTCTimeZone(true),
+		cel.CrossTypeNumericComparisons(true),
+		cel.OptionalTypes(),
+		ext.Strings(ext.StringsVersion(2)),
+		ext.Sets(),
+		ext.TwoVarComprehensions(),
+		ext.Lists(ext.ListsVersion(3)),
+		cel.Types(authorizerT, pathCheckT, groupCheckT, resourceCheckT, decisionT),
+		cel.Variable(varObject, cel.DynType),
+		cel.Variable(varOldObject, cel.DynType),
+		cel.Variable(varNamespaceObject, cel.DynType),
+		cel.Variable(varAuthorizer, authorizerT),
+		cel.Variable(varRequestResourceAuthorizer, resourceCheckT),
+		member("path", "authorizer_path", []*cel.Type{authorizerT, cel.StringType}, pathCheckT),
+		member("group", "authorizer_group", []*cel.Type{authorizerT, cel.StringType}, groupCheckT),
+		cel.Function("serviceAccount", cel.MemberOverload("authorizer_serviceaccount",
+			[]*cel.Type{authorizerT, cel.StringType, cel.StringType}, authorizerT, cel.FunctionBinding(unbound))),
+		member("resource", "groupcheck_resource", []*cel.Type{groupCheckT, cel.StringType}, resourceCheckT),
+		member("subresource", "resourcecheck_subresource", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+		member("namespace", "resourcecheck_namespace", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+		member("name", "resourcecheck_name", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+		member("fieldSelector", "authorizer_fieldselector", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+		member("labelSelector", "authorizer_labelselector", []*cel.Type{resourceCheckT, cel.StringType}, resourceCheckT),
+		cel.Function("check",
+			cel.MemberOverload("pathcheck_check", []*cel.Type{pathCheckT, cel.StringType}, decisionT, cel.FunctionBinding(unbound)),
+			cel.MemberOverload("resourcecheck_check", []*cel.Type{resourceCheckT, cel.StringType}, decisionT, cel.FunctionBinding(unbound))),
+		member("errored", "decision_errored", []*cel.Type{decisionT}, cel.BoolType),
+		member("error", "decision_error", []*cel.Type{decisionT}, cel.StringType),
+		member("allowed", "decision_allowed", []*cel.Type{decisionT}, cel.BoolType),
+		member("reason", "decision_reason", []*cel.Type{decisionT}, cel.StringType),
+	}
 }
 
 // compiledCondition is one matchCondition, compiled once per webhook.
@@ -158,13 +162,37 @@ type celInput struct {
 	request   map[string]interface{}
 	object    map[string]interface{}
 	oldObject map[string]interface{}
-	unknown   []*cel.AttributePatternType
+	// extra binds the variables only policies have (params, variables).
+	extra   map[string]interface{}
+	unknown []*cel.AttributePatternType
 }
 
 func (c compiledCondition) eval(in celInput) (conditionResult, string) {
 	if c.compileErr != nil {
 		return condUnknown, "does not compile in the audit's CEL environment (a Kubernetes-only function, or params/variables): " + firstLine(c.compileErr.Error())
 	}
+	return evalBool(c.program, in)
+}
+
+// evalBool runs a program that yields a bool (a condition or a validation).
+func evalBool(prg cel.Program, in celInput) (conditionResult, string) {
+	val, res, detail := evalValue(prg, in)
+	if res != condTrue {
+		return res, detail
+	}
+	b, ok := val.(types.Bool)
+	if !ok {
+		return condError, fmt.Sprintf("evaluated to %v, not a bool", val)
+	}
+	if b {
+		return condTrue, ""
+	}
+	return condFalse, ""
+}
+
+// evalValue runs a program with partial evaluation: condTrue means it
+// produced val, else it errored or depends on what the model does not know.
+func evalValue(prg cel.Program, in celInput) (ref.Val, conditionResult, string) {
 	vars := map[string]interface{}{
 		varRequest:         in.request,
 		varNamespaceObject: nil,
@@ -179,32 +207,28 @@ func (c compiledCondition) eval(in celInput) (conditionResult, string) {
 	} else {
 		vars[varOldObject] = nil
 	}
+	for k, v := range in.extra {
+		vars[k] = v
+	}
 	patterns := append([]*cel.AttributePatternType{
 		cel.AttributePattern(varAuthorizer),
 		cel.AttributePattern(varRequestResourceAuthorizer),
 	}, in.unknown...)
 	act, err := cel.PartialVars(vars, patterns...)
 	if err != nil {
-		return condUnknown, err.Error()
+		return nil, condUnknown, err.Error()
 	}
-	val, _, err := c.program.Eval(act)
+	val, _, err := prg.Eval(act)
 	if err != nil {
-		return condError, firstLine(err.Error())
+		return nil, condError, firstLine(err.Error())
 	}
 	if types.IsUnknown(val) {
-		return condUnknown, "depends on " + describeUnknown(val)
+		return nil, condUnknown, "depends on " + describeUnknown(val)
 	}
 	if types.IsError(val) {
-		return condError, firstLine(fmt.Sprint(val))
+		return nil, condError, firstLine(fmt.Sprint(val))
 	}
-	b, ok := val.(types.Bool)
-	if !ok {
-		return condError, fmt.Sprintf("evaluated to %v, not a bool", val)
-	}
-	if b {
-		return condTrue, ""
-	}
-	return condFalse, ""
+	return val, condTrue, ""
 }
 
 func describeUnknown(val ref.Val) string {

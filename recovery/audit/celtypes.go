@@ -2,6 +2,7 @@ package audit
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -18,6 +19,9 @@ const (
 	gvkTypeName      = "kubernetes.GroupVersionKind"
 	gvrTypeName      = "kubernetes.GroupVersionResource"
 	userInfoTypeName = "kubernetes.UserInfo"
+	// jsonPatchTypeName is what a MutatingAdmissionPolicy's JSONPatch
+	// expression builds: JSONPatch{op: "add", path: "/...", value: ...}.
+	jsonPatchTypeName = "JSONPatch"
 )
 
 func admissionStructs() map[string]map[string]*types.Type {
@@ -56,10 +60,18 @@ func admissionStructs() map[string]map[string]*types.Type {
 type structProvider struct {
 	types.Provider
 	structs map[string]map[string]*types.Type
+	// objects: a mutating policy's JSONPatch and ApplyConfiguration types
+	// (JSONPatch, Object, Object.spec, ...) can be built in expressions.
+	objects bool
+}
+
+// constructible are the struct types an expression may build.
+func (p *structProvider) constructible(name string) bool {
+	return p.objects && (name == jsonPatchTypeName || name == "Object" || strings.HasPrefix(name, "Object."))
 }
 
 func (p *structProvider) FindStructType(name string) (*types.Type, bool) {
-	if _, ok := p.structs[name]; ok {
+	if _, ok := p.structs[name]; ok || p.constructible(name) {
 		return types.NewTypeTypeWithParam(types.NewObjectType(name)), true
 	}
 	return p.Provider.FindStructType(name)
@@ -78,6 +90,10 @@ func (p *structProvider) FindStructFieldNames(name string) ([]string, bool) {
 
 func (p *structProvider) FindStructFieldType(name, field string) (*types.FieldType, bool) {
 	fs, ok := p.structs[name]
+	if !ok && p.constructible(name) {
+		// Object types: the schema is not modelled, every field is dyn.
+		return &types.FieldType{Type: types.DynType}, true
+	}
 	if !ok {
 		return p.Provider.FindStructFieldType(name, field)
 	}
@@ -112,15 +128,23 @@ func (p *structProvider) FindStructFieldType(name, field string) (*types.FieldTy
 }
 
 func (p *structProvider) NewValue(name string, fields map[string]ref.Val) ref.Val {
+	if p.constructible(name) {
+		m := make(map[ref.Val]ref.Val, len(fields))
+		for k, v := range fields {
+			m[types.String(k)] = v
+		}
+		return types.NewRefValMap(types.DefaultTypeAdapter, m)
+	}
 	if _, ok := p.structs[name]; ok {
 		return types.NewErr("cannot construct %s in an expression", name)
 	}
 	return p.Provider.NewValue(name, fields)
 }
 
-// withRequestType declares `request` with Kubernetes' object type on top of env.
-func withRequestType(env *cel.Env) (*cel.Env, error) {
-	p := &structProvider{Provider: env.CELTypeProvider(), structs: admissionStructs()}
+// withRequestType declares `request` with Kubernetes' object type on top of
+// env; objects makes the mutating policies' types constructible.
+func withRequestType(env *cel.Env, objects bool) (*cel.Env, error) {
+	p := &structProvider{Provider: env.CELTypeProvider(), structs: admissionStructs(), objects: objects}
 	return env.Extend(
 		cel.CustomTypeProvider(p),
 		cel.Variable(varRequest, types.NewObjectType(requestTypeName)),

@@ -106,7 +106,7 @@ var (
 // RiskError is a report whose worst risk is not none.
 type RiskError struct {
 	Risk     Risk
-	Webhooks []string // "configuration/webhook" of each finding at that risk
+	Webhooks []string // Finding.Subject of each finding at that risk
 }
 
 func (e *RiskError) Error() string {
@@ -139,7 +139,7 @@ func (r Report) Err() error {
 	e := &RiskError{Risk: r.Risk}
 	for _, f := range r.Findings {
 		if f.Risk == r.Risk {
-			e.Webhooks = append(e.Webhooks, f.Configuration+"/"+f.Webhook)
+			e.Webhooks = append(e.Webhooks, f.Subject())
 		}
 	}
 	return e

@@ -24,6 +24,9 @@ func conditionsOf(c Configuration, i int) []admissionregistrationv1.MatchConditi
 // rest of a patched configuration with the original.
 func withoutConditions(c Configuration) interface{} {
 	c = c.deepCopy()
+	if c.Policy != nil {
+		return c.Policy.Name
+	}
 	if c.Validating != nil {
 		for i := range c.Validating.Webhooks {
 			c.Validating.Webhooks[i].MatchConditions = nil

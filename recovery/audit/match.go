@@ -116,46 +116,27 @@ func (w *webhook) match(r StartupRequest, env matchEnv) matchResult {
 	}
 
 	// rules, first match wins; then equivalents.
-	gvr, gvk := r.GVR(), r.GVK()
-	matched := false
-	for i, rule := range w.rules {
-		if ruleMatches(rule, r.Operation, gvr, r.Subresource, r.Namespace) {
-			why = append(why, fmt.Sprintf("rule %d %s matches", i+1, describeRule(rule)))
-			matched = true
-			break
-		}
-	}
-	if !matched && w.matchPolicy == admissionregistrationv1.Equivalent {
-	outer:
-		for i, rule := range w.rules {
-			for _, eq := range r.equivalents {
-				if eq.runtimeConfig != "" && !env.runtimeConfig[eq.runtimeConfig] {
-					continue
-				}
-				if ruleMatches(rule, r.Operation, eq.gvr, r.Subresource, r.Namespace) {
-					gvr, gvk = eq.gvr, eq.gvk
-					served := "served by default"
-					if eq.runtimeConfig != "" {
-						served = "served because --runtime-config enables " + eq.runtimeConfig
-					}
-					why = append(why, fmt.Sprintf("rule %d %s matches the equivalent %s (matchPolicy Equivalent; %s)",
-						i+1, describeRule(rule), gvrString(eq.gvr), served))
-					matched = true
-					break outer
-				}
-			}
-		}
-	}
+	gvr, gvk, ruleWhy, matched := matchRules(w.rules, w.matchPolicy, r, env, nil)
 	if !matched {
 		return matchResult{outcome: outNoMatch, why: []string{"no rule matches " + r.String()}}
 	}
+	why = append(why, ruleWhy)
 
 	if len(w.compiled) == 0 {
 		return matchResult{outcome: outMatch, why: why}
 	}
-	req, err := toUnstructured(r.admissionRequest(gvr, gvk, r.userInfo()))
+	in, err := r.celInput(gvr, gvk)
 	if err != nil {
 		return matchResult{outcome: outUnknown, why: append(why, err.Error())}
+	}
+	return w.evalConditions(in, why)
+}
+
+// celInput is what CEL sees of r when it is matched as gvr/gvk.
+func (r StartupRequest) celInput(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) (celInput, error) {
+	req, err := toUnstructured(r.admissionRequest(gvr, gvk, r.userInfo()))
+	if err != nil {
+		return celInput{}, err
 	}
 	in := celInput{request: req, unknown: r.unknownPatterns()}
 	if r.hasObject() {
@@ -164,7 +145,42 @@ func (w *webhook) match(r StartupRequest, env matchEnv) matchResult {
 	if r.hasOldObject() {
 		in.oldObject = r.object(gvk)
 	}
-	return w.evalConditions(in, why)
+	return in, nil
+}
+
+// matchRules finds the first rule that matches r (and that accept, when
+// given, accepts), then for matchPolicy Equivalent the first that matches
+// an equivalent resource kube-apiserver serves. It returns the resource
+// and kind the request is seen as, and why.
+func matchRules(rules []admissionregistrationv1.RuleWithOperations, policy admissionregistrationv1.MatchPolicyType, r StartupRequest, env matchEnv,
+	accept func(i int) bool) (schema.GroupVersionResource, schema.GroupVersionKind, string, bool) {
+	ok := func(i int, rule admissionregistrationv1.RuleWithOperations, gvr schema.GroupVersionResource) bool {
+		return ruleMatches(rule, r.Operation, gvr, r.Subresource, r.Namespace) && (accept == nil || accept(i))
+	}
+	for i, rule := range rules {
+		if ok(i, rule, r.GVR()) {
+			return r.GVR(), r.GVK(), fmt.Sprintf("rule %d %s matches", i+1, describeRule(rule)), true
+		}
+	}
+	if policy != admissionregistrationv1.Equivalent {
+		return schema.GroupVersionResource{}, schema.GroupVersionKind{}, "", false
+	}
+	for i, rule := range rules {
+		for _, eq := range r.equivalents {
+			if eq.runtimeConfig != "" && !env.runtimeConfig[eq.runtimeConfig] {
+				continue
+			}
+			if ok(i, rule, eq.gvr) {
+				served := "served by default"
+				if eq.runtimeConfig != "" {
+					served = "served because --runtime-config enables " + eq.runtimeConfig
+				}
+				return eq.gvr, eq.gvk, fmt.Sprintf("rule %d %s matches the equivalent %s (matchPolicy Equivalent; %s)",
+					i+1, describeRule(rule), gvrString(eq.gvr), served), true
+			}
+		}
+	}
+	return schema.GroupVersionResource{}, schema.GroupVersionKind{}, "", false
 }
 
 // evalConditions applies matchconditions/matcher.go Match: any false skips

@@ -30,12 +30,14 @@ const (
 	kindMutating          = kinds.MutatingWebhookConfiguration
 )
 
-// Configuration is one webhook configuration, validating or mutating.
-// Exactly one of Validating and Mutating is set.
+// Configuration is one admission object: a webhook configuration
+// (Validating or Mutating is set), or an admission policy, a policy
+// binding or a param object a binding may name (Policy is set).
 type Configuration struct {
 	Kind       Kind
 	Validating *admissionregistrationv1.ValidatingWebhookConfiguration
 	Mutating   *admissionregistrationv1.MutatingWebhookConfiguration
+	Policy     *Policy
 
 	// Where it came from, so that Fix can patch the same documents.
 	src  *source
@@ -50,12 +52,17 @@ func (c Configuration) Name() string {
 		return c.Validating.Name
 	case c.Mutating != nil:
 		return c.Mutating.Name
+	case c.Policy != nil:
+		return c.Policy.Name
 	}
 	return ""
 }
 
 // TypeName is the Kubernetes kind of the configuration.
 func (c Configuration) TypeName() string {
+	if c.Policy != nil {
+		return c.Policy.Kind
+	}
 	if c.Kind == Mutating {
 		return kindMutating
 	}
@@ -182,7 +189,7 @@ func decodeObject(raw []byte) (Configuration, bool, error) {
 		return Configuration{}, false, err
 	}
 	if tm.Kind != kindValidating && tm.Kind != kindMutating {
-		return Configuration{}, false, nil
+		return decodePolicy(tm, raw)
 	}
 	if tm.APIVersion != admissionGroupVersion {
 		return Configuration{}, false, fmt.Errorf("%s has apiVersion %q: only %s is served by Kubernetes 1.22 and later", tm.Kind, tm.APIVersion, admissionGroupVersion)
@@ -225,7 +232,11 @@ func FromObjects(objs ...runtime.Object) ([]Configuration, error) {
 				add(Configuration{Kind: Mutating, Mutating: v.Items[j].DeepCopy()})
 			}
 		default:
-			return nil, fmt.Errorf("audit: object %d is %T, not a webhook configuration: %w", i+1, o, ErrInvalidInput)
+			c, ok, err := policyFromObject(o)
+			if err != nil || !ok {
+				return nil, fmt.Errorf("audit: object %d is %T, not a webhook configuration or admission policy: %w", i+1, o, ErrInvalidInput)
+			}
+			out = append(out, c)
 		}
 	}
 	return out, nil

@@ -23,8 +23,9 @@ func TestParseShapes(t *testing.T) {
 		{"list.json", []Kind{Validating, Mutating}, []string{"policy-engine", "defaults-injector"}},
 		{"kyverno.yaml", []Kind{Validating, Mutating, Mutating, Validating},
 			[]string{"kyverno-resource-validating-webhook-cfg", "kyverno-resource-mutating-webhook-cfg", "kyverno-verify-mutating-webhook-cfg", "kyverno-policy-validating-webhook-cfg"}},
-		// A rendered chart: other kinds and empty documents are skipped.
-		{"parse-only-chart-with-service-ref.yaml", []Kind{Validating}, []string{"policy-webhook"}},
+		// A rendered chart: other kinds are kept as params a policy binding
+		// may name; empty documents are skipped.
+		{"parse-only-chart-with-service-ref.yaml", []Kind{Param, Param, Validating}, []string{"policy-webhook", "policy-webhook", "policy-webhook"}},
 	} {
 		cfgs := parseFile(t, tc.file)
 		if len(cfgs) != len(tc.kinds) {
@@ -34,6 +35,9 @@ func TestParseShapes(t *testing.T) {
 			if c.Kind != tc.kinds[i] || c.Name() != tc.names[i] {
 				t.Errorf("%s[%d]: %s %s", tc.file, i, c.Kind, c.Name())
 			}
+			if c.Policy != nil {
+				continue
+			}
 			if (c.Validating == nil) == (c.Mutating == nil) {
 				t.Errorf("%s[%d]: exactly one of Validating and Mutating must be set", tc.file, i)
 			}
@@ -41,7 +45,7 @@ func TestParseShapes(t *testing.T) {
 	}
 	// The parse-only file keeps its service reference as written.
 	cfgs := parseFile(t, "parse-only-chart-with-service-ref.yaml")
-	if cfgs[0].Validating.Webhooks[0].ClientConfig.Service == nil {
+	if cfgs[2].Validating.Webhooks[0].ClientConfig.Service == nil {
 		t.Fatal("service reference lost")
 	}
 }

@@ -23,14 +23,22 @@ func WriteTable(w io.Writer, r Report) error {
 				fatal++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%ds\t%d\n", f.Risk, f.Kind, f.Configuration, f.Webhook, f.FailurePolicy, f.TimeoutSeconds, fatal)
+		kind, webhook := string(f.Kind), f.Webhook
+		if f.ObjectKind != "" { // a policy: its kind, and the binding in the webhook's place
+			kind, webhook = f.ObjectKind, "binding "+f.Binding
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%ds\t%d\n", f.Risk, kind, f.Configuration, webhook, f.FailurePolicy, f.TimeoutSeconds, fatal)
 	}
 	tw.Flush()
 	for _, f := range r.Findings {
 		if f.Risk == RiskNone {
 			continue
 		}
-		ew.printf("\n%s %q (%s, %s): %s\n", strings.ToUpper(string(f.Risk)), f.Webhook, f.Configuration, f.Kind, strings.Join(f.Reasons, "; "))
+		if f.ObjectKind != "" {
+			ew.printf("\n%s %s: %s\n", strings.ToUpper(string(f.Risk)), f.Subject(), strings.Join(f.Reasons, "; "))
+		} else {
+			ew.printf("\n%s %q (%s, %s): %s\n", strings.ToUpper(string(f.Risk)), f.Webhook, f.Configuration, f.Kind, strings.Join(f.Reasons, "; "))
+		}
 		// The fatal (and undecided) writes in full; the others by name.
 		tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  REQUEST\tOUTCOME\tEFFECT\tHOOK\tWHY")
