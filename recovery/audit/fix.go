@@ -174,6 +174,11 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 		}
 		plan.patched = append(plan.patched, pc)
 	}
+	sel, err := plan.addPolicyConditions(cfgs, add)
+	if err != nil {
+		return nil, err
+	}
+	selected = append(selected, sel...)
 
 	plan.After, err = Audit(plan.patched, style.Audit)
 	if err != nil {
@@ -192,12 +197,16 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 		if f.Risk == RiskNone {
 			continue
 		}
+		what := fmt.Sprintf("webhook %q in %q", f.Webhook, f.Configuration)
+		if f.ObjectKind != "" {
+			what = f.Subject()
+		}
 		if style.Exclusion == ExcludeAPIServer {
-			problems = append(problems, fmt.Sprintf("webhook %q in %q is still %s", f.Webhook, f.Configuration, f.Risk))
+			problems = append(problems, fmt.Sprintf("%s is still %s", what, f.Risk))
 		} else {
 			plan.Partial = true
-			plan.Notes = append(plan.Notes, fmt.Sprintf("webhook %q in %q is still %s after the kind exclusions: %s",
-				f.Webhook, f.Configuration, f.Risk, strings.Join(stillBlocked(f), ", ")))
+			plan.Notes = append(plan.Notes, fmt.Sprintf("%s is still %s after the kind exclusions: %s",
+				what, f.Risk, strings.Join(stillBlocked(f), ", ")))
 		}
 	}
 	if plan.Partial {
@@ -211,6 +220,13 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 	}
 
 	// The fix must not change what ordinary requests match.
+	for _, msg := range policyOrdinaryDiffs(cfgs, plan.patched, newMatchEnv(style.Audit)) {
+		if style.Exclusion == ExcludeAPIServer {
+			problems = append(problems, msg)
+		} else {
+			plan.Notes = append(plan.Notes, "also excluded: "+msg)
+		}
+	}
 	for ci, c := range cfgs {
 		orig := indexWebhooks(c.webhooks())
 		for _, pw := range plan.patched[ci].webhooks() {
@@ -295,10 +311,16 @@ func (c Configuration) deepCopy() Configuration {
 	if c.Mutating != nil {
 		out.Mutating = c.Mutating.DeepCopy()
 	}
+	if c.Policy != nil {
+		out.Policy = c.Policy.deepCopy()
+	}
 	return out
 }
 
 func (c Configuration) matchConditions(i int) []admissionregistrationv1.MatchCondition {
+	if c.Policy != nil {
+		return c.Policy.Spec.MatchConditions
+	}
 	if c.Validating != nil {
 		return c.Validating.Webhooks[i].MatchConditions
 	}
@@ -306,6 +328,10 @@ func (c Configuration) matchConditions(i int) []admissionregistrationv1.MatchCon
 }
 
 func (c Configuration) setMatchConditions(i int, mc []admissionregistrationv1.MatchCondition) {
+	if c.Policy != nil {
+		c.Policy.setMatchConditions(mc)
+		return
+	}
 	if c.Validating != nil {
 		c.Validating.Webhooks[i].MatchConditions = mc
 		return
@@ -379,7 +405,12 @@ type PatchOp struct {
 // patchMergeKey name (k8s.io/api/admissionregistration/v1/types.go), so it
 // does not depend on positions and adding the same condition twice is a no-op.
 type strategicPatch struct {
-	Webhooks []strategicWebhook `json:"webhooks"`
+	Webhooks []strategicWebhook `json:"webhooks,omitempty"`
+	Spec     *strategicSpec     `json:"spec,omitempty"` // an admission policy
+}
+
+type strategicSpec struct {
+	MatchConditions []admissionregistrationv1.MatchCondition `json:"matchConditions"`
 }
 
 type strategicWebhook struct {
@@ -398,24 +429,34 @@ func (p *FixPlan) renderPatches(strategic bool) ([]byte, error) {
 	for _, ch := range p.Changes {
 		g, ok := byCfg[ch.config]
 		if !ok {
-			kind := kindValidating
+			kind, apiVersion := kindValidating, admissionGroupVersion
 			if ch.Kind == Mutating {
 				kind = kindMutating
 			}
-			g = &group{cp: ConfigurationPatch{APIVersion: admissionGroupVersion, Kind: kind, Name: ch.Configuration, Type: "json"}}
+			if pol := p.patched[ch.config].Policy; pol != nil {
+				kind, apiVersion = pol.Kind, pol.APIVersion
+			}
+			g = &group{cp: ConfigurationPatch{APIVersion: apiVersion, Kind: kind, Name: ch.Configuration, Type: "json"}}
 			if strategic {
 				g.cp.Type = "strategic"
 			}
 			byCfg[ch.config] = g
 			groups = append(groups, g)
 		}
+		if strategic && ch.Index < 0 {
+			g.sp.Spec = &strategicSpec{MatchConditions: ch.Added}
+			continue
+		}
 		if strategic {
 			g.sp.Webhooks = append(g.sp.Webhooks, strategicWebhook{Name: ch.Webhook, MatchConditions: ch.Added})
 			continue
 		}
-		// RFC 6902 addresses webhooks by position: guard each with a test of its name.
-		base := fmt.Sprintf("/webhooks/%d", ch.Index)
-		g.ops = append(g.ops, PatchOp{Op: "test", Path: base + "/name", Value: ch.Webhook})
+		base := "/spec" // an admission policy
+		if ch.Index >= 0 {
+			// RFC 6902 addresses webhooks by position: guard each with a test of its name.
+			base = fmt.Sprintf("/webhooks/%d", ch.Index)
+			g.ops = append(g.ops, PatchOp{Op: "test", Path: base + "/name", Value: ch.Webhook})
+		}
 		if p.existingConditions(ch) == 0 {
 			g.ops = append(g.ops, PatchOp{Op: "add", Path: base + "/matchConditions", Value: ch.Added})
 		} else {
@@ -531,6 +572,8 @@ func (p *FixPlan) configFor(ch FixChange) (Configuration, bool) {
 func cleanObjectYAML(c Configuration) ([]byte, error) {
 	var obj interface{}
 	switch {
+	case c.Policy != nil:
+		obj = c.Policy.cleanObject()
 	case c.Validating != nil:
 		v := c.Validating.DeepCopy()
 		v.APIVersion, v.Kind = admissionGroupVersion, kindValidating
@@ -595,11 +638,18 @@ func addConditionsToNode(doc *yaml.Node, item, index int, add []admissionregistr
 		}
 		root = items.Content[item]
 	}
-	hooks := yamlnode.Value(root, "webhooks")
-	if hooks == nil || hooks.Kind != yaml.SequenceNode || index >= len(hooks.Content) {
-		return fmt.Errorf("webhooks[%d] not found", index)
+	var w *yaml.Node
+	if index < 0 { // an admission policy: spec.matchConditions
+		if w = yamlnode.Value(root, "spec"); w == nil || w.Kind != yaml.MappingNode {
+			return fmt.Errorf("spec not found")
+		}
+	} else {
+		hooks := yamlnode.Value(root, "webhooks")
+		if hooks == nil || hooks.Kind != yaml.SequenceNode || index >= len(hooks.Content) {
+			return fmt.Errorf("webhooks[%d] not found", index)
+		}
+		w = hooks.Content[index]
 	}
-	w := hooks.Content[index]
 	mc := yamlnode.Value(w, "matchConditions")
 	if mc == nil || mc.Kind != yaml.SequenceNode {
 		if i := yamlnode.Index(w, "matchConditions"); i >= 0 { // e.g. "matchConditions: null"

@@ -122,7 +122,7 @@ func auditPolicies(cfgs []Configuration, reqs []StartupRequest, env matchEnv) []
 
 func (u *policyUnit) finding(binding string) Finding {
 	return Finding{Configuration: u.c.Policy.Name, Kind: u.c.Kind, ObjectKind: u.c.Policy.Kind, Binding: binding,
-		FailurePolicy: string(u.c.Policy.failurePolicy()), Blocks: []BlockedRequest{}, Reasons: []string{}, configIndex: u.index}
+		FailurePolicy: string(u.c.Policy.failurePolicy()), Blocks: []BlockedRequest{}, Reasons: []string{}, configIndex: u.index, webhookIndex: -1}
 }
 
 // audit decides one binding of the policy for every start-up write.

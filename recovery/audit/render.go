@@ -80,7 +80,11 @@ func WriteFixSummary(w io.Writer, p *FixPlan) error {
 		for i, a := range c.Added {
 			names[i] = a.Name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Configuration, c.Webhook, strings.Join(names, ","), c.RiskBefore, c.RiskAfter)
+		webhook := c.Webhook
+		if c.Index < 0 { // an admission policy
+			webhook = "(" + policyKindName[c.Kind] + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Configuration, webhook, strings.Join(names, ","), c.RiskBefore, c.RiskAfter)
 	}
 	tw.Flush()
 	for _, n := range p.Notes {
