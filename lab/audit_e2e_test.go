@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -248,7 +247,7 @@ func (p *fixProof) readyWithoutWebhookFailures(reviewsHeld int64) {
 	// Let the start-up writes that follow readiness happen too (the
 	// kubernetes Service, its endpoints, leases) before counting failures.
 	time.Sleep(3 * time.Second)
-	logs, err := containerLog(ctx, p.api, p.node, p.nodeName, run.ID)
+	logs, err := readContainerLogs(ctx, p.api, p.node, p.nodeName, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +350,7 @@ func (p *fixProof) exitOnRBAC() {
 	if ok, err := l.EtcdKeyExists(ctx, "/registry/servicecidrs/kubernetes"); err != nil || !ok {
 		t.Fatalf("default ServiceCIDR not created with the kind exclusions (%v, %v)", ok, err)
 	}
-	logs, err := containerLog(ctx, p.api, p.node, p.nodeName, run.ID)
+	logs, err := readContainerLogs(ctx, p.api, p.node, p.nodeName, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,27 +542,6 @@ func runsOf(l *Lab, node, version string) []ContainerRun {
 		}
 	}
 	return out
-}
-
-// containerLog reads one container's whole log through the Talos Logs API
-// (the container ID suffix selects it among restarts).
-func containerLog(ctx context.Context, api *client.Client, node, nodeName, id string) (string, error) {
-	stream, err := api.Logs(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI,
-		"kube-system/kube-apiserver-"+nodeName+":kube-apiserver:"+id, false, -1)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for {
-		data, err := stream.Recv()
-		if err != nil {
-			if b.Len() > 0 || strings.Contains(err.Error(), "EOF") {
-				return b.String(), nil
-			}
-			return "", err
-		}
-		b.Write(data.GetBytes())
-	}
 }
 
 func lineWith(s, sub string) string {

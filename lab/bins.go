@@ -1,9 +1,13 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
@@ -70,6 +74,29 @@ func CheckBinaries(dir string, versions ...string) error {
 	}
 	if len(missing) > 0 {
 		return &MissingBinaryError{Dir: dir, Missing: missing}
+	}
+	return nil
+}
+
+// ErrWrongBinaryVersion: a kube-apiserver binary reports another version
+// than the directory it is in names (exit code failure.LabNoBinaries).
+var ErrWrongBinaryVersion = failure.New(failure.LabNoBinaries, "kube-apiserver binary of the wrong version")
+
+// CheckBinaryVersion runs `BIN --version` and refuses a binary that is not
+// kube-apiserver version: a replay must never run another version than the
+// one asked for.
+func CheckBinaryVersion(bin, version string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	got := strings.TrimSpace(string(out))
+	if err != nil || got != "Kubernetes "+version {
+		if err != nil {
+			got = err.Error()
+		}
+		return failure.Hinted(fmt.Errorf("%w: %s says %q, want %q", ErrWrongBinaryVersion, bin, got, "Kubernetes "+version),
+			"rebuild it: lab/scripts/build-kube-apiserver.sh "+version,
+			"or put the official release binary of "+version+" there (dl.k8s.io/release/"+version+"/bin/linux/amd64/kube-apiserver)")
 	}
 	return nil
 }

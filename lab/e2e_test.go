@@ -16,16 +16,16 @@ import (
 )
 
 // needBinaries returns the kube-apiserver directory, skipping (with the
-// reason) when the binaries are not built, except under CI=true, where a
-// missing binary fails the run.
-func needBinaries(t testing.TB) string {
+// reason) when the binaries (OldVersion, NewVersion and more) are not
+// built, except under CI=true, where a missing binary fails the run.
+func needBinaries(t testing.TB, more ...string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end lab test: skipped with -short")
 	}
 	dir, err := FindKubeBinDir()
 	if err == nil {
-		err = CheckBinaries(dir, OldVersion, NewVersion)
+		err = CheckBinaries(dir, append([]string{OldVersion, NewVersion}, more...)...)
 	}
 	if err != nil {
 		if os.Getenv("CI") == "true" {

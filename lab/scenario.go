@@ -309,11 +309,20 @@ func (l *Lab) machineryClient(ctx context.Context) (*client.Client, error) {
 // ReadAPIServerLogs reads the kube-apiserver container's log through the
 // Talos Logs API (what `talosctl logs -k` shows); tail 0 means all.
 func ReadAPIServerLogs(ctx context.Context, api *client.Client, node, nodeName string, tail int32) (string, error) {
+	return readLogs(ctx, api, node, "kube-system/kube-apiserver-"+nodeName+":kube-apiserver", tail)
+}
+
+// readContainerLogs reads the whole log of one kube-apiserver container
+// (talosctl logs -k kube-system/kube-apiserver-NODE:kube-apiserver:ID).
+func readContainerLogs(ctx context.Context, api *client.Client, node, nodeName, containerID string) (string, error) {
+	return readLogs(ctx, api, node, "kube-system/kube-apiserver-"+nodeName+":kube-apiserver:"+containerID, 0)
+}
+
+func readLogs(ctx context.Context, api *client.Client, node, id string, tail int32) (string, error) {
 	if tail == 0 {
 		tail = -1
 	}
-	stream, err := api.Logs(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI,
-		"kube-system/kube-apiserver-"+nodeName+":kube-apiserver", false, tail)
+	stream, err := api.Logs(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI, id, false, tail)
 	if err != nil {
 		return "", err
 	}

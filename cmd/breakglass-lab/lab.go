@@ -1,14 +1,17 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/lab"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/recovery/audit"
+	"github.com/urfave/cli/v2"
 )
 
 // labCommands are the lab's commands, as `breakglass lab` has always had
@@ -95,7 +98,86 @@ func labCommands(s streams) []*cli.Command {
 				return err
 			},
 		},
+		replayCommand(s),
 	}
+}
+
+// replayCommand is `replay`: the upgrade tried on this machine first.
+func replayCommand(s streams) *cli.Command {
+	return &cli.Command{
+		Name:  "replay",
+		Usage: "try an upgrade before doing it: the cluster's admission objects, every webhook backend down, kube-apiserver --from upgraded to --to on real binaries",
+		Description: "On a scratch lab node and etcd: kube-apiserver --from starts and is ready; the admission objects\n" +
+			"are installed through it (namespaces, params and their CRDs first, webhook configurations last, so\n" +
+			"none is refused by what came before), every webhook's clientConfig rewritten to a closed loopback\n" +
+			"port (nothing the objects name is ever dialled); then the node is upgraded to --to the Talos way and\n" +
+			"kube-apiserver --to is watched until ready, exited, or --timeout. Reports the outcome, the failing\n" +
+			"readyz checks, why it exited, each webhook or policy that refused a start-up write (counted from its\n" +
+			"log), and audit's prediction for the same objects and versions, saying plainly when they disagree.\n" +
+			"Exit 0 when --to starts with every backend down, 24 when it deadlocks, 28 when a binary is missing;\n" +
+			"with --fix, the fixed run decides.\n\n" + failure.Help(),
+		Flags: labflags.Replay(),
+		Action: func(c *cli.Context) error {
+			js, err := jsonOutput(c)
+			if err != nil {
+				return err
+			}
+			sources, err := replaySources(c, s)
+			if err != nil {
+				return err
+			}
+			log := s.Err
+			opts := lab.ReplayOptions{From: c.String("from"), To: c.String("to"), Sources: sources, Fix: c.Bool("fix"),
+				FixStyle: audit.Exclusion(c.String("fix-style")), Timeout: c.Duration("timeout"),
+				KubeBinDir: c.String("kube-apiserver-dir"), Dir: c.String("dir"), Log: log}
+			rep, err := lab.Replay(c.Context, opts)
+			if err != nil {
+				return err
+			}
+			if js {
+				err = writeJSON(s.Out, rep)
+			} else {
+				err = lab.WriteReplay(s.Out, rep)
+			}
+			if err != nil {
+				return err
+			}
+			if rep.Err() != nil {
+				return failure.Reported{Category: failure.Category(failure.Code(rep.Err()))}
+			}
+			return nil
+		},
+	}
+}
+
+// replaySources reads -f files (- is standard input) and --kubeconfig.
+func replaySources(c *cli.Context, s streams) ([]lab.ReplaySource, error) {
+	var out []lab.ReplaySource
+	for _, f := range c.StringSlice("file") {
+		var data []byte
+		var err error
+		if f == "-" {
+			data, err = io.ReadAll(s.In)
+		} else {
+			data, err = os.ReadFile(f)
+		}
+		if err != nil {
+			return nil, failure.Input("pass the admission objects with -f FILE, or - for standard input", "%v", err)
+		}
+		out = append(out, lab.ReplaySource{Name: f, Data: data})
+	}
+	if path := c.String("kubeconfig"); path != "" {
+		kc, err := os.ReadFile(path)
+		if err != nil {
+			return nil, failure.Input("pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)", "%v", err)
+		}
+		data, err := recovery.FetchWebhookConfigurations(c.Context, kc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, lab.ReplaySource{Name: path, Data: data})
+	}
+	return out, nil
 }
 
 func checkNodes(n int) error {

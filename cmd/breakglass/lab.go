@@ -1,9 +1,9 @@
 package main
 
 import (
-	"github.com/urfave/cli/v2"
-
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/labflags"
+	"github.com/urfave/cli/v2"
 )
 
 func init() { commandRegistry = append(commandRegistry, labCommand) }
@@ -49,6 +49,13 @@ func labCommand(s streams) *cli.Command {
 				SkipFlagParsing: true,
 				Flags:           []cli.Flag{&cli.IntSliceFlag{Name: "nodes", Value: cli.NewIntSlice(1, 3), Usage: "node counts to rehearse on"}},
 				Action:          handOverLab(s, "bench"),
+			},
+			{
+				Name:            "replay",
+				Usage:           "try an upgrade before doing it: the cluster's admission objects, every webhook backend down, kube-apiserver --from upgraded to --to on real binaries",
+				SkipFlagParsing: true,
+				Flags:           labflags.Replay(),
+				Action:          handOverLab(s, "replay"),
 			},
 		},
 	}

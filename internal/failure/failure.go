@@ -184,3 +184,15 @@ type Reported struct{ Category Category }
 
 func (r Reported) Error() string { return r.Category.Error() }
 func (r Reported) Unwrap() error { return r.Category }
+
+// Hinted is err with the next steps to take; its category stays err's.
+func Hinted(err error, hints ...string) error { return &hinted{err: err, hints: hints} }
+
+type hinted struct {
+	err   error
+	hints []string
+}
+
+func (e *hinted) Error() string   { return e.err.Error() }
+func (e *hinted) Unwrap() error   { return e.err }
+func (e *hinted) Hints() []string { return e.hints }

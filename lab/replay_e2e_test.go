@@ -1,0 +1,64 @@
+package lab
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The lab's Kyverno-like catch-all webhooks on the incident's upgrade,
+// replayed on real binaries: as given it deadlocks, with the fix `audit
+// --fix` prints it starts, and the audit predicted both.
+func TestReplayKyvernoLike(t *testing.T) {
+	replayKyvernoLike(t, OldVersion, NewVersion)
+}
+
+// The same on the newest pair the lab builds.
+func TestReplayKyvernoLikeNewest(t *testing.T) {
+	replayKyvernoLike(t, "v1.36.3", "v1.37.2")
+}
+
+func replayKyvernoLike(t *testing.T, from, to string) {
+	bin := needBinaries(t, from, to)
+	data, err := os.ReadFile("testdata/kyverno-like.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := Replay(ctx, ReplayOptions{From: from, To: to, Sources: []ReplaySource{{Name: "kyverno-like.yaml", Data: data}},
+		Fix: true, KubeBinDir: bin, Log: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asGiven, fixed := rep.Runs[0], rep.Runs[1]
+	t.Logf("as given: %s in %s (exited %v: %s), refusals %+v; with the fix: %s in %s", asGiven.Outcome, asGiven.Elapsed, asGiven.Exited, asGiven.ExitReason, asGiven.Refusals, fixed.Outcome, fixed.Elapsed)
+	if asGiven.Outcome != OutcomeDeadlock || asGiven.Ready {
+		t.Errorf("as given: %s, want deadlock", asGiven.Outcome)
+	}
+	// Mutating webhooks are called first: the catch-all mutating one fails
+	// closed and the validating one is never reached.
+	if !slices.ContainsFunc(asGiven.Refusals, func(r Refusal) bool {
+		return r.Kind == "MutatingWebhookConfiguration" && r.Configuration == "kyverno-resource-mutating-webhook-cfg" && r.Webhook == "mutate.kyverno.svc-fail" && r.Count > 0
+	}) {
+		t.Errorf("as given: the mutating webhook's refusals are not counted: %+v", asGiven.Refusals)
+	}
+	if asGiven.Exited && !strings.Contains(asGiven.ExitReason, "PostStartHook") {
+		t.Errorf("as given: exit reason %q does not name the post-start hook that gave up", asGiven.ExitReason)
+	}
+	if !asGiven.Agrees || asGiven.Prediction.Outcome != OutcomeDeadlock {
+		t.Errorf("as given: audit predicted %+v: %s", asGiven.Prediction, asGiven.Mismatch)
+	}
+	if fixed.Outcome != OutcomeStarts || len(fixed.Refusals) != 0 {
+		t.Errorf("with the fix: %s, refusals %+v, failing %v; want starts and none", fixed.Outcome, fixed.Refusals, fixed.FailingChecks)
+	}
+	if !fixed.Agrees {
+		t.Errorf("with the fix: %s", fixed.Mismatch)
+	}
+	if rep.Outcome != OutcomeStarts || rep.Err() != nil {
+		t.Errorf("report: %s, %v; the fixed run decides", rep.Outcome, rep.Err())
+	}
+}

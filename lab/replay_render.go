@@ -1,0 +1,64 @@
+package lab
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteReplay renders a replay report for a person.
+func WriteReplay(w io.Writer, r *ReplayReport) error {
+	ew := &errWriter{w: w}
+	for _, run := range r.Runs {
+		fmt.Fprintf(ew, "Upgrade %s -> %s, objects %s, every webhook backend down:\n", r.From, r.To, run.Name)
+		switch {
+		case run.Ready:
+			fmt.Fprintf(ew, "  STARTS: kube-apiserver %s ready %s after it started\n", r.To, run.ReadyAfter)
+		case run.Exited:
+			fmt.Fprintf(ew, "  DEADLOCK: kube-apiserver %s exited: %s\n", r.To, run.ExitReason)
+		default:
+			fmt.Fprintf(ew, "  DEADLOCK: kube-apiserver %s not ready after the timeout\n", r.To)
+		}
+		if len(run.FailingChecks) > 0 {
+			fmt.Fprintf(ew, "  failing readyz checks: %s\n", strings.Join(run.FailingChecks, ", "))
+		}
+		if len(run.Refusals) > 0 {
+			fmt.Fprintln(ew, "  refused start-up writes (from its log):")
+			tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+			for _, ref := range run.Refusals {
+				fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\n", ref.Kind, ref.Configuration, ref.Webhook, ref.Count)
+			}
+			tw.Flush()
+		}
+		fmt.Fprintf(ew, "  audit predicted: %s (risk %s)", run.Prediction.Outcome, run.Prediction.Risk)
+		if len(run.Prediction.Culprits) > 0 {
+			fmt.Fprintf(ew, ", blaming %s", strings.Join(run.Prediction.Culprits, ", "))
+		}
+		fmt.Fprintln(ew)
+		if run.Agrees {
+			fmt.Fprintln(ew, "  the replay agrees with the audit")
+		} else {
+			fmt.Fprintf(ew, "  DISAGREEMENT: %s\n", run.Mismatch)
+		}
+		fmt.Fprintf(ew, "  (replay took %s)\n", run.Elapsed)
+	}
+	if r.Outcome == OutcomeDeadlock {
+		fmt.Fprintln(ew, "Do not upgrade as is: fix the objects first (breakglass audit -f FILE --fix), then replay with --fix to prove the fix.")
+	}
+	return ew.err
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

@@ -1,0 +1,147 @@
+package lab
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
+)
+
+// The replay installs params before policies and webhook configurations
+// last, leaves out what is no admission object or param, and unrolls Lists.
+func TestReplayObjectsOrderAndSelection(t *testing.T) {
+	in := `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: vwc, resourceVersion: "42", uid: x}
+webhooks: []
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kyverno, namespace: kyverno}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: admissionregistration.k8s.io/v1
+  kind: ValidatingAdmissionPolicyBinding
+  metadata: {name: b}
+- apiVersion: admissionregistration.k8s.io/v1
+  kind: ValidatingAdmissionPolicy
+  metadata: {name: p}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: params, namespace: policy}
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: policy}
+`
+	objs, err := parseReplayObjects([]ReplaySource{{Name: "in.yaml", Data: []byte(in)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Kind)
+	}
+	want := "Namespace ConfigMap ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding ValidatingWebhookConfiguration"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("order %v, want %s", got, want)
+	}
+	md := objs[4].Data["metadata"].(map[string]any)
+	if _, ok := md["resourceVersion"]; ok {
+		t.Error("resourceVersion kept: the API server would refuse the create")
+	}
+}
+
+// Every webhook is pointed at the closed loopback port, whatever it named:
+// a service, or a URL elsewhere. Nothing the objects name is dialled.
+func TestReplayRewritesEveryClientConfig(t *testing.T) {
+	data, err := os.ReadFile("testdata/kyverno-like.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := parseReplayObjects([]ReplaySource{{Name: "kyverno-like.yaml", Data: append(data, []byte(`
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: elsewhere}
+webhooks:
+- name: a.example.com
+  clientConfig: {url: "https://10.0.0.1/x", caBundle: Zm9v}
+`)...)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := 0
+	for _, o := range objs {
+		pointAtClosedPort(o, "https://127.0.0.1:1")
+		for _, h := range o.Data["webhooks"].([]any) {
+			cc := h.(map[string]any)["clientConfig"].(map[string]any)
+			if _, ok := cc["service"]; ok {
+				t.Errorf("%s: service reference kept", o.Name)
+			}
+			if u, _ := cc["url"].(string); !strings.HasPrefix(u, "https://127.0.0.1:1/") {
+				t.Errorf("%s: url %q", o.Name, u)
+			}
+			hooks++
+		}
+	}
+	if hooks != 3 {
+		t.Fatalf("%d webhooks rewritten, want 3", hooks)
+	}
+}
+
+// Bad requests are refused before anything starts, with the next step.
+func TestReplayRefusesBadRequests(t *testing.T) {
+	src := []ReplaySource{{Name: "f", Data: []byte("kind: List\n")}}
+	bin := t.TempDir()
+	for _, c := range []struct {
+		name string
+		opts ReplayOptions
+		want string
+		code failure.Category
+	}{
+		{"bad version", ReplayOptions{From: "1.32", To: "v1.34.4", Sources: src, KubeBinDir: bin}, "not a Kubernetes release", failure.BadInput},
+		{"same versions", ReplayOptions{From: "v1.34.4", To: "1.34.4", Sources: src, KubeBinDir: bin}, "not an upgrade", failure.BadInput},
+		{"nothing to replay", ReplayOptions{From: "v1.32.13", To: "v1.34.4", KubeBinDir: bin}, "nothing to replay", failure.BadInput},
+		{"timeout too short", ReplayOptions{From: "v1.32.13", To: "v1.34.4", Sources: src, KubeBinDir: bin, Timeout: time.Second}, "from 10s to 1h", failure.BadInput},
+		{"binary missing", ReplayOptions{From: "v1.32.13", To: "v1.34.4", Sources: src, KubeBinDir: bin}, "no kube-apiserver binary for [v1.32.13 v1.34.4]", failure.LabNoBinaries},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Replay(t.Context(), c.opts)
+			if err == nil || !strings.Contains(err.Error(), c.want) || failure.Code(err) != int(c.code) {
+				t.Fatalf("err %v (exit %d), want %q (exit %d)", err, failure.Code(err), c.want, c.code)
+			}
+			if c.code == failure.BadInput && len(failure.Hints(err)) == 0 {
+				t.Error("no hint")
+			}
+		})
+	}
+}
+
+// A binary whose version is not the one its directory names is never run.
+func TestReplayRefusesBinaryOfAnotherVersion(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"v1.32.13", "v1.34.4"} {
+		if err := os.MkdirAll(filepath.Join(dir, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// v1.34.4's directory holds a 1.33 binary
+		says := map[string]string{"v1.32.13": "v1.32.13", "v1.34.4": "v1.33.13"}[v]
+		if err := os.WriteFile(filepath.Join(dir, v, "kube-apiserver"), []byte("#!/bin/sh\necho Kubernetes "+says+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Replay(t.Context(), ReplayOptions{From: "v1.32.13", To: "v1.34.4", KubeBinDir: dir,
+		Sources: []ReplaySource{{Name: "f", Data: []byte("kind: List\n")}}})
+	if !errors.Is(err, ErrWrongBinaryVersion) || !strings.Contains(err.Error(), `says "Kubernetes v1.33.13"`) {
+		t.Fatalf("err %v", err)
+	}
+	if failure.Code(err) != int(failure.LabNoBinaries) {
+		t.Errorf("exit %d, want %d", failure.Code(err), failure.LabNoBinaries)
+	}
+}
