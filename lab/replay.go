@@ -390,8 +390,7 @@ func predict(cfgs []audit.Configuration, opts ReplayOptions) (Prediction, error)
 
 // auditOptions are the audit's options for the replayed versions.
 func auditOptions(opts ReplayOptions) audit.Options {
-	minor, _ := minorOf(":" + opts.To) // checked by ReplayOptions.check
-	return audit.Options{KubernetesVersion: fmt.Sprintf("1.%d", minor)}
+	return audit.Options{FromVersion: opts.From, ToVersion: opts.To}
 }
 
 // compare says whether the audit predicted the outcome, and if not, how.
