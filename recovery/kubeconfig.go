@@ -84,8 +84,11 @@ func ParseKubeconfig(kubeconfig []byte) (Kubeconfig, error) {
 }
 
 // FetchWebhookConfigurations reads the validating and mutating webhook
-// configurations from a running API server, as two JSON List documents
-// (what audit.ParseWebhookConfigurations reads).
+// configurations and the admission policies and their bindings from a
+// running API server, as JSON List documents (what
+// audit.ParseWebhookConfigurations reads). A policy API the server does
+// not serve (MutatingAdmissionPolicy is v1alpha1 on 1.32, v1beta1 on 1.34,
+// off by default) is skipped.
 func FetchWebhookConfigurations(ctx context.Context, kubeconfig []byte) ([]byte, error) {
 	kc, err := ParseKubeconfig(kubeconfig)
 	if err != nil {
@@ -96,8 +99,25 @@ func FetchWebhookConfigurations(ctx context.Context, kubeconfig []byte) ([]byte,
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: kc.TLS}, Timeout: 15 * time.Second}
 	var docs []string
-	for _, res := range []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(kc.Server, "/")+"/apis/admissionregistration.k8s.io/v1/"+res, nil)
+	served := map[string]bool{} // resources already read in a newer version
+	for _, gvr := range []struct {
+		version, res string
+		optional     bool
+	}{
+		{"v1", "validatingwebhookconfigurations", false},
+		{"v1", "mutatingwebhookconfigurations", false},
+		{"v1", "validatingadmissionpolicies", true},
+		{"v1", "validatingadmissionpolicybindings", true},
+		{"v1beta1", "mutatingadmissionpolicies", true},
+		{"v1beta1", "mutatingadmissionpolicybindings", true},
+		{"v1alpha1", "mutatingadmissionpolicies", true},
+		{"v1alpha1", "mutatingadmissionpolicybindings", true},
+	} {
+		res := gvr.res
+		if served[res] {
+			continue
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(kc.Server, "/")+"/apis/admissionregistration.k8s.io/"+gvr.version+"/"+res, nil)
 		req.Header.Set("Accept", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
@@ -108,9 +128,13 @@ func FetchWebhookConfigurations(ctx context.Context, kubeconfig []byte) ([]byte,
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", res, err)
 		}
+		if gvr.optional && resp.StatusCode == http.StatusNotFound {
+			continue
+		}
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("list %s: HTTP %d: %s", res, resp.StatusCode, strings.TrimSpace(string(body)))
 		}
+		served[res] = true
 		docs = append(docs, string(body))
 	}
 	return []byte(strings.Join(docs, "\n---\n")), nil

@@ -19,20 +19,24 @@ func init() { commandRegistry = append(commandRegistry, auditCommand) }
 func auditCommand(s streams) *cli.Command {
 	return &cli.Command{
 		Name:  "audit",
-		Usage: "find webhooks that can block kube-apiserver's own start-up writes, and generate the fix",
+		Usage: "find webhooks and admission policies that can block kube-apiserver's own start-up writes, and generate the fix",
 		Description: "Models the writes kube-apiserver makes at start (the default ServiceCIDR, IPAddresses, RBAC\n" +
 			"bootstrap roles, APF objects, APIServices, ...) as the admission requests it really sends (user\n" +
 			"system:apiserver), and applies Kubernetes' matching rules to every validating and mutating webhook:\n" +
 			"rules, scope, matchPolicy, namespace and object selectors, matchConditions (CEL). Risk per webhook:\n" +
 			"deadlock (failurePolicy Fail and a fatal write matches), slow-start (Ignore with a long timeout),\n" +
 			"none, or unknown (a condition that cannot be evaluated offline is never called safe).\n" +
+			"ValidatingAdmissionPolicy and MutatingAdmissionPolicy are audited per binding the same way: matchConstraints,\n" +
+			"the binding's matchResources, params (pass them with -f: a missing one with parameterNotFoundAction Deny\n" +
+			"rejects), matchConditions, validations with validationActions (only Deny rejects; a runtime error does under\n" +
+			"failurePolicy Fail), and mutations (a JSONPatch that cannot apply rejects). A policy without a binding does nothing.\n" +
 			"Read-only. --fix prints the configurations with matchConditions added that keep the API server's\n" +
 			"own writes away (request.userInfo.username != 'system:apiserver'), after auditing the fix itself.\n" +
 			"Exit 0 when every webhook is none; 24 deadlock, 25 unknown, 26 slow-start.\n\n" + exitCodeHelp(),
 		Flags: append(etcdConnFlags(),
-			&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "webhook configurations (YAML or JSON, many documents, Lists); - for standard input"},
-			&cli.BoolFlag{Name: "from-etcd", Usage: "read the webhook configurations straight from etcd (works while the API server is down)"},
-			&cli.StringFlag{Name: "kubeconfig", Usage: "read the webhook configurations from a running API server with this kubeconfig"},
+			&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "webhook configurations, admission policies, their bindings and params (YAML or JSON, many documents, Lists); - for standard input"},
+			&cli.BoolFlag{Name: "from-etcd", Usage: "read the webhook configurations and admission policies straight from etcd (works while the API server is down)"},
+			&cli.StringFlag{Name: "kubeconfig", Usage: "read the webhook configurations and admission policies from a running API server with this kubeconfig"},
 			&cli.StringFlag{Name: "k8s-version", Value: "1.34", Usage: "the Kubernetes version to audit the start-up of (1.32, 1.33, 1.34)"},
 			&cli.DurationFlag{Name: "slow-timeout", Value: 5 * time.Second, Usage: "a fail-open webhook matching start-up writes with at least this timeout is slow-start"},
 			&cli.BoolFlag{Name: "fix", Usage: "print the fixed configurations (stdout) instead of the report; the fix's own audit goes to stderr"},
@@ -110,7 +114,7 @@ func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configurat
 			return nil, err
 		}
 		defer ec.Close()
-		l, err := ec.List(c.Context, []etcd.Resource{etcd.ValidatingWebhookConfigurations, etcd.MutatingWebhookConfigurations})
+		l, err := ec.List(c.Context, etcd.AllResources)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +130,7 @@ func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configurat
 			cfgs = append(cfgs, parsed...)
 		}
 	}
-	if len(cfgs) == 0 && !c.Bool("from-etcd") && c.String("kubeconfig") == "" {
+	if !audit.HasAdmissionObjects(cfgs) && !c.Bool("from-etcd") && c.String("kubeconfig") == "" {
 		return nil, usageError{"nothing to audit", "breakglass audit -f webhooks.yaml, --from-etcd, or --kubeconfig FILE"}
 	}
 	return cfgs, nil

@@ -164,7 +164,7 @@ func decodeDocument(src *source, doc int, n *yaml.Node) ([]Configuration, error)
 	if tm.Kind == "List" || (len(tm.Kind) > 4 && tm.Kind[len(tm.Kind)-4:] == "List") {
 		var out []Configuration
 		for i, item := range tm.Items {
-			c, ok, err := decodeObject(item)
+			c, ok, err := decodeObject(withListType(item, tm))
 			if err != nil {
 				return nil, fmt.Errorf("items[%d]: %w", i, err)
 			}

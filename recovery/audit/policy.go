@@ -224,3 +224,32 @@ func (f Finding) Subject() string {
 	}
 	return f.ObjectKind + " " + f.Configuration + " (binding " + f.Binding + ")"
 }
+
+// HasAdmissionObjects tells whether cfgs hold something to audit: a
+// webhook configuration, a policy or a binding (params alone are not).
+func HasAdmissionObjects(cfgs []Configuration) bool {
+	for _, c := range cfgs {
+		if c.Kind != Param {
+			return true
+		}
+	}
+	return false
+}
+
+// withListType gives an item of a typed List (what the API server returns:
+// its items carry no apiVersion and kind) the list's type.
+func withListType(item json.RawMessage, list typeMeta) json.RawMessage {
+	if list.Kind == "List" || !strings.HasSuffix(list.Kind, "List") {
+		return item
+	}
+	var obj map[string]interface{}
+	if json.Unmarshal(item, &obj) != nil || obj["kind"] != nil {
+		return item
+	}
+	obj["kind"], obj["apiVersion"] = strings.TrimSuffix(list.Kind, "List"), list.APIVersion
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return item
+	}
+	return out
+}

@@ -1,8 +1,12 @@
 package audit
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // vap is a ValidatingAdmissionPolicy named p on CREATE of the given
@@ -225,5 +229,49 @@ func TestPolicyParseErrors(t *testing.T) {
 		if _, err := ParseWebhookConfigurations([]byte(y)); err == nil {
 			t.Errorf("no error for %q", y)
 		}
+	}
+}
+
+// What the API server lists (items without apiVersion and kind) and what
+// etcd decodes (typed objects) audit like files.
+func TestPolicyInputs(t *testing.T) {
+	list := `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicyList","items":[
+{"metadata":{"name":"p"},"spec":{"matchConstraints":{"resourceRules":[{"apiGroups":["*"],"apiVersions":["*"],"operations":["CREATE"],"resources":["*"]}]},"validations":[{"expression":"false"}]}}]}
+---
+{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicyBindingList","items":[{"metadata":{"name":"b"},"spec":{"policyName":"p","validationActions":["Deny"]}}]}`
+	cfgs, err := ParseWebhookConfigurations([]byte(list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Audit(cfgs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := policyFinding(t, rep, "p"); f.Risk != RiskDeadlock || f.Binding != "b" {
+		t.Errorf("typed lists: %+v", f)
+	}
+
+	var objs []runtime.Object
+	for _, c := range cfgs {
+		typed, err := policyScheme.New(schema.FromAPIVersionAndKind(c.Policy.APIVersion, c.Policy.Kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(c.Policy.Object)
+		if err := json.Unmarshal(raw, typed); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, typed)
+	}
+	decoded, err := FromObjects(objs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Audit(decoded, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := policyFinding(t, rep, "p"); f.Risk != RiskDeadlock || f.ObjectKind != "ValidatingAdmissionPolicy" {
+		t.Errorf("decoded objects: %+v", f)
 	}
 }
