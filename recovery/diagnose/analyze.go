@@ -8,6 +8,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
+	"github.com/breakglass-dev/breakglass/recovery/audit"
 )
 
 // Verdict is the conclusion, one of four; commands map each to its own
@@ -201,11 +202,41 @@ func Analyze(ev *Evidence, opts Options) *Report {
 	// the logs alone: positive evidence of a failure counts, its absence
 	// proves nothing.
 	suspect := append(slices.Clone(notReady), unchecked...)
+	var trapped []NodeEvidence
+	var trapWhy string
+	for _, ne := range ev.Nodes {
+		if why, ok := mapGateTrap(ne); ok && ne.state() != stateReady {
+			trapped, trapWhy = append(trapped, ne), why
+		}
+	}
+	etcdPolicies := policyCulprits(ev.Etcd)
 	switch {
+	case len(trapped) > 0:
+		// Every write is refused before admission objects are consulted:
+		// deleting one would change nothing.
+		r.Verdict = OtherFailure
+		var names []string
+		for _, ne := range trapped {
+			names = append(names, ne.Node)
+			for _, n := range mapGateTrapNext(ne) {
+				r.addNext(n)
+			}
+		}
+		r.Summary = fmt.Sprintf("not an admission object: on %s %s", nodeList(names, len(ev.Nodes)), trapWhy)
+		if len(admission) > 0 {
+			r.Notes = append(r.Notes, "admission refusals were logged too; fix the flags first, then diagnose again")
+		}
 	case len(admission) > 0 && (len(notReady) > 0 || (startupStuck && len(ready) == 0)):
 		r.Verdict = AdmissionDeadlock
 		r.Culprits = culprits(admission, ev.Etcd)
 		r.deadlock(suspect, ev)
+	case len(etcdPolicies) > 0 && startupStuck && (len(notReady) > 0 || len(ready) == 0):
+		// A policy's denial of the default ServiceCIDR is not logged at
+		// default verbosity: the audit of etcd names the candidates.
+		r.Verdict = AdmissionDeadlock
+		r.Culprits, r.Suspected = etcdPolicies, true
+		r.deadlock(suspect, ev)
+		r.Notes = append(r.Notes, "no log line names the culprit: the admission policies named are those the audit of etcd says reject start-up writes (breakglass audit --from-etcd)")
 	case len(suspect) > 0 && len(failures) > 0:
 		r.Verdict = OtherFailure
 		f := failures[0]
@@ -329,7 +360,8 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 			validating = appendOnce(validating, c.Name)
 		case c.Kind == kinds.MutatingWebhookConfiguration:
 			mutating = appendOnce(mutating, c.Name)
-		case c.Kind == kinds.ValidatingAdmissionPolicy && c.Binding != "" && hasObject(ev.Etcd, kinds.ValidatingAdmissionPolicyBinding, c.Binding):
+		case c.Kind == kinds.ValidatingAdmissionPolicy && c.Binding != "" && hasObject(ev.Etcd, kinds.ValidatingAdmissionPolicyBinding, c.Binding),
+			c.Kind == kinds.MutatingAdmissionPolicy && c.Binding != "" && hasObject(ev.Etcd, kinds.MutatingAdmissionPolicyBinding, c.Binding):
 			bindings = appendOnce(bindings, c.Binding)
 		}
 	}
@@ -347,6 +379,12 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 		case kinds.MutatingWebhookConfiguration:
 			plugins[PluginMutatingWebhook] = true
 			why[PluginMutatingWebhook] = appendOnce(why[PluginMutatingWebhook], o.Kind+" "+o.Name+" fails closed on start-up writes too (audit of etcd; not in the log yet)")
+		case kinds.ValidatingAdmissionPolicy, kinds.MutatingAdmissionPolicy:
+			if culpritNamed(r.Culprits, o.Kind, o.Name) {
+				continue
+			}
+			plugins[o.Kind] = true // the plugin has the kind's name
+			why[o.Kind] = appendOnce(why[o.Kind], o.Kind+" "+o.Name+" rejects start-up writes too (audit of etcd; its denials are not all logged)")
 		default:
 			continue
 		}
@@ -454,6 +492,8 @@ func (r *Report) suspectPlugins(ee EtcdEvidence) {
 			why[PluginValidatingWebhook] = append(why[PluginValidatingWebhook], o.Kind+" "+o.Name+" can block start-up (audit of etcd)")
 		case o.Kind == kinds.MutatingWebhookConfiguration && o.StartupRisk == "deadlock":
 			why[PluginMutatingWebhook] = append(why[PluginMutatingWebhook], o.Kind+" "+o.Name+" can block start-up (audit of etcd)")
+		case o.StartupRisk == string(audit.RiskNone):
+			// The audit says it cannot block start-up (Warn/Audit only, no binding, ...).
 		case o.Kind == kinds.ValidatingAdmissionPolicy || o.Kind == kinds.ValidatingAdmissionPolicyBinding:
 			why[PluginValidatingPolicy] = append(why[PluginValidatingPolicy], o.Kind+" "+o.Name+" is in etcd (a policy's denial of the start-up writes is not logged)")
 		case o.Kind == kinds.MutatingAdmissionPolicy || o.Kind == kinds.MutatingAdmissionPolicyBinding:

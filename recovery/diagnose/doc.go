@@ -18,8 +18,19 @@
 //	admission-deadlock  a webhook or policy refuses (or cannot answer) kube-apiserver's own
 //	                    start-up writes, and kube-apiserver is not ready
 //	other-failure       not ready, for a known reason that is not admission
-//	                    (flags overlap, etcd unreachable, certificates)
+//	                    (flags overlap, etcd unreachable, certificates, or 1.34+
+//	                    with the MutatingAdmissionPolicy gate on and only its
+//	                    v1alpha1 API enabled: every write is refused "not yet
+//	                    ready to handle request", and the next command is the
+//	                    runtime-config change, never an etcd delete)
 //	unknown             some node could not be read, or no known signature explains it
+//
+// Admission objects in etcd are audited together (recovery/audit: a policy
+// with its bindings) and each carries the worst risk as startupRisk. A
+// policy's denial of the default ServiceCIDR is not logged at default
+// verbosity: when start-up is stuck and no log line names a culprit, the
+// bindings whose policy the audit says deadlocks are the culprits
+// (suspected: true), and the next command deletes those bindings.
 //
 // A node is ready when /readyz says so; when readyz was not asked or could
 // not be reached, when kubelet reports the pod Ready and running. Healthy
@@ -51,7 +62,7 @@
 //	  "notes": ["..."],
 //	  "evidence": {
 //	    "nodes": [{ "node", "nodeName", "pod": {"found","ready","running","restarts","waitingReason","startedAt"},
-//	                "image", "enabledPlugins", "disabledPlugins",
+//	                "image", "enabledPlugins", "disabledPlugins", "featureGates", "runtimeConfig",
 //	                "readyz": {"node","ready","failingChecks","error"}, "logLinesRead", "errors" }],
 //	    "etcd": { "asked", "endpoints", "error", "revision",
 //	              "objects": [{"kind","name","key","encoding","webhooks":[{"name","failurePolicy","target","rules","matchConditions"}],

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
-	"github.com/breakglass-dev/breakglass/recovery/audit"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -81,9 +80,13 @@ type NodeEvidence struct {
 	// Pod is kubelet's view of the kube-apiserver static pod; nil when unread.
 	Pod *Pod `json:"pod,omitempty"`
 	// Image and the admission flags of the rendered static pod.
-	Image            string   `json:"image,omitempty"`
-	EnabledPlugins   []string `json:"enabledPlugins,omitempty"`
-	DisabledPlugins  []string `json:"disabledPlugins,omitempty"`
+	Image           string   `json:"image,omitempty"`
+	EnabledPlugins  []string `json:"enabledPlugins,omitempty"`
+	DisabledPlugins []string `json:"disabledPlugins,omitempty"`
+	// FeatureGates and RuntimeConfig are the --feature-gates and
+	// --runtime-config items (the MutatingAdmissionPolicy trap).
+	FeatureGates     []string `json:"featureGates,omitempty"`
+	RuntimeConfig    []string `json:"runtimeConfig,omitempty"`
 	Readyz           *Readyz  `json:"readyz,omitempty"`
 	LogLinesRead     int      `json:"logLinesRead"`
 	Errors           []string `json:"errors,omitempty"` // what could not be read, and why
@@ -235,6 +238,7 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		ne.Image = pod.Image
 		ne.EnabledPlugins = pod.EnabledPlugins()
 		ne.DisabledPlugins = pod.DisabledPlugins()
+		ne.FeatureGates, ne.RuntimeConfig = pod.FlagList("feature-gates"), pod.FlagList("runtime-config")
 	}
 	var containerID string
 	if st, err := nodes.ReadAPIServerStatus(ctx, node, name); err != nil {
@@ -288,6 +292,7 @@ func gatherEtcd(ctx context.Context, objs Objects, resources []etcd.Resource) Et
 		return ee
 	}
 	ee.Revision = l.Cluster.Revision
+	risks := startupRisks(l.Objects)
 	for _, o := range l.Objects {
 		ao := AdmissionObject{Kind: o.Kind, Name: o.Name, Key: o.Key, Encoding: string(o.Encoding), Undecoded: o.DecodeError}
 		for _, w := range o.Webhooks {
@@ -296,26 +301,8 @@ func gatherEtcd(ctx context.Context, objs Objects, resources []etcd.Resource) Et
 		if o.Policy != nil {
 			ao.Policy, ao.Failure = o.Policy.PolicyName, o.Policy.FailurePolicy
 		}
-		ao.StartupRisk = startupRisk(o)
+		ao.StartupRisk = risks[o.Kind+"/"+o.Name]
 		ee.Objects = append(ee.Objects, ao)
 	}
 	return ee
-}
-
-// startupRisk audits one webhook configuration: a fail-closed webhook that
-// runs after another one in the chain never shows in the log (the first
-// failure ends the request), but blocks start-up all the same.
-func startupRisk(o etcd.Object) string {
-	if o.Decoded == nil || len(o.Webhooks) == 0 {
-		return ""
-	}
-	cfgs, err := audit.FromObjects(o.Decoded)
-	if err != nil {
-		return ""
-	}
-	report, err := audit.Audit(cfgs, audit.Options{})
-	if err != nil {
-		return ""
-	}
-	return string(report.Risk)
 }
