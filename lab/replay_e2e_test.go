@@ -62,3 +62,29 @@ func replayKyvernoLike(t *testing.T, from, to string) {
 		t.Errorf("report: %s, %v; the fixed run decides", rep.Outcome, rep.Err())
 	}
 }
+
+// A ValidatingAdmissionPolicy that refuses the default ServiceCIDR: the
+// upgrade deadlocks with no webhook at all, the audit's policy fix lets it
+// start, and the audit predicted both.
+func TestReplayPolicy(t *testing.T) {
+	bin := needBinaries(t)
+	data, err := os.ReadFile("testdata/deny-servicecidr-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := Replay(ctx, ReplayOptions{From: OldVersion, To: NewVersion, Sources: []ReplaySource{{Name: "deny-servicecidr-policy.yaml", Data: data}},
+		Fix: true, KubeBinDir: bin, Log: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asGiven, fixed := rep.Runs[0], rep.Runs[1]
+	t.Logf("as given: %s in %s (exited %v: %s, failing %v); with the fix: %s in %s", asGiven.Outcome, asGiven.Elapsed, asGiven.Exited, asGiven.ExitReason, asGiven.FailingChecks, fixed.Outcome, fixed.Elapsed)
+	if asGiven.Outcome != OutcomeDeadlock || !asGiven.Agrees {
+		t.Errorf("as given: %s, prediction %+v (%s); want deadlock, predicted", asGiven.Outcome, asGiven.Prediction, asGiven.Mismatch)
+	}
+	if fixed.Outcome != OutcomeStarts || !fixed.Agrees {
+		t.Errorf("with the fix: %s, prediction %+v (%s); want starts, predicted", fixed.Outcome, fixed.Prediction, fixed.Mismatch)
+	}
+}

@@ -232,8 +232,15 @@ func createPath(o replayObject, crds map[string]crdResource) (string, error) {
 		return prefix + "/customresourcedefinitions", nil
 	}
 	if _, ok := installOrder[o.Kind]; ok {
-		// admissionregistration.k8s.io kinds: the plural is the lower-case kind + "s"
-		return prefix + "/" + strings.ToLower(o.Kind) + "s", nil
+		// admissionregistration.k8s.io kinds: the regular English plural
+		// of the lower-case kind (...policy -> ...policies)
+		plural := strings.ToLower(o.Kind)
+		if p, ok := strings.CutSuffix(plural, "y"); ok {
+			plural = p + "ies"
+		} else {
+			plural += "s"
+		}
+		return prefix + "/" + plural, nil
 	}
 	group, _, _ := strings.Cut(o.APIVersion, "/")
 	r, ok := crds[group+"/"+o.Kind]
