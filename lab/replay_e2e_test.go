@@ -16,11 +16,6 @@ func TestReplayKyvernoLike(t *testing.T) {
 	replayKyvernoLike(t, OldVersion, NewVersion)
 }
 
-// The same on the newest pair the lab builds.
-func TestReplayKyvernoLikeNewest(t *testing.T) {
-	replayKyvernoLike(t, "v1.36.3", "v1.37.2")
-}
-
 func replayKyvernoLike(t *testing.T, from, to string) {
 	bin := needBinaries(t, from, to)
 	data, err := os.ReadFile("testdata/kyverno-like.yaml")
