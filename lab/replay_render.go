@@ -5,11 +5,13 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/breakglass-dev/breakglass/internal/errwriter"
 )
 
 // WriteReplay renders a replay report for a person.
 func WriteReplay(w io.Writer, r *ReplayReport) error {
-	ew := &errWriter{w: w}
+	ew := &errwriter.Writer{W: w}
 	for _, run := range r.Runs {
 		fmt.Fprintf(ew, "Upgrade %s -> %s, objects %s, every webhook backend down:\n", r.From, r.To, run.Name)
 		switch {
@@ -46,19 +48,5 @@ func WriteReplay(w io.Writer, r *ReplayReport) error {
 	if r.Outcome == OutcomeDeadlock {
 		fmt.Fprintln(ew, "Do not upgrade as is: fix the objects first (breakglass audit -f FILE --fix), then replay with --fix to prove the fix.")
 	}
-	return ew.err
-}
-
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
+	return ew.Err
 }

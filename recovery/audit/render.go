@@ -6,13 +6,15 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/breakglass-dev/breakglass/internal/errwriter"
 )
 
 // WriteTable prints the report for a person: a summary line per webhook, then
 // a table of the start-up writes each risky webhook would hold up, and why.
 func WriteTable(w io.Writer, r Report) error {
-	ew := &errWriter{w: w}
-	ew.printf("Kubernetes %s start-up writes (upgraded from %s); webhook backends assumed unreachable; slow-start from %gs.\n\n",
+	ew := &errwriter.Writer{W: w}
+	ew.Printf("Kubernetes %s start-up writes (upgraded from %s); webhook backends assumed unreachable; slow-start from %gs.\n\n",
 		r.KubernetesVersion, r.FromVersion, r.SlowTimeoutSeconds)
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RISK\tKIND\tCONFIGURATION\tWEBHOOK\tPOLICY\tTIMEOUT\tFATAL WRITES")
@@ -35,9 +37,9 @@ func WriteTable(w io.Writer, r Report) error {
 			continue
 		}
 		if f.ObjectKind != "" {
-			ew.printf("\n%s %s: %s\n", strings.ToUpper(string(f.Risk)), f.Subject(), strings.Join(f.Reasons, "; "))
+			ew.Printf("\n%s %s: %s\n", strings.ToUpper(string(f.Risk)), f.Subject(), strings.Join(f.Reasons, "; "))
 		} else {
-			ew.printf("\n%s %q (%s, %s): %s\n", strings.ToUpper(string(f.Risk)), f.Webhook, f.Configuration, f.Kind, strings.Join(f.Reasons, "; "))
+			ew.Printf("\n%s %q (%s, %s): %s\n", strings.ToUpper(string(f.Risk)), f.Webhook, f.Configuration, f.Kind, strings.Join(f.Reasons, "; "))
 		}
 		// The fatal (and undecided) writes in full; the others by name.
 		tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
@@ -52,15 +54,15 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 		tw.Flush()
 		if len(minor) > 0 {
-			ew.printf("  also holds up %d non-fatal write(s): %s\n", len(minor), strings.Join(minor, ", "))
+			ew.Printf("  also holds up %d non-fatal write(s): %s\n", len(minor), strings.Join(minor, ", "))
 		}
 		if f.Fix != "" {
-			ew.printf("  fix: add matchCondition %s: %s\n", ExcludeAPIServerName, f.Fix)
+			ew.Printf("  fix: add matchCondition %s: %s\n", ExcludeAPIServerName, f.Fix)
 		}
 	}
-	ew.printf("\n%d deadlock, %d unknown, %d slow-start, %d none.\n",
+	ew.Printf("\n%d deadlock, %d unknown, %d slow-start, %d none.\n",
 		r.Count(RiskDeadlock), r.Count(RiskUnknown), r.Count(RiskSlowStart), r.Count(RiskNone))
-	return ew.err
+	return ew.Err
 }
 
 // WriteJSON prints the report as indented JSON (see doc.go for the fields).
@@ -72,7 +74,7 @@ func WriteJSON(w io.Writer, r Report) error {
 
 // WriteFixSummary prints what a fix plan changes and what remains.
 func WriteFixSummary(w io.Writer, p *FixPlan) error {
-	ew := &errWriter{w: w}
+	ew := &errwriter.Writer{W: w}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONFIGURATION\tWEBHOOK\tADDED\tRISK BEFORE\tRISK AFTER")
 	for _, c := range p.Changes {
@@ -88,25 +90,7 @@ func WriteFixSummary(w io.Writer, p *FixPlan) error {
 	}
 	tw.Flush()
 	for _, n := range p.Notes {
-		ew.printf("note: %s\n", n)
+		ew.Printf("note: %s\n", n)
 	}
-	return ew.err
-}
-
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
-}
-
-func (e *errWriter) printf(format string, args ...interface{}) {
-	fmt.Fprintf(e, format, args...)
+	return ew.Err
 }
