@@ -171,6 +171,11 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 
 // check refuses what cannot be replayed before anything starts.
 func (o *ReplayOptions) check() error {
+	// Not urfave's Required: `breakglass lab replay` hands its arguments
+	// over unparsed, and the message here names the form wanted.
+	if o.From == "" || o.To == "" {
+		return failure.Input("name both versions, e.g. --from v1.32.13 --to v1.34.4", "replay needs the version the cluster runs (--from) and the one to upgrade to (--to)")
+	}
 	for _, v := range []*string{&o.From, &o.To} {
 		if !strings.HasPrefix(*v, "v") {
 			*v = "v" + *v

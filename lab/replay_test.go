@@ -105,6 +105,7 @@ func TestReplayRefusesBadRequests(t *testing.T) {
 		want string
 		code failure.Category
 	}{
+		{"no versions", ReplayOptions{Sources: src, KubeBinDir: bin}, "needs the version the cluster runs (--from)", failure.BadInput},
 		{"bad version", ReplayOptions{From: "1.32", To: "v1.34.4", Sources: src, KubeBinDir: bin}, "not a Kubernetes release", failure.BadInput},
 		{"same versions", ReplayOptions{From: "v1.34.4", To: "1.34.4", Sources: src, KubeBinDir: bin}, "not an upgrade", failure.BadInput},
 		{"nothing to replay", ReplayOptions{From: "v1.32.13", To: "v1.34.4", KubeBinDir: bin}, "nothing to replay", failure.BadInput},

@@ -62,6 +62,8 @@ func TestLabHandOverArguments(t *testing.T) {
 		{"lab up --nodes 2 --scenario kyverno-servicecidr --dir /tmp/x", "up --nodes 2 --scenario kyverno-servicecidr --dir /tmp/x"},
 		{"lab up --bogus", "up --bogus"},
 		{"lab up --help", "up --help"},
+		{"lab replay --from v1.32.13 --to v1.34.4 -f w.yaml --fix", "replay --from v1.32.13 --to v1.34.4 -f w.yaml --fix"},
+		{"lab replay -f -", "replay -f -"},
 	} {
 		t.Run(tc.args, func(t *testing.T) {
 			code, stdout, stderr := runInProcess(t, strings.Fields(tc.args)...)

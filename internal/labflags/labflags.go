@@ -17,8 +17,8 @@ const ReplayTimeout = 90 * time.Second
 // Replay are the flags of `replay`.
 func Replay() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "from", Required: true, Usage: "the Kubernetes version the cluster runs (vX.Y.Z)"},
-		&cli.StringFlag{Name: "to", Required: true, Usage: "the Kubernetes version to upgrade to (vX.Y.Z)"},
+		&cli.StringFlag{Name: "from", Usage: "the Kubernetes version the cluster runs (vX.Y.Z; required)"},
+		&cli.StringFlag{Name: "to", Usage: "the Kubernetes version to upgrade to (vX.Y.Z; required)"},
 		&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "the cluster's admission objects (webhook configurations, admission policies and bindings, their params): YAML or JSON, many documents, Lists; - for standard input"},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "read the webhook configurations from a running API server with this kubeconfig"},
 		&cli.StringFlag{Name: "kube-apiserver-dir", DefaultText: "$BREAKGLASS_KUBE_BIN_DIR", Usage: "directory holding vX.Y.Z/kube-apiserver for both versions"},
