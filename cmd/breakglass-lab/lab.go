@@ -1,11 +1,11 @@
 package main
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/lab"
@@ -154,15 +154,9 @@ func replayCommand(s streams) *cli.Command {
 func replaySources(c *cli.Context, s streams) ([]lab.ReplaySource, error) {
 	var out []lab.ReplaySource
 	for _, f := range c.StringSlice("file") {
-		var data []byte
-		var err error
-		if f == "-" {
-			data, err = io.ReadAll(s.In)
-		} else {
-			data, err = os.ReadFile(f)
-		}
+		data, err := command.ReadInput(f, s.In, "pass the admission objects with -f FILE, or - for standard input")
 		if err != nil {
-			return nil, failure.Input("pass the admission objects with -f FILE, or - for standard input", "%v", err)
+			return nil, err
 		}
 		out = append(out, lab.ReplaySource{Name: f, Data: data})
 	}

@@ -6,12 +6,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/recovery/audit"
+	"github.com/urfave/cli/v2"
 )
 
 func init() { commandRegistry = append(commandRegistry, auditCommand) }
@@ -77,15 +77,9 @@ func auditCommand(s streams) *cli.Command {
 func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configuration, error) {
 	var cfgs []audit.Configuration
 	for _, f := range c.StringSlice("file") {
-		var data []byte
-		var err error
-		if f == "-" {
-			data, err = io.ReadAll(s.In)
-		} else {
-			data, err = os.ReadFile(f)
-		}
+		data, err := command.ReadInput(f, s.In, "pass manifests with -f FILE, or - for standard input")
 		if err != nil {
-			return nil, usageError{err.Error(), "pass manifests with -f FILE, or - for standard input"}
+			return nil, err
 		}
 		parsed, err := audit.ParseNamed(f, data)
 		if err != nil {
