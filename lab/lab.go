@@ -376,7 +376,27 @@ func (l *Lab) baseArgs(n *talostest.Node, spec *k8s.APIServerConfigSpec) map[str
 	// SO_REUSEPORT: the lab holds the port between restarts (l.reserve)
 	args["permit-port-sharing"] = "true"
 	args["etcd-servers"] = l.etcdURLs[n.IP]
+	for _, a := range loopbackOnlyArgs(spec.Image) {
+		k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		args[k] = v
+	}
 	return args
+}
+
+// loopbackOnlyArgs are the flags a kube-apiserver needs to run on a loopback
+// address (version "v1.37.2" or an image ending in ":v1.37.2"). From 1.37
+// the endpoint reconciler refuses a loopback advertise address
+// (ValidateEndpointIP in pkg/controlplane/instance.go); a real node has a
+// routable one, but the lab must never publish an address anything could
+// dial, so from 1.37 the lab writes no kubernetes Endpoints at all.
+func loopbackOnlyArgs(version string) []string {
+	if i := strings.LastIndex(version, ":"); i >= 0 {
+		version = version[i+1:]
+	}
+	if m, err := minorOf(":" + version); err == nil && m >= 37 {
+		return []string{"--endpoint-reconciler-type=none"}
+	}
+	return nil
 }
 
 func (l *Lab) etcdTLS() (*tls.Config, error) {

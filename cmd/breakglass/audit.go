@@ -37,7 +37,9 @@ func auditCommand(s streams) *cli.Command {
 			&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "webhook configurations, admission policies, their bindings and params (YAML or JSON, many documents, Lists); - for standard input"},
 			&cli.BoolFlag{Name: "from-etcd", Usage: "read the webhook configurations and admission policies straight from etcd (works while the API server is down)"},
 			&cli.StringFlag{Name: "kubeconfig", Usage: "read the webhook configurations and admission policies from a running API server with this kubeconfig"},
-			&cli.StringFlag{Name: "k8s-version", Value: "1.34", Usage: "the Kubernetes version to audit the start-up of (1.32, 1.33, 1.34)"},
+			&cli.StringFlag{Name: "from", Usage: "the Kubernetes version the cluster runs before the start (1.32 to 1.37)", DefaultText: "a live cluster's running version; 1.32 for files"},
+			&cli.StringFlag{Name: "to", Usage: "the Kubernetes version whose start-up is audited (1.32 to 1.37; the same as --from audits a restart)", DefaultText: "the minor after --from; 1.34 for files"},
+			&cli.StringFlag{Name: "k8s-version", Usage: "the former name of --to"},
 			&cli.DurationFlag{Name: "slow-timeout", Value: 5 * time.Second, Usage: "a fail-open webhook matching start-up writes with at least this timeout is slow-start"},
 			&cli.BoolFlag{Name: "fix", Usage: "print the fixed configurations (stdout) instead of the report; the fix's own audit goes to stderr"},
 			&cli.StringFlag{Name: "fix-style", Value: string(audit.ExcludeAPIServer), Usage: "apiserver (exclude the user system:apiserver, recommended) or kinds (the incident's ServiceCIDR/IPAddress exclusions: partial)"},
@@ -48,11 +50,16 @@ func auditCommand(s streams) *cli.Command {
 			if err != nil {
 				return err
 			}
-			cfgs, err := auditInputs(c, s, g)
+			in, err := auditInputs(c, s, g)
 			if err != nil {
 				return err
 			}
-			opts := audit.Options{KubernetesVersion: c.String("k8s-version"), SlowTimeout: c.Duration("slow-timeout")}
+			opts := audit.Options{FromVersion: c.String("from"), ToVersion: c.String("to"), KubernetesVersion: c.String("k8s-version"),
+				SlowTimeout: c.Duration("slow-timeout"), Unreadable: in.unreadable}
+			if err := defaultAuditVersions(&opts, in.running, s.Err); err != nil {
+				return err
+			}
+			cfgs := in.cfgs
 			if c.Bool("fix") {
 				return runAuditFix(c, s, cfgs, opts)
 			}
@@ -73,8 +80,54 @@ func auditCommand(s streams) *cli.Command {
 	}
 }
 
+// auditInput is what the audit reads: the objects, those it cannot read,
+// and the version a live cluster runs (with where that was learned).
+type auditInput struct {
+	cfgs       []audit.Configuration
+	unreadable []audit.Unreadable
+	running    runningVersion
+}
+
+type runningVersion struct{ version, evidence string }
+
+// defaultAuditVersions fills the upgrade in when the flags leave it out:
+// a live cluster's running minor to the next one (a restart of the newest
+// modelled), and says so; files keep the incident's 1.32 -> 1.34.
+func defaultAuditVersions(opts *audit.Options, running runningVersion, w io.Writer) error {
+	if opts.FromVersion != "" || running.evidence == "" {
+		return nil
+	}
+	if running.version == "" {
+		fmt.Fprintf(w, "audit: cannot tell the version the cluster runs (%s); auditing the upgrade 1.32 -> 1.34: pass --from and --to to choose\n", running.evidence)
+		return nil
+	}
+	from, err := audit.NormalizeVersion(running.version)
+	if err != nil {
+		return failure.Hinted(err, "pass the upgrade to audit: --from 1.NN --to 1.NN")
+	}
+	opts.FromVersion = from
+	if opts.ToVersion == "" && opts.KubernetesVersion == "" {
+		if opts.ToVersion, err = audit.NextVersion(from); err != nil {
+			opts.ToVersion = from // the newest modelled: its restart
+		}
+	}
+	to := opts.ToVersion
+	if to == "" {
+		to = opts.KubernetesVersion
+	}
+	fmt.Fprintf(w, "audit: the cluster runs %s (%s); auditing the start of %s on it: pass --from and --to to choose\n", running.version, running.evidence, to)
+	return nil
+}
+
 // auditInputs reads the configurations from files, standard input and etcd.
-func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configuration, error) {
+func auditInputs(c *cli.Context, s streams, g globalOptions) (auditInput, error) {
+	var in auditInput
+	cfgs, err := auditObjects(c, s, g, &in)
+	in.cfgs = cfgs
+	return in, err
+}
+
+func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([]audit.Configuration, error) {
 	var cfgs []audit.Configuration
 	for _, f := range c.StringSlice("file") {
 		data, err := command.ReadInput(f, s.In, "pass manifests with -f FILE, or - for standard input")
@@ -96,6 +149,12 @@ func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configurat
 		if err != nil {
 			return nil, err
 		}
+		in.running = runningVersion{evidence: "unknown"}
+		if v, err := recovery.ServerVersion(c.Context, kc); err == nil {
+			in.running = runningVersion{v, "the API server's /version"}
+		} else {
+			in.running.evidence = err.Error()
+		}
 		parsed, err := audit.ParseNamed(path, data)
 		if err != nil {
 			return nil, err
@@ -114,7 +173,11 @@ func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configurat
 		}
 		for _, o := range l.Objects {
 			if o.Decoded == nil {
-				fmt.Fprintf(s.Err, "WARNING: %s %s cannot be audited: %s value (%s)\n", o.Kind, o.Name, o.Encoding, o.DecodeError)
+				reason := string(o.Encoding) + " value"
+				if o.DecodeError != "" {
+					reason += " (" + o.DecodeError + ")"
+				}
+				in.unreadable = append(in.unreadable, audit.Unreadable{Kind: o.Kind, Name: o.Name, Reason: reason})
 				continue
 			}
 			parsed, err := audit.FromObjects(o.Decoded)
@@ -122,6 +185,13 @@ func auditInputs(c *cli.Context, s streams, g globalOptions) ([]audit.Configurat
 				return nil, err
 			}
 			cfgs = append(cfgs, parsed...)
+		}
+		if c.String("kubeconfig") == "" {
+			v, evidence, err := recovery.EtcdClusterVersion(c.Context, ec)
+			if err != nil {
+				return nil, err
+			}
+			in.running = runningVersion{v, evidence}
 		}
 	}
 	if !audit.HasAdmissionObjects(cfgs) && !c.Bool("from-etcd") && c.String("kubeconfig") == "" {

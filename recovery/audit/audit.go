@@ -72,6 +72,21 @@ type Options struct {
 	// (system namespaces, system PriorityClasses), where no webhook
 	// configuration exists unless it was put there beforehand.
 	IncludeNewCluster bool
+	// Unreadable are admission objects whose stored value cannot be
+	// decoded: each is a finding of risk unknown, never left out.
+	Unreadable []Unreadable
+}
+
+// Unreadable is an admission object known by kind and name only (its etcd
+// value is encrypted at rest, or in no encoding breakglass reads).
+type Unreadable struct {
+	Kind, Name string
+	Reason     string // e.g. "encrypted value"
+}
+
+func unreadableFinding(u Unreadable) Finding {
+	return Finding{Configuration: u.Name, ObjectKind: u.Kind, Risk: RiskUnknown, Blocks: []BlockedRequest{},
+		Reasons: []string{"cannot be audited: " + u.Reason + "; audit it with --kubeconfig while an API server runs, or with -f from its manifest"}}
 }
 
 // BlockedRequest is one start-up write a webhook would hold up.
@@ -209,6 +224,9 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 	}
 	for _, f := range auditPolicies(cfgs, reqs, env) {
 		add(f)
+	}
+	for _, u := range opts.Unreadable {
+		add(unreadableFinding(u))
 	}
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]

@@ -28,6 +28,9 @@ func WriteTable(w io.Writer, r Report) error {
 		kind, webhook := string(f.Kind), f.Webhook
 		if f.ObjectKind != "" { // a policy: its kind, and the binding in the webhook's place
 			kind, webhook = f.ObjectKind, "binding "+f.Binding
+			if f.Binding == "" {
+				webhook = "-"
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%ds\t%d\n", f.Risk, kind, f.Configuration, webhook, f.FailurePolicy, f.TimeoutSeconds, fatal)
 	}

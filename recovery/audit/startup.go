@@ -462,6 +462,12 @@ func startupCatalogue() []StartupRequest {
 			When: "every start (create when missing, then renewed)", Source: srcLease,
 			labels: map[string]string{"apiserver.kubernetes.io/identity": "kube-apiserver", "kubernetes.io/hostname": "control-plane"}, fields: []string{"spec"}, unknownName: true})
 	}
+	// Recorded on 1.34 -> 1.35: the new process deleted the lease 1.34 left.
+	add(StartupRequest{ID: "lease-identity-delete", Description: "another kube-apiserver's identity Lease, expired or without renewTime (garbage collector)",
+		Operation: "DELETE", Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Kind: "Lease", Namespace: "kube-system", Name: "apiserver-<hash>",
+		Effect: EffectDegraded, Hook: "poststarthook/start-kube-apiserver-identity-lease-garbage-collector", Deadline: "logged, tried again next period",
+		When: "when a stale identity lease is found", Source: "pkg/controlplane/controller/apiserverleasegc/gc_controller.go",
+		labels: map[string]string{"apiserver.kubernetes.io/identity": "kube-apiserver", "kubernetes.io/hostname": "control-plane"}, fields: []string{"spec"}, unknownName: true})
 	for _, op := range []string{"CREATE", "UPDATE"} {
 		add(StartupRequest{ID: "configmap-authentication-" + strings.ToLower(op), Description: "kube-system/extension-apiserver-authentication ConfigMap",
 			Operation: op, Group: "", Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "kube-system", Name: "extension-apiserver-authentication",

@@ -1,0 +1,167 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/breakglass-dev/breakglass/recovery/audit"
+)
+
+// RecordOutEnv names a directory where TestStartupRecordings writes each
+// recording (upgrade-FROM-to-TO.jsonl), to refresh recovery/audit/testdata/observed.
+const RecordOutEnv = "BREAKGLASS_RECORD_OUT"
+
+// The recording webhook answers allowed and keeps one entry per distinct
+// request, reduced to what the model is checked on.
+func TestRecordingWebhook(t *testing.T) {
+	pki, err := newRecordPKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startRecordingWebhook(pki)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	cfg, _ := json.Marshal(h.configuration())
+	for _, want := range []string{`"url":"https://127.0.0.1:`, `"failurePolicy":"Ignore"`, `"matchPolicy":"Exact"`, `"resources":["*/*"]`} {
+		if !bytes.Contains(cfg, []byte(want)) {
+			t.Errorf("configuration lacks %s: %s", want, cfg)
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}}}
+	send := func(name string) {
+		t.Helper()
+		obj := []byte(`{"apiVersion":"networking.k8s.io/v1","kind":"ServiceCIDR","metadata":{"name":"` + name + `","labels":{"a":"b"}}}`)
+		opts := []byte(`{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1","fieldManager":"fm"}`)
+		review := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{UID: "u1", Operation: admissionv1.Create, Name: name,
+				Kind:     metav1.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "ServiceCIDR"},
+				Resource: metav1.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs"},
+				UserInfo: authenticationv1.UserInfo{Username: audit.APIServerUser, Groups: audit.APIServerGroups},
+				Object:   runtime.RawExtension{Raw: obj}, Options: runtime.RawExtension{Raw: opts}}}
+		body, _ := json.Marshal(review)
+		resp, err := client.Post("https://"+h.addr+"/review", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out admissionv1.AdmissionReview
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil || !out.Response.Allowed || out.Response.UID != "u1" {
+			t.Fatalf("answer: %v %+v", err, out.Response)
+		}
+	}
+	send("kubernetes")
+	send("kubernetes")
+	send("other")
+	got := h.requests()
+	if len(got) != 2 {
+		t.Fatalf("recorded %d distinct requests, want 2: %+v", len(got), got)
+	}
+	o := got[0]
+	if o.Operation != "CREATE" || o.Group != "networking.k8s.io" || o.Resource != "servicecidrs" || o.Kind != "ServiceCIDR" ||
+		o.Name != "kubernetes" || o.Labels["a"] != "b" || o.Options != "CreateOptions" || o.FieldManager != "fm" || o.Username != audit.APIServerUser {
+		t.Errorf("observed %+v", o)
+	}
+	var buf bytes.Buffer
+	if err := (&Recording{Requests: got}).WriteJSONL(&buf); err != nil || strings.Count(buf.String(), "\n") != 2 {
+		t.Errorf("jsonl: %v %q", err, buf.String())
+	}
+	h.reset()
+	if len(h.requests()) != 0 {
+		t.Error("reset kept requests")
+	}
+}
+
+// minor is "1.NN" of "v1.NN.P".
+func minor(v string) string {
+	m, err := audit.NormalizeVersion(v)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Each upgrade pair recorded live from the real binaries: every request the
+// target sends itself must be in the audit's model for that (from, to).
+// A new version that writes something the model lacks fails here.
+func TestStartupRecordings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end lab test: skipped with -short")
+	}
+	dir, err := FindKubeBinDir()
+	var versions []string
+	for _, p := range RecordedUpgrades {
+		versions = append(versions, p[0], p[1])
+	}
+	if err == nil {
+		err = CheckBinaries(dir, versions...)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and the recordings cannot run: %v (build them: make kube-apiserver)", err)
+		}
+		t.Skipf("skipped: %v (build them: make kube-apiserver, or set %s)", err, KubeBinDirEnv)
+	}
+	out := os.Getenv(RecordOutEnv)
+	start := time.Now()
+	t.Cleanup(func() { t.Logf("all pairs recorded in %s", time.Since(start).Round(time.Second)) })
+	for _, p := range RecordedUpgrades {
+		from, to := p[0], p[1]
+		t.Run(minor(from)+"-to-"+minor(to), func(t *testing.T) {
+			t.Parallel()
+			var log bytes.Buffer
+			rec, err := RecordStartup(context.Background(), RecordOptions{BinDir: dir, From: from, To: to,
+				Window: 25 * time.Second, Quiet: 8 * time.Second, Dir: t.TempDir(), Log: &log})
+			if err != nil {
+				t.Fatalf("record: %v\n%s", err, tail(log.String(), 30))
+			}
+			t.Logf("%s -> %s: %d distinct requests, ready after %s, last new one after %s, recorded %s",
+				from, to, len(rec.Requests), rec.Ready.Round(time.Millisecond), rec.LastNew.Round(time.Millisecond), rec.Recorded.Round(time.Millisecond))
+			if rec.Ready == 0 {
+				t.Errorf("%s never became ready\n%s", to, tail(log.String(), 30))
+			}
+			if len(rec.Requests) == 0 {
+				t.Fatal("nothing recorded: the webhook was not called")
+			}
+			if out != "" {
+				var buf bytes.Buffer
+				if err := rec.WriteJSONL(&buf); err != nil {
+					t.Fatal(err)
+				}
+				name := "upgrade-" + strings.TrimPrefix(from, "v") + "-to-" + strings.TrimPrefix(to, "v") + ".jsonl"
+				if err := os.WriteFile(filepath.Join(out, name), buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			model, err := audit.StartupRequests(minor(from), minor(to))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, problem := range audit.Uncovered(model, rec.Requests) {
+				t.Errorf("not in the model for %s -> %s: %s", minor(from), minor(to), problem)
+			}
+		})
+	}
+}
+
+func tail(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
+}
