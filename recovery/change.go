@@ -28,6 +28,22 @@ func standalone(meta IncidentMeta) bool {
 	return len(meta.Options) == 0 || slices.Contains([]string{standaloneDisable, standaloneRestore, standaloneDelete, standaloneEtcdRestore}, meta.Runbook)
 }
 
+// standaloneNext is what resume says to do instead for a standalone change:
+// run the same command again (each is idempotent), or undo it.
+func standaloneNext(command, id string) string {
+	switch command {
+	case standaloneDisable:
+		return "run it again (it is idempotent): breakglass admission disable; or undo it: breakglass revert " + id
+	case standaloneRestore:
+		return "run it again (it is idempotent): breakglass admission restore"
+	case standaloneDelete:
+		return "run it again (it is idempotent): breakglass etcd delete NAME...; or put the objects back: breakglass revert " + id + " --objects"
+	case standaloneEtcdRestore:
+		return "run it again (it is idempotent): breakglass etcd restore FILE"
+	}
+	return "see what it did: breakglass journal show " + id
+}
+
 func (r *run) standalone() bool {
 	return standalone(IncidentMeta{Runbook: r.opts.Runbook, Options: []byte("{}")})
 }

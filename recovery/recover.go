@@ -181,11 +181,12 @@ func Resume(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 		return nil, err
 	}
 	var opts RecoverOptions
-	if len(j.Meta().Options) == 0 {
-		// A standalone change (admission disable or restore) journaled as an
-		// incident of one step: it has no runbook to continue.
-		return nil, invalidInput("run the same command again (it is idempotent), or undo it: breakglass admission restore",
-			"incident %s is a standalone %q, not a guided recovery: there is nothing to resume", j.ID, j.Meta().Runbook)
+	if standalone(j.Meta()) {
+		// A standalone change (admission disable, etcd delete, ...) journaled
+		// as an incident of one step: it has no runbook to continue, but it
+		// is idempotent, and revert undoes it.
+		return nil, invalidInput(standaloneNext(j.Meta().Runbook, j.ID),
+			"incident %s is a standalone %s: there is nothing to resume", j.ID, orDefault(j.Meta().Runbook, "change"))
 	}
 	if err := json.Unmarshal(j.Meta().Options, &opts); err != nil {
 		return nil, fmt.Errorf("incident %s: cannot read its options: %w", j.ID, err)

@@ -1,6 +1,7 @@
 package runbooks
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -107,11 +108,12 @@ func (*EtcdSnapshotParams) check() []fieldError     { return nil }
 func (*AdmissionRestoreParams) check() []fieldError { return nil }
 func (*VerifyParams) check() []fieldError           { return nil }
 
-const maxTailLines = 10000
+// MaxTailLines is the most kube-apiserver log lines read per node.
+const MaxTailLines = 10000
 
 func (p *DiagnoseParams) check() []fieldError {
-	if p.TailLines < 1 || p.TailLines > maxTailLines {
-		return []fieldError{{field: "tailLines", index: -1, msg: fmt.Sprintf("%d is out of range (1 to %d)", p.TailLines, maxTailLines)}}
+	if p.TailLines < 1 || p.TailLines > MaxTailLines {
+		return []fieldError{{field: "tailLines", index: -1, msg: fmt.Sprintf("%d is out of range (1 to %d)", p.TailLines, MaxTailLines)}}
 	}
 	return nil
 }
@@ -130,6 +132,11 @@ func (p *AdmissionDisableParams) check() []fieldError {
 				hint: "plugin names are written as kube-apiserver spells them: ValidatingAdmissionWebhook, MutatingAdmissionWebhook, ValidatingAdmissionPolicy"})
 		case slices.Index(p.Plugins, pl) < i:
 			errs = append(errs, fieldError{field: "plugins", index: i, msg: fmt.Sprintf("%q is listed twice", pl)})
+		default:
+			var pe *PluginError
+			if errors.As(CheckPlugin(pl), &pe) {
+				errs = append(errs, fieldError{field: "plugins", index: i, msg: pe.Error(), hint: pe.Hint()})
+			}
 		}
 	}
 	if p.RevertAfter != 0 && (p.RevertAfter.Std() < MinRevertAfter || p.RevertAfter.Std() > maxDuration) {

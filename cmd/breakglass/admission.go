@@ -92,9 +92,6 @@ func withTalos(c *cli.Context, fn func(globalOptions, *talos.Client) error) erro
 }
 
 func runAdmissionChange(c *cli.Context, s streams, op string) error {
-	if err := checkDurations(c); err != nil {
-		return err
-	}
 	return withTalos(c, func(g globalOptions, tc *talos.Client) error {
 		return admissionChange(c, s, g, tc, op)
 	})

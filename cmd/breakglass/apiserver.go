@@ -26,9 +26,6 @@ func apiserverCommand(s streams) *cli.Command {
 				&cli.DurationFlag{Name: "timeout", Value: runbooks.DefaultWait, Usage: "give up after this long (exit 7)"},
 			},
 			Action: func(c *cli.Context) error {
-				if err := checkDurations(c); err != nil {
-					return err
-				}
 				return withTalos(c, func(g globalOptions, tc *talos.Client) error {
 					start := time.Now()
 					progress := progressPrinter(s.Err)

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
 )
 
 // streams are the command's input and outputs; nothing writes to the
@@ -89,10 +91,26 @@ func readGlobals(c *cli.Context) (globalOptions, error) {
 	if o.StateDir == "" {
 		o.StateDir = defaultStateDir()
 	}
-	if o.Output != "text" && o.Output != "json" {
+	// Each command's own -o values (yaml for runbook show) are checked
+	// before its action (checkOutput).
+	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
 		return o, usageError{fmt.Sprintf("unknown output format %q", o.Output), "use -o text or -o json"}
 	}
+	// A node or endpoint given twice is one node: it would otherwise be
+	// patched, waited for and reported twice, in parallel with itself.
+	o.Nodes, o.Endpoints = unique(flaglist.Split(o.Nodes...)), unique(flaglist.Split(o.Endpoints...))
 	return o, nil
+}
+
+// unique keeps the first of each value, in order.
+func unique(in []string) []string {
+	var out []string
+	for _, v := range in {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func newApp(s streams) *cli.App {
@@ -114,6 +132,7 @@ func newApp(s streams) *cli.App {
 		},
 	}
 	app.Commands = append(app.Commands, extraCommands(s)...)
+	instrument(app)
 	return app
 }
 

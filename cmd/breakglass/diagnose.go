@@ -48,9 +48,6 @@ func diagnoseCommand(s streams) *cli.Command {
 			exitCodeHelp(),
 		Flags: append(flags, etcdConnFlags()...),
 		Action: func(c *cli.Context) error {
-			if err := checkDurations(c); err != nil {
-				return err
-			}
 			g, err := readGlobals(c)
 			if err != nil {
 				return err

@@ -43,6 +43,12 @@ func Normalize(app *cli.App, args []string) []string {
 				continue
 			}
 			if f := findFlagIn(app.Flags, name); f != nil {
+				if takesValue(f) && !hasValue && i+1 == len(rest) {
+					// A global flag missing its value at the end: alone, so
+					// that urfave/cli says it needs one instead of taking the
+					// command's name as the value.
+					return []string{args[0], arg}
+				}
 				global = append(global, arg)
 				if takesValue(f) && !hasValue && i+1 < len(rest) {
 					i++

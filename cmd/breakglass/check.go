@@ -1,0 +1,300 @@
+package main
+
+// The checks every command gets before its action runs: unknown commands,
+// argument counts and every flag value. A bad command line must be refused
+// (exit 2, with the accepted values and the next step) before anything is
+// dialled or written.
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/closest"
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
+	"github.com/breakglass-dev/breakglass/runbooks"
+)
+
+// argSpec is how many positional arguments a command takes.
+type argSpec struct {
+	min, max int    // max -1: any number
+	msg      string // what it takes, when the count is wrong
+	hint     string
+}
+
+// argSpecs are the commands whose arguments are checked here; the others
+// (etcd delete, etcd restore, runbook show|run, completion's shell name)
+// check their own.
+var argSpecs = map[string]argSpec{
+	"version":           {0, 0, "version takes no arguments", "breakglass version"},
+	"completion":        {1, 1, "completion takes one shell: bash, zsh or fish", "breakglass completion bash|zsh|fish"},
+	"admission disable": {0, 0, "admission disable takes no arguments", "name the nodes with -n NODE[,NODE...]"},
+	"admission restore": {0, 0, "admission restore takes no arguments", "name the nodes with -n NODE[,NODE...]"},
+	"admission status":  {0, 0, "admission status takes no arguments", "name the nodes with -n NODE[,NODE...]"},
+	"apiserver wait":    {0, 0, "apiserver wait takes no arguments", "name the nodes with -n NODE[,NODE...]"},
+	"diagnose":          {0, 0, "diagnose takes no arguments", "name the nodes with -n NODE[,NODE...]"},
+	"recover":           {0, 0, "recover takes no arguments", "a runbook is named with --runbook NAME|FILE, objects to remove with --delete NAME"},
+	"audit":             {0, 0, "audit takes no arguments", "name the files to audit with -f: breakglass audit -f FILE"},
+	"etcd webhooks":     {0, 0, "etcd webhooks takes no arguments", "choose the objects with --kind " + strings.Join(etcd.KindValues, "|")},
+	"etcd snapshot":     {0, 0, "etcd snapshot takes no arguments", "name the file with --out FILE"},
+	"runbook list":      {0, 0, "runbook list takes no arguments", "show one with: breakglass runbook show NAME"},
+	"journal list":      {0, 0, "journal list takes no arguments", "show one with: breakglass journal show ID"},
+	"journal show":      {0, 1, "journal show takes at most one incident ID", "list them with: breakglass journal list"},
+	"journal timeline":  {0, 1, "journal timeline takes at most one incident ID", "list them with: breakglass journal list"},
+	"resume":            {0, 1, "resume takes at most one incident ID", "list them with: breakglass journal list"},
+	"revert":            {0, 1, "revert takes at most one incident ID", "list them with: breakglass journal list"},
+	"lock status":       {0, 0, "lock status takes no arguments", "breakglass lock status"},
+	"lock break":        {0, 0, "lock break takes no arguments", "see who holds it: breakglass lock status"},
+}
+
+// durationRanges are the accepted ranges of the duration flags.
+var durationRanges = map[string][2]time.Duration{
+	"revert-after": {runbooks.MinRevertAfter, 24 * time.Hour},
+	"wait-timeout": {time.Second, 24 * time.Hour},
+	"timeout":      {time.Second, 24 * time.Hour},
+	"slow-timeout": {time.Second, 30 * time.Second}, // a webhook's timeoutSeconds is 1 to 30
+}
+
+// intRanges are the accepted ranges of the count flags.
+var intRanges = map[string][2]int{
+	"tail": {1, runbooks.MaxTailLines},
+}
+
+// enumValues are the accepted values of the enum flags; --kind is checked
+// by etcd.ParseKind, which also takes resource and kind names.
+var enumValues = map[string][]string{
+	"fix-format": {"manifest", "json-patch", "strategic-patch"},
+	"fix-style":  {"apiserver", "kinds"},
+	"format":     {"text", "markdown"},
+}
+
+// outputFormats are the -o values a command takes beyond text and json.
+var outputFormats = map[string][]string{
+	"runbook show": {"text", "json", "yaml"},
+}
+
+// stateCommands use the state directory.
+var stateCommands = []string{"admission disable", "admission restore", "admission status", "recover", "resume", "revert",
+	"runbook run", "journal list", "journal show", "journal timeline", "etcd backup", "etcd delete", "etcd restore"}
+
+// instrument gives every command of app the checks above and makes an
+// unknown command or a flag parse error a usage error naming the next step.
+func instrument(app *cli.App) {
+	app.Action = unknownCommand(nil, app.Commands)
+	app.OnUsageError = usageHint("breakglass --help")
+	for _, c := range app.Commands {
+		instrumentCommand(c, c.Name)
+	}
+}
+
+func instrumentCommand(c *cli.Command, path string) {
+	if c.SkipFlagParsing {
+		return // handed over to another program (lab)
+	}
+	c.OnUsageError = usageHint("breakglass " + path + " --help")
+	if len(c.Subcommands) > 0 {
+		if c.Action == nil {
+			c.Action = unknownCommand(&path, c.Subcommands)
+		}
+		for _, sub := range c.Subcommands {
+			instrumentCommand(sub, path+" "+sub.Name)
+		}
+		return
+	}
+	if c.Action == nil {
+		return
+	}
+	action := c.Action
+	c.Action = func(ctx *cli.Context) error {
+		if err := checkCommandLine(ctx, path); err != nil {
+			return err
+		}
+		return action(ctx)
+	}
+}
+
+// usageHint turns urfave/cli's parse errors into usage errors whose hint is
+// the command's help.
+func usageHint(help string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return usageError{strings.TrimPrefix(err.Error(), "breakglass: "), "see: " + help}
+	}
+}
+
+// unknownCommand is the action of the app and of command groups: a word
+// that names no command is a usage error with the closest command.
+func unknownCommand(group *string, commands []*cli.Command) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if !c.Args().Present() {
+			return cli.ShowSubcommandHelp(c)
+		}
+		prefix, help := "", "breakglass --help"
+		if group != nil {
+			prefix, help = *group+" ", "breakglass "+*group+" --help"
+		}
+		word := c.Args().First()
+		var names []string
+		for _, cmd := range commands {
+			if !cmd.Hidden {
+				names = append(names, cmd.Name)
+			}
+		}
+		hint := "see the commands: " + help
+		if m := closest.Typo(word, names); m != "" {
+			hint = "did you mean: breakglass " + prefix + m + "?"
+		}
+		return usageError{fmt.Sprintf("unknown command %q", prefix+word), hint}
+	}
+}
+
+// checkCommandLine checks the command's arguments and flag values.
+func checkCommandLine(c *cli.Context, path string) error {
+	if spec, ok := argSpecs[path]; ok {
+		if n := c.Args().Len(); n < spec.min || (spec.max >= 0 && n > spec.max) {
+			return usageError{spec.msg, spec.hint}
+		}
+	}
+	if err := checkOutput(c, path); err != nil {
+		return err
+	}
+	if err := checkFlagValues(c); err != nil {
+		return err
+	}
+	if err := checkEtcdFlags(c); err != nil {
+		return err
+	}
+	if slices.Contains(stateCommands, path) {
+		return checkStateDir(c.String("state-dir"))
+	}
+	return nil
+}
+
+func checkOutput(c *cli.Context, path string) error {
+	o := c.String("output")
+	allowed, ok := outputFormats[path]
+	if !ok {
+		allowed = []string{"text", "json"}
+	}
+	if o == "" || slices.Contains(allowed, o) {
+		return nil
+	}
+	var opts []string
+	for _, a := range allowed {
+		opts = append(opts, "-o "+a)
+	}
+	hint := "use " + strings.Join(opts[:len(opts)-1], ", ") + " or " + opts[len(opts)-1]
+	return usageError{fmt.Sprintf("unknown output format %q", o), hint}
+}
+
+// checkFlagValues checks every duration, count, enum and plugin flag the
+// command has, whether given or defaulted.
+func checkFlagValues(c *cli.Context) error {
+	for _, name := range c.FlagNames() {
+		if r, ok := durationRanges[name]; ok && c.IsSet(name) {
+			if d := c.Duration(name); d < r[0] || d > r[1] {
+				return usageError{fmt.Sprintf("--%s %s is out of range: from %s to %s", name, d, r[0], r[1]),
+					fmt.Sprintf("give --%s a value from %s to %s, e.g. --%s %s", name, r[0], r[1], name, min(10*r[0], r[1]))}
+			}
+		}
+		if r, ok := intRanges[name]; ok {
+			if n := c.Int(name); n < r[0] || n > r[1] {
+				return usageError{fmt.Sprintf("--%s %d is out of range: from %d to %d", name, n, r[0], r[1]),
+					fmt.Sprintf("give --%s a value from %d to %d, e.g. --%s 500", name, r[0], r[1], name)}
+			}
+		}
+		if values, ok := enumValues[name]; ok {
+			if v := c.String(name); !slices.Contains(values, v) {
+				return enumError(name, v, values)
+			}
+		}
+		switch name {
+		case "kind":
+			if v := c.String(name); v != "" {
+				if _, err := etcd.ParseKind(v); err != nil {
+					return enumError(name, v, etcd.KindValues)
+				}
+			}
+		case "plugins":
+			if c.IsSet(name) {
+				if err := checkPlugins(c.StringSlice(name)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func enumError(name, v string, values []string) error {
+	hint := fmt.Sprintf("e.g. --%s %s", name, values[0])
+	if m := closest.Typo(v, values); m != "" {
+		hint = fmt.Sprintf("did you mean --%s %s?", name, m)
+	}
+	return usageError{fmt.Sprintf("--%s %q is not one of: %s", name, v, strings.Join(values, ", ")), hint}
+}
+
+// checkPlugins refuses a --plugins that names nothing or names something
+// kube-apiserver does not know: it would refuse to start.
+func checkPlugins(values []string) error {
+	plugins := flaglist.Split(values...)
+	if len(plugins) == 0 {
+		return usageError{"--plugins names no plugin", "name them as kube-apiserver does, comma-separated: --plugins ValidatingAdmissionWebhook,MutatingAdmissionWebhook"}
+	}
+	for _, p := range plugins {
+		var pe *runbooks.PluginError
+		if errors.As(runbooks.CheckPlugin(p), &pe) {
+			return usageError{pe.Error(), pe.Hint()}
+		}
+	}
+	return nil
+}
+
+// checkEtcdFlags refuses half a client certificate and endpoints that are
+// not URLs: without them breakglass would fall back to minting a
+// certificate through Talos and say something about a talosconfig.
+func checkEtcdFlags(c *cli.Context) error {
+	has := func(n string) bool { return slices.Contains(c.FlagNames(), n) && c.String(n) != "" }
+	switch {
+	case has("etcd-cert") && !has("etcd-key"):
+		return usageError{"--etcd-cert needs --etcd-key", "give the client key too: --etcd-key FILE (etcdctl --key)"}
+	case has("etcd-key") && !has("etcd-cert"):
+		return usageError{"--etcd-key needs --etcd-cert", "give the client certificate too: --etcd-cert FILE (etcdctl --cert)"}
+	}
+	if !slices.Contains(c.FlagNames(), "etcd-endpoints") {
+		return nil
+	}
+	for _, e := range flaglist.Split(c.StringSlice("etcd-endpoints")...) {
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return usageError{fmt.Sprintf("--etcd-endpoints %q is not an etcd client URL", e), "give it as https://HOST:2379 (or http://HOST:2379 for an etcd without TLS)"}
+		}
+	}
+	return nil
+}
+
+// checkStateDir refuses a state directory that cannot be one; a missing
+// one is created when first needed.
+func checkStateDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return usageError{fmt.Sprintf("state directory %s is not a directory", dir), "give --state-dir a directory (or set BREAKGLASS_STATE_DIR)"}
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return usageError{fmt.Sprintf("state directory %s cannot be used: %v", dir, errors.Unwrap(err)), "give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)"}
+	}
+	return nil
+}
+
+// checkDurations is kept for the commands that still call it; every
+// command's flags are checked before its action (checkCommandLine).
+func checkDurations(c *cli.Context) error { return checkFlagValues(c) }
