@@ -311,7 +311,8 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 		return nil, &talos.NodeError{Node: node, Op: "read machine config", Err: err}
 	}
 	if !facts.IsControlPlane() {
-		return nil, &talos.NodeError{Node: node, Op: "check machine type", Err: fmt.Errorf("%w (machine type %s): kube-apiserver does not run there", talos.ErrNotControlPlane, facts.MachineType)}
+		return nil, talos.NewNodeError(node, "check machine type", fmt.Errorf("%w (machine type %s): kube-apiserver does not run there", talos.ErrNotControlPlane, facts.MachineType),
+			"target only the control-plane nodes: -n CP1,CP2,CP3")
 	}
 	n.Cluster, n.ConfigHashBefore = facts.ClusterName, cfg.Hash()
 	if err := plan(ctx, n, cfg); err != nil {

@@ -97,7 +97,9 @@ func (l *loader) load(data []byte) (*Runbook, error) {
 		return nil, err
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, l.errAt(root, "a runbook is a mapping with apiVersion, kind, metadata and spec, got %s", describe(root)).hint(exampleHint)
+		// Only the kind of thing found, never its text: a file given by
+		// mistake may hold a secret.
+		return nil, l.errAt(root, "a runbook is a mapping with apiVersion, kind, metadata and spec, got %s (not shown)", describeKind(root)).hint(exampleHint)
 	}
 	m, err := l.mapping(root, "the runbook")
 	if err != nil {
@@ -183,10 +185,10 @@ func (l *loader) yamlError(data []byte, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	if m := yamlLineErr.FindStringSubmatch(err.Error()); m != nil {
 		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
-			return &LoadError{Source: l.source, Line: problemLine(data, n, m[2]), Msg: "invalid YAML: " + m[2]}
+			return (&LoadError{Source: l.source, Line: problemLine(data, n, m[2]), Msg: "invalid YAML: " + m[2]}).hint(exampleHint)
 		}
 	}
-	return &LoadError{Source: l.source, Msg: "invalid YAML: " + msg}
+	return (&LoadError{Source: l.source, Msg: "invalid YAML: " + msg}).hint(exampleHint)
 }
 
 // problemLine finds the line a YAML syntax error is on. For parser errors
@@ -635,6 +637,19 @@ func (l *loader) text(n *yaml.Node, what string) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// describeKind says what kind of value n is, without its text.
+func describeKind(n *yaml.Node) string {
+	switch n.ShortTag() {
+	case "!!str":
+		return "a string"
+	case "!!int", "!!float":
+		return "a number"
+	case "!!bool":
+		return "a boolean"
+	}
+	return describe(n)
 }
 
 func describe(n *yaml.Node) string {

@@ -153,7 +153,7 @@ func LoadFile(path string) (*Runbook, error) {
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, &LoadError{Source: path, Msg: "is a directory, not a runbook file"}
+		return nil, (&LoadError{Source: path, Msg: "is a directory, not a runbook file"}).hint("give a runbook file (DIR/NAME.yaml) or a builtin name: breakglass runbook list")
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
@@ -230,4 +230,14 @@ func Get(name string) (*Runbook, error) {
 	}
 	rb.Builtin = true
 	return rb, nil
+}
+
+// YAML is rb in the file format, to start a custom runbook from: a builtin's
+// own file, with its comments; any other runbook as Marshal writes it (a
+// user's file is loaded and re-encoded, never echoed). Load reads it back.
+func YAML(rb *Runbook) ([]byte, error) {
+	if rb.Builtin && slices.Contains(BuiltinNames(), rb.Metadata.Name) {
+		return builtinFS.ReadFile("builtin/" + rb.Metadata.Name + ".yaml")
+	}
+	return Marshal(rb)
 }

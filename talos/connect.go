@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
-	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
@@ -39,27 +38,16 @@ type Client struct {
 func Connect(ctx context.Context, opts Options) (*Client, error) {
 	// Read it ourselves: the machinery's Open creates a missing file, and a
 	// recovery tool must not leave an empty talosconfig behind.
-	raw, err := os.ReadFile(opts.Talosconfig)
+	cfg, name, err := readTalosconfig(opts.Talosconfig, opts.Context)
 	if err != nil {
-		return nil, &configError{fmt.Errorf("cannot read talosconfig: %w", err)}
+		return nil, err
 	}
-	cfg, err := clientconfig.FromBytes(raw)
-	if err != nil {
-		return nil, &configError{fmt.Errorf("talosconfig %s is not valid: %w", opts.Talosconfig, err)}
-	}
-	name := opts.Context
-	if name == "" {
-		name = cfg.Context
-	}
-	tctx, ok := cfg.Contexts[name]
-	if !ok || tctx == nil {
-		return nil, &configError{fmt.Errorf("talosconfig %s has no context %q", opts.Talosconfig, name)}
-	}
+	tctx := cfg.Contexts[name]
 	if len(opts.Endpoints) > 0 {
 		tctx.Endpoints = opts.Endpoints
 	}
 	if len(tctx.Endpoints) == 0 {
-		return nil, &configError{fmt.Errorf("talosconfig context %q has no endpoints", name)}
+		return nil, &talosconfigError{fmt.Sprintf("talosconfig context %q has no endpoints", name), "give them with -e ENDPOINT[,ENDPOINT...] (or: talosctl config endpoint IP)"}
 	}
 	nodes := opts.Nodes
 	if len(nodes) == 0 {

@@ -46,7 +46,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "context", Usage: "talosconfig context to use (default: the current one)"},
 		&cli.StringSliceFlag{Name: "endpoints", Aliases: []string{"e"}, Usage: "Talos API endpoints (override the talosconfig's)"},
 		&cli.StringSliceFlag{Name: "nodes", Aliases: []string{"n"}, Usage: "target nodes (default: the talosconfig context's nodes)"},
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json (runbook show: also yaml)"},
 		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (for automation)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "show the plan (and let the nodes validate it) without changing anything"},
 		&cli.StringFlag{Name: "state-dir", Usage: "where breakglass keeps its records and backups", EnvVars: []string{"BREAKGLASS_STATE_DIR"}, DefaultText: "$XDG_STATE_HOME/breakglass or ~/.local/state/breakglass"},

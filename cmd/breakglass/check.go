@@ -6,10 +6,12 @@ package main
 // dialled or written.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/runbooks"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 // argSpec is how many positional arguments a command takes.
@@ -41,7 +44,7 @@ var argSpecs = map[string]argSpec{
 	"apiserver wait":    {0, 0, "apiserver wait takes no arguments", "name the nodes with -n NODE[,NODE...]"},
 	"diagnose":          {0, 0, "diagnose takes no arguments", "name the nodes with -n NODE[,NODE...]"},
 	"recover":           {0, 0, "recover takes no arguments", "a runbook is named with --runbook NAME|FILE, objects to remove with --delete NAME"},
-	"audit":             {0, 0, "audit takes no arguments", "name the files to audit with -f: breakglass audit -f FILE"},
+	"audit":             {0, 0, "audit takes no arguments", "name the files to audit with -f: breakglass audit -f ARG"},
 	"etcd webhooks":     {0, 0, "etcd webhooks takes no arguments", "choose the objects with --kind " + strings.Join(etcd.KindValues, "|")},
 	"etcd snapshot":     {0, 0, "etcd snapshot takes no arguments", "name the file with --out FILE"},
 	"runbook list":      {0, 0, "runbook list takes no arguments", "show one with: breakglass runbook show NAME"},
@@ -73,6 +76,12 @@ var enumValues = map[string][]string{
 	"fix-format": {"manifest", "json-patch", "strategic-patch"},
 	"fix-style":  {"apiserver", "kinds"},
 	"format":     {"text", "markdown"},
+}
+
+// requiredFlags are checked here, after the arguments, rather than by
+// urfave/cli (Required), which would refuse first and without a hint.
+var requiredFlags = map[string]string{
+	"etcd snapshot": "out",
 }
 
 // outputFormats are the -o values a command takes beyond text and json.
@@ -158,8 +167,12 @@ func unknownCommand(group *string, commands []*cli.Command) cli.ActionFunc {
 func checkCommandLine(c *cli.Context, path string) error {
 	if spec, ok := argSpecs[path]; ok {
 		if n := c.Args().Len(); n < spec.min || (spec.max >= 0 && n > spec.max) {
-			return usageError{spec.msg, spec.hint}
+			// A file given without -f: the hint names it with -f.
+			return usageError{spec.msg, strings.ReplaceAll(spec.hint, "ARG", c.Args().First())}
 		}
+	}
+	if f, ok := requiredFlags[path]; ok && c.String(f) == "" {
+		return usageError{fmt.Sprintf("%s needs --%s FILE", path, f), fmt.Sprintf("breakglass %s --%s FILE", path, f)}
 	}
 	if err := checkOutput(c, path); err != nil {
 		return err
@@ -171,9 +184,34 @@ func checkCommandLine(c *cli.Context, path string) error {
 		return err
 	}
 	if slices.Contains(stateCommands, path) {
-		return checkStateDir(c.String("state-dir"))
+		if err := checkStateDir(c.String("state-dir")); err != nil {
+			return err
+		}
 	}
+	warnLooseTalosconfig(c, path)
 	return nil
+}
+
+// talosCommands read the talosconfig (etcd and lock commands too, unless
+// given etcd certificates).
+var talosCommands = []string{"admission disable", "admission restore", "admission status", "apiserver wait", "diagnose",
+	"recover", "resume", "revert", "runbook run"}
+
+// warnLooseTalosconfig warns, as ssh does, about a talosconfig whose
+// private key others can read; the command goes on.
+func warnLooseTalosconfig(c *cli.Context, path string) {
+	uses := slices.Contains(talosCommands, path) ||
+		((strings.HasPrefix(path, "etcd ") || strings.HasPrefix(path, "lock ")) && readEtcdFlags(c).needsTalos())
+	if !uses {
+		return
+	}
+	file := c.String("talosconfig")
+	if file == "" {
+		file = defaultTalosconfig()
+	}
+	if w := talos.LooseKeyWarning(file); w != "" {
+		fmt.Fprintf(c.App.ErrWriter, "breakglass: warning: %s\nhint: chmod 600 %s\n", w, file)
+	}
 }
 
 func checkOutput(c *cli.Context, path string) error {
@@ -233,7 +271,11 @@ func checkFlagValues(c *cli.Context) error {
 }
 
 func enumError(name, v string, values []string) error {
-	hint := fmt.Sprintf("e.g. --%s %s", name, values[0])
+	var each []string
+	for _, x := range values {
+		each = append(each, "--"+name+" "+x)
+	}
+	hint := "give one of: " + strings.Join(each, ", ")
 	if m := closest.Typo(v, values); m != "" {
 		hint = fmt.Sprintf("did you mean --%s %s?", name, m)
 	}
@@ -292,9 +334,48 @@ func checkStateDir(dir string) error {
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return usageError{fmt.Sprintf("state directory %s cannot be used: %v", dir, errors.Unwrap(err)), "give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)"}
 	}
+	// What breakglass keeps there (README, State directory) must be directories too.
+	for _, sub := range []string{"incidents", "clusters", "etcd"} {
+		p := filepath.Join(dir, sub)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return usageError{fmt.Sprintf("state directory %s cannot be used: %s is not a directory", dir, p),
+				fmt.Sprintf("move %s away, or give another --state-dir (or BREAKGLASS_STATE_DIR)", p)}
+		}
+	}
 	return nil
 }
 
 // checkDurations is kept for the commands that still call it; every
 // command's flags are checked before its action (checkCommandLine).
 func checkDurations(c *cli.Context) error { return checkFlagValues(c) }
+
+// checkBackupFile refuses, as bad input, a FILE that is no breakglass
+// backup at all (absent, a directory, empty, not JSON, not ours) before
+// anything is dialled; a backup that fails its checks is the engine's to
+// refuse (exit 10). The file's content is never echoed.
+func checkBackupFile(path string) error {
+	const hint = "give a file written by etcd backup or etcd delete (under the state directory: etcd/CLUSTER-ID/backups)"
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return usageError{fmt.Sprintf("backup file %s: no such file", path), hint}
+	case err != nil:
+		return usageError{fmt.Sprintf("backup file %s cannot be read: %v", path, errors.Unwrap(err)), hint}
+	case st.IsDir():
+		return usageError{fmt.Sprintf("backup file %s is a directory", path), hint}
+	case st.Size() == 0:
+		return usageError{fmt.Sprintf("backup file %s is empty", path), hint}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return usageError{fmt.Sprintf("backup file %s cannot be read: %v", path, errors.Unwrap(err)), hint}
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if json.Unmarshal(data, &head) != nil || (head.APIVersion == "" && head.Kind == "") {
+		return usageError{fmt.Sprintf("%s is not a breakglass backup file (want JSON of kind %s)", path, etcd.BackupKind), hint}
+	}
+	return nil
+}

@@ -202,7 +202,7 @@ func etcdCommand(s streams) *cli.Command {
 					"the Talos API (EtcdSnapshot, os:operator is enough). Written FILE.part, checked while\n" +
 					"streaming (size a multiple of 512 plus a sha256 trailer that must match), renamed without\n" +
 					"overwriting, read back and checked again.\n\n" + exitCodeHelp(),
-				Flags: withConn(&cli.StringFlag{Name: "out", Required: true, Usage: "snapshot file to create"}),
+				Flags: withConn(&cli.StringFlag{Name: "out", Usage: "snapshot file to create (required)"}),
 				Action: func(c *cli.Context) error {
 					return runEtcdSnapshot(c, s)
 				},
@@ -318,6 +318,9 @@ func renderDeleteResult(w io.Writer, res *etcd.DeleteResult, err error) {
 }
 
 func runEtcdRestore(c *cli.Context, s streams, path string) error {
+	if err := checkBackupFile(path); err != nil {
+		return err
+	}
 	g, res, err := withEtcdChange(c, s, recovery.EtcdChange{File: path, ForceCluster: c.Bool("force-cluster")}, recovery.RestoreBackup)
 	if res == nil {
 		return err

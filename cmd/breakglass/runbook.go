@@ -60,7 +60,7 @@ func runbookCommand(s streams) *cli.Command {
 			},
 			{
 				Name:      "show",
-				Usage:     "show a runbook's steps, actions and parameters",
+				Usage:     "show a runbook's steps, actions and parameters (-o yaml: its YAML, to start a custom runbook from)",
 				ArgsUsage: "NAME|FILE",
 				Action: func(c *cli.Context) error {
 					g, err := readGlobals(c)
@@ -74,8 +74,17 @@ func runbookCommand(s streams) *cli.Command {
 					if err != nil {
 						return err
 					}
-					if g.json() {
+					switch g.Output {
+					case "json":
 						return writeJSON(s.Out, rb)
+					case "yaml":
+						// The runbook's own YAML, to start a custom one from (as with kubectl get -o yaml).
+						y, err := runbooks.YAML(rb)
+						if err != nil {
+							return err
+						}
+						_, err = s.Out.Write(y)
+						return err
 					}
 					return runbooks.Render(s.Out, rb)
 				},
