@@ -3,12 +3,14 @@ package etcd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
 // The cluster lock keeps two engineers from changing the same cluster at
@@ -37,23 +39,61 @@ func (e *LockHeldError) Error() string {
 	if incident == "" {
 		incident = "-"
 	}
-	return fmt.Sprintf("another breakglass run holds the cluster lock: %s, %s since %s (incident %s)", e.Holder.By, e.Holder.Command, e.Holder.Since.Local().Format(time.RFC3339), incident)
+	return fmt.Sprintf("another breakglass run holds the cluster lock: %s, %s since %s (incident %s)", termsafe.String(e.Holder.By), termsafe.String(e.Holder.Command), e.Holder.Since.Local().Format(time.RFC3339), termsafe.String(incident))
 }
 func (e *LockHeldError) Unwrap() error { return failure.Conflict }
 func (e *LockHeldError) Hints() []string {
 	return []string{
-		"coordinate with " + e.Holder.By + "; see what they do with: breakglass admission status",
+		"coordinate with " + termsafe.String(e.Holder.By) + "; see what they do with: breakglass admission status",
 		"if that run is dead and cannot release it, break the lock deliberately: breakglass lock break",
 	}
 }
 
-// UnreadableLockError is a lock whose value breakglass cannot read.
-type UnreadableLockError struct{ Err error }
+// UnreadableLockError is a lock whose value breakglass cannot read: not
+// written by breakglass, or by a version that wrote it differently. Raw is
+// the value as stored; show it with termsafe, it is not ours.
+type UnreadableLockError struct {
+	Raw []byte
+	Err error
+}
+
+// maxRawShown keeps a huge foreign value from flooding the terminal.
+const maxRawShown = 200
 
 func (e *UnreadableLockError) Error() string {
-	return "the cluster lock holds a value breakglass cannot read"
+	return "the cluster lock " + lockKey + " holds a value breakglass cannot read: " + e.Shown()
 }
+
+// Shown is the raw value made safe for a terminal, cut at 200 bytes.
+func (e *UnreadableLockError) Shown() string {
+	raw, more := e.Raw, ""
+	if len(raw) > maxRawShown {
+		raw, more = raw[:maxRawShown], fmt.Sprintf("... (%d bytes)", len(e.Raw))
+	}
+	return termsafe.Bytes(raw) + more
+}
+
 func (e *UnreadableLockError) Unwrap() []error { return []error{e.Err, failure.Conflict} }
+func (e *UnreadableLockError) Hints() []string {
+	return []string{
+		"see it with: breakglass lock status",
+		"if no breakglass run holds it, break it (you are asked to confirm): breakglass lock break",
+	}
+}
+
+// parseHolder reads a lock value; one without a holder's name or command
+// is not breakglass's.
+func parseHolder(raw []byte) (*LockHolder, error) {
+	var h LockHolder
+	err := json.Unmarshal(raw, &h)
+	if err == nil && (h.By == "" || h.Command == "") {
+		err = errors.New("no holder named in it")
+	}
+	if err != nil {
+		return nil, &UnreadableLockError{Raw: raw, Err: err}
+	}
+	return &h, nil
+}
 
 // Lock is a held cluster lock; Release gives it back.
 type Lock struct {
@@ -83,11 +123,15 @@ func (c *Client) AcquireLock(ctx context.Context, holder LockHolder) (*Lock, err
 	}
 	if !resp.Succeeded {
 		_, _ = c.kv.Revoke(context.WithoutCancel(ctx), lease.ID)
-		var other LockHolder
+		var raw []byte
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			_ = json.Unmarshal(kvs[0].Value, &other)
+			raw = kvs[0].Value
 		}
-		return nil, &LockHeldError{Holder: other}
+		other, err := parseHolder(raw)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &LockHeldError{Holder: *other}
 	}
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ka, err := c.kv.KeepAlive(kctx, lease.ID)
@@ -128,22 +172,34 @@ func (c *Client) readLock(ctx context.Context) (*LockHolder, int64, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, 0, nil
 	}
-	var h LockHolder
-	if err := json.Unmarshal(resp.Kvs[0].Value, &h); err != nil {
-		return nil, 0, &UnreadableLockError{Err: err}
-	}
-	return &h, resp.Kvs[0].ModRevision, nil
+	h, err := parseHolder(resp.Kvs[0].Value)
+	return h, resp.Kvs[0].ModRevision, err
 }
 
 // BreakLock removes the lock whoever holds it: for a holder that is gone
-// but whose lease is somehow kept alive, or a lock left without a lease.
+// but whose lease is somehow kept alive, a lock left without a lease, or a
+// value breakglass cannot read (then it returns no holder and no error).
+// Only the value it read is removed: a lock taken meanwhile is left alone.
 func (c *Client) BreakLock(ctx context.Context) (*LockHolder, error) {
-	h, err := c.ReadLock(ctx)
-	if err != nil || h == nil {
+	h, rev, err := c.readLock(ctx)
+	var unreadable *UnreadableLockError
+	if errors.As(err, &unreadable) {
+		err = nil
+	}
+	if err != nil || rev == 0 {
 		return h, err
 	}
-	_, err = c.kv.Delete(ctx, lockKey)
-	return h, c.wrap(err)
+	resp, err := c.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(lockKey), "=", rev)).
+		Then(clientv3.OpDelete(lockKey)).
+		Commit()
+	if err != nil {
+		return h, c.wrap(err)
+	}
+	if !resp.Succeeded {
+		return h, fmt.Errorf("the cluster lock changed while it was being broken: %w", failure.Conflict)
+	}
+	return h, nil
 }
 
 // TakeOverLock removes the lock only if it is still holder's incident's, by

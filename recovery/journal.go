@@ -2,15 +2,17 @@ package recovery
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -88,7 +90,8 @@ func (s State) NewIncident(meta IncidentMeta, now time.Time) (*Journal, error) {
 }
 
 // ReadIncident reads an incident's journal without opening it for writing.
-// An empty id means the newest incident.
+// An empty id means the newest incident. A damaged journal returns the
+// records it could read with a *JournalDamageError.
 func (s State) ReadIncident(id string) (string, []Entry, error) {
 	if id == "" {
 		list, err := s.Incidents()
@@ -103,21 +106,23 @@ func (s State) ReadIncident(id string) (string, []Entry, error) {
 	dir := filepath.Join(s.incidentsDir(), filepath.Base(id))
 	entries, err := ReadJournal(filepath.Join(dir, "journal.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
+		if _, derr := os.Stat(dir); derr == nil {
+			return dir, nil, &JournalDamageError{Path: filepath.Join(dir, "journal.jsonl"), Reason: "the incident has no journal file"}
+		}
 		return "", nil, invalidInput("list them with: breakglass journal list", "no incident %q", id)
 	}
-	if err != nil {
-		return "", nil, err
-	}
-	if len(entries) == 0 || entries[0].Meta == nil {
-		return "", nil, fmt.Errorf("journal of incident %s has no incident record", id)
-	}
-	return dir, entries, nil
+	return dir, entries, err
 }
 
 // OpenIncident reopens an incident's journal to append to it (resume,
-// revert). An empty id means the newest incident.
+// revert). An empty id means the newest incident. A damaged journal is
+// refused, saying what can still be done without it.
 func (s State) OpenIncident(id string) (*Journal, []Entry, error) {
 	dir, entries, err := s.ReadIncident(id)
+	var damage *JournalDamageError
+	if errors.As(err, &damage) {
+		return nil, nil, &damagedIncidentError{id: filepath.Base(dir), dir: dir, damage: damage}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -126,11 +131,58 @@ func (s State) OpenIncident(id string) (*Journal, []Entry, error) {
 }
 
 func openJournal(dir string, meta IncidentMeta) (*Journal, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "journal.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	path := filepath.Join(dir, "journal.jsonl")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	return &Journal{ID: meta.ID, Dir: dir, f: f, meta: meta}, nil
+	torn, err := setAsideTorn(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	j := &Journal{ID: meta.ID, Dir: dir, f: f, meta: meta}
+	if torn != "" {
+		// Kept as a record, so the journal stays readable line by line and
+		// nothing of it is lost.
+		if err := j.Append(Entry{Kind: "note", Message: "a record cut short by a crash was set aside: " + strconv.Quote(torn)}); err != nil {
+			j.Close()
+			return nil, fmt.Errorf("journal %s: %w", path, err)
+		}
+	}
+	return j, nil
+}
+
+// setAsideTorn cuts a last record left without its newline by a crash off
+// the journal, so the next record is not glued to it, and returns it.
+func setAsideTorn(f *os.File) (string, error) {
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return "", err
+	}
+	size := info.Size()
+	tail := make([]byte, min(size, 1<<20))
+	for off := size; off > 0; {
+		n := min(off, int64(len(tail)))
+		off -= n
+		if _, err := f.ReadAt(tail[:n], off); err != nil {
+			return "", err
+		}
+		i := bytes.LastIndexByte(tail[:n], '\n')
+		if i < 0 && off > 0 {
+			continue
+		}
+		cut := off + int64(i) + 1 // after the last newline (0 when there is none)
+		if cut == size {
+			return "", nil
+		}
+		torn := make([]byte, size-cut)
+		if _, err := f.ReadAt(torn, cut); err != nil {
+			return "", err
+		}
+		return string(torn), f.Truncate(cut)
+	}
+	return "", nil
 }
 
 // Meta is the incident record.
@@ -157,8 +209,11 @@ func (j *Journal) Append(e Entry) error {
 // Close closes the journal file.
 func (j *Journal) Close() error { return j.f.Close() }
 
-// ReadJournal reads a journal. A last line cut short by a crash is ignored:
-// the record before it is the last one that was written whole.
+// ReadJournal reads a journal. A last record cut short by a crash (no
+// newline, not JSON) is ignored: the record before it is the last one that
+// was written whole. Any other unreadable record, a journal without its
+// incident record first, or an empty one, is a *JournalDamageError,
+// returned with the records read before it. Lines have no length limit.
 func ReadJournal(path string) ([]Entry, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -166,20 +221,34 @@ func ReadJournal(path string) ([]Entry, error) {
 	}
 	defer f.Close()
 	var out []Entry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
+	rd := bufio.NewReader(f)
+	for n := 1; ; n++ {
+		raw, rerr := rd.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return out, fmt.Errorf("read journal %s: %w", path, rerr)
 		}
-		var e Entry
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			continue // a torn last record
+		last := rerr == io.EOF
+		if line := bytes.TrimSpace(raw); len(line) > 0 {
+			var e Entry
+			if err := json.Unmarshal(line, &e); err != nil {
+				if last && raw[len(raw)-1] != '\n' {
+					break // a torn last record
+				}
+				return out, &JournalDamageError{Path: path, Line: n, Reason: "not a journal record (" + shortErr(err) + ")"}
+			}
+			if len(out) == 0 && (e.Kind != "incident" || e.Meta == nil) {
+				return nil, &JournalDamageError{Path: path, Line: n, Reason: "the first record is not the incident record"}
+			}
+			out = append(out, e)
 		}
-		out = append(out, e)
+		if last {
+			break
+		}
 	}
-	return out, sc.Err()
+	if len(out) == 0 {
+		return nil, &JournalDamageError{Path: path, Reason: "it holds no record (an empty or truncated file)"}
+	}
+	return out, nil
 }
 
 // IncidentSummary is one line of `journal list`.
@@ -194,8 +263,10 @@ type IncidentSummary struct {
 	// guided recovery; there is nothing to resume.
 	Standalone bool   `json:"standalone,omitempty"`
 	LastStep   string `json:"lastStep,omitempty"`
-	State      string `json:"state"` // completed, failed, interrupted, aborted
+	State      string `json:"state"` // completed, failed, interrupted, aborted, damaged
 	Path       string `json:"path"`
+	// Damage says why a damaged journal cannot be read whole (state damaged).
+	Damage string `json:"damage,omitempty"`
 }
 
 // Incidents lists the incidents, oldest first.
@@ -209,9 +280,24 @@ func (s State) Incidents() ([]IncidentSummary, error) {
 	}
 	var out []IncidentSummary
 	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
 		path := filepath.Join(s.incidentsDir(), d.Name(), "journal.jsonl")
 		entries, err := ReadJournal(path)
-		if err != nil || len(entries) == 0 || entries[0].Meta == nil {
+		if err != nil {
+			// Listed, never skipped: an incident nobody sees cannot be
+			// resumed nor explained.
+			sum := IncidentSummary{ID: d.Name(), State: "damaged", Path: path, Damage: err.Error()}
+			if errors.Is(err, os.ErrNotExist) {
+				sum.Damage = "journal " + path + " is missing"
+			}
+			if len(entries) > 0 {
+				m := entries[0].Meta
+				sum.Started, sum.By, sum.Cluster, sum.Runbook, sum.DryRun, sum.Standalone = m.Started, m.By, m.Cluster, m.Runbook, m.DryRun, standalone(*m)
+				sum.LastStep, _ = incidentState(entries)
+			}
+			out = append(out, sum)
 			continue
 		}
 		m := entries[0].Meta
@@ -222,6 +308,9 @@ func (s State) Incidents() ([]IncidentSummary, error) {
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out, nil
 }
+
+// incidentIDOf is the incident a journal path belongs to.
+func incidentIDOf(path string) string { return filepath.Base(filepath.Dir(path)) }
 
 // incidentState reads how far an incident got from its records.
 func incidentState(entries []Entry) (lastStep, state string) {
@@ -274,6 +363,11 @@ func (s State) resumable() (string, error) {
 		return "", err
 	}
 	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].State == "damaged" && !list[i].DryRun && !list[i].Standalone {
+			// It may be the run to continue: say so rather than resume an
+			// older one behind it.
+			return list[i].ID, nil
+		}
 		if !finished(list[i].State) && list[i].LastStep != "" && !list[i].DryRun && !list[i].Standalone {
 			return list[i].ID, nil
 		}

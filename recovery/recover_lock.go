@@ -120,3 +120,26 @@ func (r *run) lockOwnerAlive() (int, bool) {
 	}
 	return pid, !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
+
+// dryRunLockNote is what a dry run, which takes no lock, says of the
+// cluster lock: a real run would stop at a held or unreadable one. Empty
+// when the lock is free (or etcd cannot be reached: preflight says so).
+func (r *run) dryRunLockNote(ctx context.Context) string {
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		return ""
+	}
+	h, err := ec.ReadLock(ctx)
+	var unreadable *etcd.UnreadableLockError
+	var w string
+	switch {
+	case errors.As(err, &unreadable):
+		w = unreadable.Error() + ": a real run would stop here (exit 6); if no breakglass run holds it, break it with: breakglass lock break"
+	case err != nil || h == nil:
+		return ""
+	default:
+		w = (&etcd.LockHeldError{Holder: *h}).Error() + ": a real run would stop here (exit 6) until it is released, or broken with: breakglass lock break"
+	}
+	r.progress("etcd", "WARNING: "+w)
+	return "; WARNING: " + w
+}

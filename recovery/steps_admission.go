@@ -62,6 +62,9 @@ func (r *run) preflight(ctx context.Context, _ Step, _ *runbooks.PreflightParams
 		msg += "; found in etcd: " + strings.Join(found, ", ")
 	}
 	if !r.fx.Lock {
+		if r.fx.DryRun() {
+			msg += r.dryRunLockNote(ctx)
+		}
 		res.said = said(msg)
 		return res, nil
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -78,6 +80,9 @@ func resumeCommand(s streams) *cli.Command {
 			"did not complete, with the options the incident was started with. Steps are idempotent: a\n" +
 			"step that had already taken effect notices it.\n\n" + exitCodeHelp(),
 		Action: func(c *cli.Context) error {
+			if err := checkIncident(c, true); err != nil {
+				return err
+			}
 			return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 				return recovery.Resume(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, c.Args().First())
 			})
@@ -96,11 +101,23 @@ func revertCommand(s streams) *cli.Command {
 		Flags: append(etcdConnFlags(),
 			&cli.BoolFlag{Name: "objects", Usage: "also restore the objects the incident removed from etcd"}),
 		Action: func(c *cli.Context) error {
+			if err := checkIncident(c, false); err != nil {
+				return err
+			}
 			return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 				return recovery.Revert(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, c.Args().First(), c.Bool("objects"), etcdOptions(c), version)
 			})
 		},
 	}
+}
+
+// checkIncident refuses a damaged incident before anything is dialled.
+func checkIncident(c *cli.Context, resume bool) error {
+	g, err := readGlobals(c)
+	if err != nil {
+		return err
+	}
+	return recovery.State{Dir: g.StateDir}.CheckIncident(c.Args().First(), resume)
 }
 
 // effects are what a run may change: nothing on --dry-run.
@@ -180,6 +197,10 @@ func journalCommand(s streams) *cli.Command {
 						return writeJSON(s.Out, map[string]any{"incidents": list})
 					}
 					for _, i := range list {
+						if i.State == "damaged" {
+							fmt.Fprintf(s.Out, "%s  %-11s %s\n", i.ID, i.State, termsafe.String(i.Damage))
+							continue
+						}
 						last := i.LastStep
 						if last == "" {
 							last = "-"
@@ -202,20 +223,24 @@ func journalCommand(s streams) *cli.Command {
 				ArgsUsage: "[INCIDENT-ID]",
 				Action: func(c *cli.Context) error {
 					g, entries, err := readIncident(c)
-					if err != nil {
+					if len(entries) == 0 {
 						return err
 					}
+					// A damaged journal: its readable records, then what is wrong.
 					if g.json() {
-						return writeJSON(s.Out, map[string]any{"incident": entries[0].Meta, "entries": entries})
+						if werr := writeJSON(s.Out, map[string]any{"incident": entries[0].Meta, "entries": entries}); werr != nil {
+							return werr
+						}
+						return err
 					}
 					for _, e := range entries {
 						line := fmt.Sprintf("%s  %-8s %-18s %-8s %s", e.Time.Local().Format("15:04:05.000"), e.Kind, e.Step, e.Outcome, e.Message)
 						if e.Error != "" {
 							line += " error: " + e.Error
 						}
-						fmt.Fprintln(s.Out, line)
+						fmt.Fprintln(s.Out, termsafe.String(line))
 					}
-					return nil
+					return err
 				},
 			},
 			{
@@ -266,15 +291,22 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "say who holds the cluster lock",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					return withLockHolder(c, func(g globalOptions, _ *etcd.Client, h *etcd.LockHolder) error {
+					return withLockHolder(c, func(g globalOptions, _ *etcd.Client, h *etcd.LockHolder, unreadable *etcd.UnreadableLockError) error {
 						if g.json() {
+							if unreadable != nil {
+								return writeJSON(s.Out, map[string]any{"holder": nil, "unreadable": string(unreadable.Raw)})
+							}
 							return writeJSON(s.Out, map[string]any{"holder": h})
 						}
-						if h == nil {
+						switch {
+						case unreadable != nil:
+							fmt.Fprintf(s.Out, "held, by a value breakglass cannot read: %s\n", unreadable.Shown())
+							fmt.Fprintln(s.Out, "if no breakglass run holds it, break it: breakglass lock break")
+						case h == nil:
 							fmt.Fprintln(s.Out, "the cluster lock is free")
-							return nil
+						default:
+							fmt.Fprintf(s.Out, "held by %s\n", holderText(h))
 						}
-						fmt.Fprintf(s.Out, "held by %s (%s, incident %s) since %s\n", h.By, h.Command, h.Incident, h.Since.Local().Format(time.RFC3339))
 						return nil
 					})
 				},
@@ -284,12 +316,16 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "remove the cluster lock whoever holds it (when its holder is gone)",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					return withLockHolder(c, func(g globalOptions, ec *etcd.Client, h *etcd.LockHolder) error {
-						if h == nil {
+					return withLockHolder(c, func(g globalOptions, ec *etcd.Client, h *etcd.LockHolder, unreadable *etcd.UnreadableLockError) error {
+						switch {
+						case unreadable != nil:
+							fmt.Fprintf(s.Out, "The lock holds a value breakglass cannot read (another tool, or another version of breakglass?): %s\n", unreadable.Shown())
+						case h == nil:
 							fmt.Fprintln(s.Out, "the cluster lock is free: nothing to break")
 							return nil
+						default:
+							fmt.Fprintf(s.Out, "The lock is held by %s.\n", holderText(h))
 						}
-						fmt.Fprintf(s.Out, "The lock is held by %s (%s, incident %s) since %s.\n", h.By, h.Command, h.Incident, h.Since.Local().Format(time.RFC3339))
 						if g.DryRun {
 							fmt.Fprintln(s.Out, "Dry run: the lock was not broken.")
 							return nil
@@ -309,8 +345,14 @@ func lockCommand(s streams) *cli.Command {
 	}
 }
 
-// withLockHolder connects to etcd and reads who holds the cluster lock.
-func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *etcd.LockHolder) error) error {
+// holderText names a lock holder; its words come from etcd, made safe.
+func holderText(h *etcd.LockHolder) string {
+	return fmt.Sprintf("%s (%s, incident %s) since %s", termsafe.String(h.By), termsafe.String(h.Command), termsafe.String(h.Incident), h.Since.Local().Format(time.RFC3339))
+}
+
+// withLockHolder connects to etcd and reads who holds the cluster lock, or
+// the value there when breakglass cannot read it.
+func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *etcd.LockHolder, *etcd.UnreadableLockError) error) error {
 	g, err := readGlobals(c)
 	if err != nil {
 		return err
@@ -321,8 +363,12 @@ func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *etcd.L
 	}
 	defer ec.Close()
 	h, err := ec.ReadLock(c.Context)
+	var unreadable *etcd.UnreadableLockError
+	if errors.As(err, &unreadable) {
+		return fn(g, ec, nil, unreadable)
+	}
 	if err != nil {
 		return err
 	}
-	return fn(g, ec, h)
+	return fn(g, ec, h, nil)
 }

@@ -1,0 +1,75 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
+)
+
+// JournalDamageError is a journal that cannot be read whole: a record in
+// the middle that is not JSON, no incident record, an empty or unreadable
+// file. A last record cut short by a crash is not damage (see ReadJournal).
+type JournalDamageError struct {
+	Path   string
+	Line   int    // the first unreadable line, 1-based; 0: the file as a whole
+	Reason string // what is wrong, in plain words
+}
+
+func (e *JournalDamageError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("journal %s is damaged at line %d: %s", e.Path, e.Line, e.Reason)
+	}
+	return fmt.Sprintf("journal %s is damaged: %s", e.Path, e.Reason)
+}
+
+// A damaged journal is bad input to breakglass: nothing was changed.
+func (e *JournalDamageError) Unwrap() error { return failure.BadInput }
+
+func (e *JournalDamageError) Hints() []string {
+	return []string{"its readable records: breakglass journal show " + incidentIDOf(e.Path)}
+}
+
+// damagedIncidentError is resume or revert refused on a damaged journal:
+// what they cannot do, and what still works without the journal.
+type damagedIncidentError struct {
+	id     string
+	dir    string
+	damage *JournalDamageError
+}
+
+func (e *damagedIncidentError) Error() string {
+	return fmt.Sprintf("incident %s cannot be resumed or reverted from its journal: %v\n"+
+		"without every record, breakglass cannot tell which steps completed, nor which objects the incident removed from etcd", e.id, e.damage)
+}
+
+func (e *damagedIncidentError) Unwrap() error { return e.damage }
+
+func (e *damagedIncidentError) Hints() []string {
+	return []string{
+		"see what it recorded: breakglass journal show " + e.id,
+		"the admission flags do not need the journal: breakglass admission status, then breakglass admission restore (it uses the per-node records in the state directory)",
+		"objects the incident removed from etcd have their backups beside the journal, in " + e.dir + ": restore one with breakglass etcd restore FILE",
+		"to start over: breakglass recover (a new incident)",
+	}
+}
+
+// CheckIncident tells, before anything is dialled, whether resume (or
+// revert) can work on the incident id ("" : the one it would pick): a
+// damaged journal is refused with what can still be done. Other problems
+// (no such incident) are left to the command itself.
+func (s State) CheckIncident(id string, resume bool) error {
+	if id == "" && resume {
+		var err error
+		if id, err = s.resumable(); err != nil {
+			return nil
+		}
+	}
+	dir, _, err := s.ReadIncident(id)
+	var damage *JournalDamageError
+	if errors.As(err, &damage) {
+		return &damagedIncidentError{id: filepath.Base(dir), dir: dir, damage: damage}
+	}
+	return nil
+}
