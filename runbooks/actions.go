@@ -140,7 +140,8 @@ func (p *AdmissionDisableParams) check() []fieldError {
 		}
 	}
 	if p.RevertAfter != 0 && (p.RevertAfter.Std() < MinRevertAfter || p.RevertAfter.Std() > maxDuration) {
-		errs = append(errs, fieldError{field: "revertAfter", index: -1, msg: fmt.Sprintf("%s is out of range (%s to %s)", p.RevertAfter, Duration(MinRevertAfter), Duration(maxDuration))})
+		errs = append(errs, fieldError{field: "revertAfter", index: -1, msg: fmt.Sprintf("%s is out of range (%s to %s)", p.RevertAfter, Duration(MinRevertAfter), Duration(maxDuration)),
+			hint: "give revertAfter a duration from 2m to 24h, e.g. 30m, or leave it out for no automatic revert"})
 	}
 	return errs
 }
@@ -150,7 +151,8 @@ func (p *WebhookWaitParams) check() []fieldError   { return checkTimeout(p.Timeo
 
 func checkTimeout(d Duration) []fieldError {
 	if d.Std() < minDuration || d.Std() > maxDuration {
-		return []fieldError{{field: "timeout", index: -1, msg: fmt.Sprintf("%s is out of range (%s to %s)", d, Duration(minDuration), Duration(maxDuration))}}
+		return []fieldError{{field: "timeout", index: -1, msg: fmt.Sprintf("%s is out of range (%s to %s)", d, Duration(minDuration), Duration(maxDuration)),
+			hint: "give timeout a duration from 1s to 24h, e.g. 5m"}}
 	}
 	return nil
 }

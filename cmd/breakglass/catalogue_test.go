@@ -234,10 +234,31 @@ var catalogue = []catCase{
 	{cmd: "lock break", class: "args", args: "lock break extra --yes", code: 2, msg: `lock break takes no arguments`, hint: `breakglass lock status`},
 	{cmd: "lock break", class: "etcd", args: "lock break --etcd-endpoints $ETCD --etcd-cacert $ETCDCA --etcd-cert $ETCDCERT", code: 2, msg: `--etcd-cert needs --etcd-key`, hint: `--etcd-key`},
 
+	// --- added with the checks: duplicates, runbook values, more flag ranges
+	{cmd: "admission status", class: "node", args: "-n $NODE1,$NODE1 -n $NODE1 admission status", code: 0, out: `^NODE.*\n[0-9.]+ +\(none\)[^\n]*\n$`, hint: "-"},
+	{cmd: "apiserver wait", class: "flags", args: "apiserver wait --timeout 24h1s", code: 2, msg: `--timeout 24h0m1s is out of range`, hint: `from 1s to 24h0m0s`},
+	{cmd: "journal timeline", class: "flags", args: "journal timeline --format Markdown", code: 2, msg: `--format "Markdown" is not one of: text, markdown`, hint: `--format markdown`},
+	{cmd: "audit", class: "flags", args: "audit --fix-format json_patch -f $DIR/w.yaml", files: map[string]string{"w.yaml": webhookYAML}, code: 2, msg: `--fix-format "json_patch" is not one of`, hint: `--fix-format json-patch`},
+	{cmd: "etcd webhooks", class: "etcd", args: "etcd webhooks --etcd-endpoints ftp://127.0.0.1:2379 --etcd-cacert $ETCDCA --etcd-cert $ETCDCERT --etcd-key $ETCDKEY", code: 2, msg: `"ftp://127.0.0.1:2379" is not an etcd client URL`, hint: `https://HOST:2379`},
+	{cmd: "lock status", class: "etcd", args: "lock status --etcd-endpoints $ETCD --etcd-key $ETCDKEY", code: 2, msg: `--etcd-key needs --etcd-cert`, hint: `--etcd-cert FILE`},
+	{cmd: "etcd delete", class: "files", args: "etcd delete deadlock-webhook --backup-dir $DIR/file --yes --etcd-endpoints $ETCD --etcd-cacert $ETCDCA --etcd-cert $ETCDCERT --etcd-key $ETCDKEY", files: map[string]string{"file": "x"}, code: 2, msg: `backup directory .*file is not a directory`, hint: `--backup-dir`},
+	{cmd: "recover", class: "files", args: "recover --runbook $DIR/rb.yaml --yes", files: map[string]string{"rb.yaml": runbookWith("plugins: [ValidatingAdmisionWebhook]")}, code: 2, msg: `"ValidatingAdmisionWebhook" is not a kube-apiserver admission plugin`, hint: `did you mean ValidatingAdmissionWebhook`},
+	{cmd: "recover", class: "files", args: "recover --runbook $DIR/rb.yaml --yes", files: map[string]string{"rb.yaml": runbookWith("revertAfter: -5m")}, code: 2, msg: `revertAfter: -5m0s is out of range \(2m to 24h\)`, hint: `.`},
+	{cmd: "runbook run", class: "files", args: "runbook run $DIR/rb.yaml --yes", files: map[string]string{"rb.yaml": runbookWith("revertAfter: 0s")}, code: 2, msg: `"0s" is zero`, hint: `.`},
+	{cmd: "runbook show", class: "flags", args: "runbook show webhook-deadlock -o yml", code: 2, msg: `unknown output format "yml"`, hint: `-o yaml`},
+	{cmd: "journal list", class: "state", args: "journal list --state-dir $DIR/file/sub", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file/sub cannot be used`, hint: `--state-dir`},
+
 	// --- state directory problems
 	{cmd: "journal list", class: "state", args: "journal list --state-dir $DIR/file", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file is not a directory`, hint: `--state-dir`},
 	{cmd: "admission disable", class: "state", args: "admission disable --state-dir $DIR/file --yes", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file is not a directory`, hint: `--state-dir`},
 	{cmd: "recover", class: "state", args: "recover --state-dir $DIR/file --yes", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file is not a directory`, hint: `--state-dir`},
+}
+
+// runbookWith is a runbook whose disable step has the given parameter.
+func runbookWith(param string) string {
+	return "apiVersion: breakglass.dev/v1alpha1\nkind: Runbook\nmetadata:\n  name: r\nspec:\n  steps:\n" +
+		"  - name: disable\n    action: admission.disable\n    with:\n      " + param + "\n" +
+		"  - name: restore\n    action: admission.restore\n"
 }
 
 const kubeconfigText = `apiVersion: v1

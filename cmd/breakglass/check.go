@@ -188,6 +188,11 @@ func checkCommandLine(c *cli.Context, path string) error {
 			return err
 		}
 	}
+	if d := c.String("backup-dir"); path == "etcd delete" && d != "" {
+		if st, err := os.Stat(d); err == nil && !st.IsDir() {
+			return usageError{fmt.Sprintf("backup directory %s is not a directory", d), "give --backup-dir a directory (it is created when absent), or leave it out for the state directory's"}
+		}
+	}
 	warnLooseTalosconfig(c, path)
 	return nil
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/urfave/cli/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -407,11 +409,11 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 func renderListing(w io.Writer, l *etcd.Listing) {
 	fmt.Fprintf(w, "etcd cluster %s, member %s, revision %d, prefix %s: %d admission object(s)\n", l.Cluster.ClusterID, l.Cluster.MemberID, l.Cluster.Revision, l.Prefix, len(l.Objects))
 	for _, o := range l.Objects {
-		fmt.Fprintf(w, "\n%s %s\n", o.Kind, o.Name)
-		fmt.Fprintf(w, "  key %s, mod revision %d, version %d, %s\n", o.Key, o.ModRevision, o.Version, recovery.EncodingNote(o))
+		fmt.Fprintf(w, "\n%s %s\n", o.Kind, safeName(o.Name))
+		fmt.Fprintf(w, "  key %s, mod revision %d, version %d, %s\n", safeName(o.Key), o.ModRevision, o.Version, recovery.EncodingNote(o))
 		for _, wh := range o.Webhooks {
-			fmt.Fprintf(w, "  webhook %s\n", wh.Name)
-			fmt.Fprintf(w, "    failurePolicy %s, timeout %ds, %s\n", wh.FailurePolicy, wh.TimeoutSeconds, wh.Target())
+			fmt.Fprintf(w, "  webhook %s\n", safeName(wh.Name))
+			fmt.Fprintf(w, "    failurePolicy %s, timeout %ds, %s\n", wh.FailurePolicy, wh.TimeoutSeconds, safeName(wh.Target()))
 			for _, r := range wh.Rules {
 				scope := "*"
 				if r.Scope != nil {
@@ -426,7 +428,7 @@ func renderListing(w io.Writer, l *etcd.Listing) {
 			}
 			fmt.Fprintf(w, "    namespaceSelector %s, objectSelector %s\n", selector(wh.NamespaceSelector), selector(wh.ObjectSelector))
 			for _, mc := range wh.MatchConditions {
-				fmt.Fprintf(w, "    matchCondition %s: %s\n", mc.Name, mc.Expression)
+				fmt.Fprintf(w, "    matchCondition %s: %s\n", safeName(mc.Name), safeName(mc.Expression))
 			}
 			if len(wh.MatchConditions) == 0 {
 				fmt.Fprintln(w, "    no matchConditions")
@@ -434,7 +436,7 @@ func renderListing(w io.Writer, l *etcd.Listing) {
 		}
 		if p := o.Policy; p != nil {
 			if p.PolicyName != "" {
-				fmt.Fprintf(w, "  binds policy %s", p.PolicyName)
+				fmt.Fprintf(w, "  binds policy %s", safeName(p.PolicyName))
 				if len(p.ValidationActions) > 0 {
 					fmt.Fprintf(w, ", actions %s", strings.Join(p.ValidationActions, ","))
 				}
@@ -449,6 +451,22 @@ func renderListing(w io.Writer, l *etcd.Listing) {
 			}
 		}
 	}
+}
+
+// safeName prints text read from etcd (names, keys, expressions) so that
+// it cannot drive the terminal: anything but printable text is quoted Go
+// style (\x1b, \u202e), and an empty name is shown as "" rather than as
+// nothing.
+func safeName(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == '"' || r == '\\' {
+			return strconv.Quote(s)
+		}
+	}
+	if s == "" {
+		return `""`
+	}
+	return s
 }
 
 // selector renders a label selector; an empty one matches everything.

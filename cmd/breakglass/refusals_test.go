@@ -12,6 +12,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -215,4 +216,28 @@ func refusalClusterOnce(t *testing.T) (*talostest.Cluster, string) {
 		t.Cleanup(func() { onceCluster.c = nil })
 	}
 	return onceCluster.c, onceCluster.admin
+}
+
+// Names read from etcd cannot drive the terminal, and an empty one is
+// shown as such.
+func TestEtcdNamesPrintedSafely(t *testing.T) {
+	l := &etcd.Listing{Prefix: "/registry", Objects: []etcd.Object{
+		{Kind: "ValidatingWebhookConfiguration", Name: "evil\x1b[2J\x1b]0;owned\a", Key: "/registry/validatingwebhookconfigurations/evil\x1b[2J",
+			Webhooks: []etcd.Webhook{{Name: "rtl\u202egnp.exe"}}},
+		{Kind: "ValidatingWebhookConfiguration", Name: "", Key: "/registry/validatingwebhookconfigurations/"},
+		{Kind: "ValidatingWebhookConfiguration", Name: "plain-name", Key: "/registry/validatingwebhookconfigurations/plain-name"},
+	}}
+	var b bytes.Buffer
+	renderListing(&b, l)
+	out := b.String()
+	for _, bad := range []string{"\x1b", "\a", "\u202e"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("output holds %q:\n%s", bad, out)
+		}
+	}
+	for _, want := range []string{`"evil\x1b[2J\x1b]0;owned\a"`, `"rtl\u202egnp.exe"`, "ValidatingWebhookConfiguration \"\"\n", "ValidatingWebhookConfiguration plain-name\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output does not show %q:\n%s", want, out)
+		}
+	}
 }
