@@ -231,6 +231,9 @@ func ParseBackup(data []byte) (*Backup, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
+	if err := b.checkObjectNames(); err != nil {
+		return nil, err
+	}
 	return &b, nil
 }
 

@@ -3,8 +3,10 @@ package etcd
 import (
 	"bytes"
 	"context"
+	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
 )
 
 // RestoreStatus is the outcome for one key.
@@ -118,4 +120,29 @@ func (c *Client) Restore(ctx context.Context, b *Backup, w Writer, opts RestoreO
 		return res, &ConflictError{Keys: conflicts}
 	}
 	return res, nil
+}
+
+// checkObjectNames refuses, before anything is written, a backup in which a
+// key's object is named otherwise than the key: the API server would serve
+// it under one name and report another. Encrypted values cannot be read and
+// are checked by their sha256 only.
+func (b *Backup) checkObjectNames() error {
+	for _, k := range b.Keys {
+		raw, err := k.RawValue()
+		if err != nil {
+			return err
+		}
+		o := decodeObject(k.Resource, k.Name, k.Key, raw, k.CreateRevision, k.ModRevision, k.Version)
+		if o.Decoded == nil {
+			continue
+		}
+		m, err := meta.Accessor(o.Decoded)
+		if err != nil {
+			continue
+		}
+		if m.GetName() != k.Name {
+			return &BackupFileError{Key: k.Key, Err: fmt.Errorf("%w: the key names the object %q, its value is named %q", ErrMalformedBackup, k.Name, m.GetName())}
+		}
+	}
+	return nil
 }

@@ -382,5 +382,8 @@ func checkBackupFile(path string) error {
 	if json.Unmarshal(data, &head) != nil || (head.APIVersion == "" && head.Kind == "") {
 		return usageError{fmt.Sprintf("%s is not a breakglass backup file (want JSON of kind %s)", path, etcd.BackupKind), hint}
 	}
-	return nil
+	// A backup that fails verification (checksums, keys, names) is refused
+	// here too, before an incident is opened: exit 10.
+	_, err = etcd.ReadBackup(path)
+	return err
 }

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/role"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -239,5 +241,61 @@ func TestEtcdNamesPrintedSafely(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output does not show %q:\n%s", want, out)
 		}
+	}
+}
+
+// etcd restore refuses a backup whose key and object name disagree (a
+// value moved to another key, the name field edited), before anything is
+// written.
+func TestRestoreRefusesKeyObjectNameMismatch(t *testing.T) {
+	srv := etcdtest.StartTLS(t)
+	kv := etcdClient(t, srv)
+	hook, err := etcdtest.EncodeProtobuf(etcdtest.FailClosedWebhook("deadlock-webhook", "https://127.0.0.1:9/validate"), admissionregistrationv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(context.Background(), "/registry/validatingwebhookconfigurations/deadlock-webhook", string(hook)); err != nil {
+		t.Fatal(err)
+	}
+	conn := " --etcd-endpoints " + srv.Endpoints[0] + " --etcd-cacert " + srv.CAFile + " --etcd-cert " + srv.CertFile + " --etcd-key " + srv.KeyFile
+	dir := t.TempDir()
+	backup := filepath.Join(dir, "b.json")
+	if code, _, stderr := runCLI(t, filepath.Join(dir, "none"), "etcd backup deadlock-webhook --out "+backup+conn); code != 0 {
+		t.Fatalf("etcd backup: exit %d\n%s", code, stderr)
+	}
+	orig, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(string) string{
+		// the value, its sha256 intact, moved under another name
+		"moved": func(s string) string {
+			s = strings.ReplaceAll(s, `"/registry/validatingwebhookconfigurations/deadlock-webhook"`, `"/registry/validatingwebhookconfigurations/other"`)
+			return strings.Replace(s, `"name": "deadlock-webhook"`, `"name": "other"`, 1)
+		},
+		// only the name field edited
+		"renamed": func(s string) string { return strings.Replace(s, `"name": "deadlock-webhook"`, `"name": "other"`, 1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			edited := edit(string(orig))
+			if edited == string(orig) {
+				t.Fatalf("the edit changed nothing:\n%s", orig)
+			}
+			f := filepath.Join(dir, name+".json")
+			if err := os.WriteFile(f, []byte(edited), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := etcdDump(t, kv)
+			code, _, stderr := runCLI(t, filepath.Join(dir, "none"), "etcd restore "+f+" --yes"+conn)
+			if code != 10 || !strings.Contains(stderr, "other") || !strings.Contains(stderr, "hint: ") {
+				t.Errorf("exit %d, want 10 naming the key:\n%s", code, stderr)
+			}
+			if etcdDump(t, kv) != before {
+				t.Error("the refused restore changed etcd")
+			}
+			if _, err := os.Stat(os.Getenv("BREAKGLASS_STATE_DIR")); !os.IsNotExist(err) {
+				t.Error("the refused restore wrote to the state directory")
+			}
+		})
 	}
 }
