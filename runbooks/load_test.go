@@ -192,6 +192,8 @@ func TestLoadErrorHints(t *testing.T) {
 		"duration-no-unit.yaml":        "durations have a unit: 90s, 5m, 1h30m",
 		"name-not-string.yaml":         `quote it to mean the string: "42"`,
 		"confirm-false-on-change.yaml": "remove confirm; for unattended runs pass --yes on the command line",
+		"plugin-unknown.yaml":          "did you mean ValidatingAdmissionWebhook?",
+		"revert-after-negative.yaml":   "give revertAfter a duration from 2m to 24h",
 	} {
 		rb, err := LoadFile("testdata/invalid/" + file)
 		var le *LoadError
