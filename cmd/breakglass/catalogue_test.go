@@ -248,6 +248,14 @@ var catalogue = []catCase{
 	{cmd: "runbook show", class: "flags", args: "runbook show webhook-deadlock -o yml", code: 2, msg: `unknown output format "yml"`, hint: `-o yaml`},
 	{cmd: "journal list", class: "state", args: "journal list --state-dir $DIR/file/sub", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file/sub cannot be used`, hint: `--state-dir`},
 
+	// --- damaged journals (helper B's behaviour, journal_damage_test.go)
+	{cmd: "journal list", class: "state", args: "journal list", files: map[string]string{"state/incidents/20260101-000000-aaaa/journal.jsonl": "{\"time\":\"2026-01-01T00:00:00Z\",\"kind\":\"inc"}, code: 0, out: `20260101-000000-aaaa +damaged`, hint: "-"},
+	{cmd: "journal list", class: "state", args: "journal list", files: map[string]string{"state/incidents/20260101-000000-bbbb/journal.jsonl": ""}, code: 0, out: `20260101-000000-bbbb +damaged`, hint: "-"},
+	{cmd: "journal list", class: "state", args: "journal list", files: map[string]string{"state/incidents/20260101-000000-cccc/journal.jsonl": "not json at all\n"}, code: 0, out: `damaged +journal .*journal\.jsonl is damaged at line 1`, hint: "-"},
+	{cmd: "journal show", class: "state", args: "journal show 20260101-000000-bbbb", files: map[string]string{"state/incidents/20260101-000000-bbbb/journal.jsonl": "garbage\n"}, code: 2, msg: `journal .*20260101-000000-bbbb/journal\.jsonl is damaged`, hint: `.`},
+	{cmd: "resume", class: "state", args: "resume 20260101-000000-bbbb --yes", files: map[string]string{"state/incidents/20260101-000000-bbbb/journal.jsonl": "garbage\n"}, code: 2, msg: `is damaged`, hint: `breakglass journal show`},
+	{cmd: "revert", class: "state", args: "revert 20260101-000000-bbbb --yes", files: map[string]string{"state/incidents/20260101-000000-bbbb/journal.jsonl": "garbage\n"}, code: 2, msg: `is damaged`, hint: `breakglass admission restore`},
+
 	// --- state directory problems
 	{cmd: "journal list", class: "state", args: "journal list --state-dir $DIR/file", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file is not a directory`, hint: `--state-dir`},
 	{cmd: "admission disable", class: "state", args: "admission disable --state-dir $DIR/file --yes", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file is not a directory`, hint: `--state-dir`},

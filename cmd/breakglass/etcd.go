@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/urfave/cli/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -454,20 +453,8 @@ func renderListing(w io.Writer, l *etcd.Listing) {
 }
 
 // safeName prints text read from etcd (names, keys, expressions) so that
-// it cannot drive the terminal: anything but printable text is quoted Go
-// style (\x1b, \u202e), and an empty name is shown as "" rather than as
-// nothing.
-func safeName(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) || r == '"' || r == '\\' {
-			return strconv.Quote(s)
-		}
-	}
-	if s == "" {
-		return `""`
-	}
-	return s
-}
+// it cannot drive the terminal; an empty name is shown as "".
+func safeName(s string) string { return termsafe.String(s) }
 
 // selector renders a label selector; an empty one matches everything.
 func selector(s *metav1.LabelSelector) string {

@@ -237,7 +237,7 @@ func TestEtcdNamesPrintedSafely(t *testing.T) {
 			t.Errorf("output holds %q:\n%s", bad, out)
 		}
 	}
-	for _, want := range []string{`"evil\x1b[2J\x1b]0;owned\a"`, `"rtl\u202egnp.exe"`, "ValidatingWebhookConfiguration \"\"\n", "ValidatingWebhookConfiguration plain-name\n"} {
+	for _, want := range []string{`evil\x1b[2J\x1b]0;owned\x07`, `rtl\u202egnp.exe`, "ValidatingWebhookConfiguration \"\"\n", "ValidatingWebhookConfiguration plain-name\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output does not show %q:\n%s", want, out)
 		}
