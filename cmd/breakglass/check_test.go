@@ -1,0 +1,83 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/internal/command"
+	"github.com/breakglass-dev/breakglass/runbooks"
+)
+
+// Every duration and count flag of every command has its accepted range
+// here, so a new flag cannot slip past the checks made before anything is
+// dialled; a new command states what arguments it takes.
+func TestEveryFlagValueChecked(t *testing.T) {
+	app := newApp(streams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard})
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := strings.TrimSpace(path + " " + c.Name)
+			if c.SkipFlagParsing || c.Hidden {
+				continue // lab: breakglass-lab checks its own flags
+			}
+			for _, f := range c.Flags {
+				name := f.Names()[0]
+				switch f.(type) {
+				case *cli.DurationFlag:
+					if _, ok := durationRanges[name]; !ok {
+						t.Errorf("%s --%s: a duration flag without a range in durationRanges", p, name)
+					}
+				case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag:
+					if _, ok := intRanges[name]; !ok {
+						t.Errorf("%s --%s: a count flag without a range in intRanges", p, name)
+					}
+				}
+			}
+			if len(c.Subcommands) > 0 {
+				walk(p, c.Subcommands)
+				continue
+			}
+			if _, ok := argSpecs[p]; !ok && c.ArgsUsage == "" {
+				t.Errorf("%s: takes no ArgsUsage and has no argSpecs entry: its arguments are not checked", p)
+			}
+		}
+	}
+	walk("", app.Commands)
+}
+
+// A global flag left without its value at the end of the line is reported
+// as such, not read as taking the command's name.
+func TestNormalizeDanglingGlobalFlag(t *testing.T) {
+	app := newApp(streams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard})
+	if got := command.Normalize(app, []string{"breakglass", "admission", "status", "-n"}); !slices.Equal(got, []string{"breakglass", "-n"}) {
+		t.Errorf("Normalize = %q", got)
+	}
+	if got := command.Normalize(app, []string{"breakglass", "admission", "status", "-n", "10.5.0.2"}); !slices.Equal(got, []string{"breakglass", "-n", "10.5.0.2", "admission", "status"}) {
+		t.Errorf("Normalize = %q", got)
+	}
+}
+
+func TestCheckPlugin(t *testing.T) {
+	for in, want := range map[string]string{
+		"ValidatingAdmissionWebhook": "",
+		"validatingadmissionwebhook": "did you mean ValidatingAdmissionWebhook?",
+		"ValidatingAdmisionWebhook":  "did you mean ValidatingAdmissionWebhook?",
+		"MutatingAdmissionPolcy":     "did you mean MutatingAdmissionPolicy?",
+		"FooBar":                     "e.g. ValidatingAdmissionWebhook",
+	} {
+		err := runbooks.CheckPlugin(in)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", in, err)
+		case want != "":
+			pe, ok := err.(*runbooks.PluginError)
+			if !ok || !strings.Contains(pe.Hint(), want) {
+				t.Errorf("%s: %v, want a hint saying %q", in, err, want)
+			}
+		}
+	}
+}
