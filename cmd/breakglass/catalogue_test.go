@@ -71,6 +71,11 @@ var catalogue = []catCase{
 	{cmd: "runbook", class: "command", args: "runbook shw webhook-deadlock", code: 2, msg: `unknown command "runbook shw"`, hint: `breakglass runbook show`},
 	{cmd: "apiserver", class: "command", args: "apiserver wiat", code: 2, msg: `unknown command "apiserver wiat"`, hint: `breakglass apiserver wait`},
 
+	{cmd: "(none)", class: "command", args: "help recovr", code: 2, msg: `unknown command "recovr"`, hint: `breakglass recover`},
+	{cmd: "(none)", class: "command", args: "help admission", code: 0, out: `breakglass admission - `, hint: "-"},
+	{cmd: "admission", class: "command", args: "admission help", code: 0, out: `breakglass admission - `, hint: "-"},
+	{cmd: "(none)", class: "flags", args: "admission status -n", code: 2, msg: `flag needs an argument: -n`, hint: `breakglass --help`},
+
 	// --- version, completion
 	{cmd: "version", class: "args", args: "version extra", code: 2, msg: `version takes no arguments`, hint: `breakglass version`},
 	{cmd: "completion", class: "args", args: "completion tcsh", code: 2, msg: `unknown shell "tcsh"`, hint: `bash\|zsh\|fish`},

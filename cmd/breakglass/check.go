@@ -149,6 +149,15 @@ func unknownCommand(group *string, commands []*cli.Command) cli.ActionFunc {
 			prefix, help = *group+" ", "breakglass "+*group+" --help"
 		}
 		word := c.Args().First()
+		if word == "help" {
+			// "breakglass help [COMMAND]", "breakglass admission help", as cli's own help command.
+			if group != nil || c.Args().Len() == 1 {
+				return cli.ShowSubcommandHelp(c)
+			}
+			if word = c.Args().Get(1); c.App.Command(word) != nil {
+				return cli.ShowCommandHelp(c, word)
+			}
+		}
 		var names []string
 		for _, cmd := range commands {
 			if !cmd.Hidden {
