@@ -133,7 +133,12 @@ func Recover(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI,
 	if err != nil {
 		return nil, err
 	}
-	j, err := st.NewIncident(IncidentMeta{Cluster: clusterName(ctx, tc), Nodes: tc.Nodes(), Runbook: opts.Runbook, Options: rawOpts, ToolVersion: opts.ToolVersion, DryRun: opts.DryRun}, time.Now())
+	cluster := clusterName(ctx, tc)
+	if ctx.Err() != nil {
+		// Interrupted while still connecting: no incident is opened.
+		return nil, fmt.Errorf("%w before the incident was opened: nothing was changed", context.Cause(ctx))
+	}
+	j, err := st.NewIncident(IncidentMeta{Cluster: cluster, Nodes: tc.Nodes(), Runbook: opts.Runbook, Options: rawOpts, ToolVersion: opts.ToolVersion, DryRun: opts.DryRun}, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("create the incident journal: %w", err)
 	}
@@ -275,6 +280,9 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 		case errors.Is(err, ErrAborted) || ctx.Err() != nil:
 			if !errors.Is(err, ErrAborted) {
 				err = fmt.Errorf("%w: %w", ErrAborted, err) // interrupted mid-call: the node's error says canceled
+			}
+			if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(err, cause) {
+				err = fmt.Errorf("%w (%v)", err, cause) // the journal says interrupted, and by what
 			}
 			sr.Outcome, end.Outcome, end.Error = OutcomeAborted, OutcomeAborted, err.Error()
 			sr.Message = err.Error()

@@ -151,7 +151,7 @@ var commandRegistry []func(streams) *cli.Command
 // run executes the command line and returns the process exit code.
 func run(ctx context.Context, args []string, s streams) int {
 	app := newApp(s)
-	err := app.RunContext(ctx, command.Normalize(app, args))
+	err := asInterrupted(ctx, app.RunContext(ctx, command.Normalize(app, args)))
 	if err == nil {
 		return int(failure.OK)
 	}

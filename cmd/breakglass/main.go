@@ -4,10 +4,8 @@ package main
 
 import (
 	"os"
-
-	"github.com/breakglass-dev/breakglass/internal/command"
 )
 
 func main() {
-	os.Exit(run(command.Interruptible(), os.Args, streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+	os.Exit(runInterruptible(os.Args, streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 }
