@@ -7,8 +7,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
@@ -70,4 +70,3 @@ func (c *Client) KeyExists(ctx context.Context, resource, name string) (bool, er
 	}
 	return resp.Count > 0, nil
 }
-

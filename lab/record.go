@@ -202,8 +202,8 @@ loop:
 // recordPKI: one CA for serving, client certificates and the webhook; a
 // token for the recorder's own requests (system:masters).
 type recordPKI struct {
-	ca                                                   *etcdtest.CA
-	pool                                                 *x509.CertPool
+	ca                                                  *etcdtest.CA
+	pool                                                *x509.CertPool
 	caFile, serverCert, serverKey, saKey, saPub, tokens string
 }
 
