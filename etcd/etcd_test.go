@@ -239,6 +239,25 @@ func TestListDecodesEveryKind(t *testing.T) {
 	if err != nil || !bytes.Contains(out, []byte(`"object":{"kind":"ValidatingWebhookConfiguration"`)) {
 		t.Errorf("json output: %s %v", out, err)
 	}
+
+	// As a manifest: every decoded object with its kind, the rest named.
+	all, err := cl.c.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, unreadable, err := all.Manifest()
+	var list struct {
+		Kind  string
+		Items []struct{ Kind, APIVersion string }
+	}
+	if err != nil || json.Unmarshal(data, &list) != nil || list.Kind != "List" || len(list.Items)+len(unreadable) != len(vals) || len(unreadable) != 2 {
+		t.Fatalf("manifest: %d items, %d unreadable, %v", len(list.Items), len(unreadable), err)
+	}
+	for _, it := range list.Items {
+		if it.Kind == "" || it.APIVersion == "" {
+			t.Errorf("manifest item without kind or apiVersion: %+v", it)
+		}
+	}
 }
 
 func TestListHonoursPrefix(t *testing.T) {

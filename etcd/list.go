@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -60,4 +61,24 @@ func resourceIndex(r Resource) int {
 		}
 	}
 	return len(AllResources)
+}
+
+// Manifest is the decoded objects as one JSON List (apiVersion and kind
+// set on each), for tools that read manifests; Unreadable are those it
+// leaves out (encrypted, or undecodable), to be named to the user.
+func (l *Listing) Manifest() (data []byte, unreadable []Object, err error) {
+	items := []json.RawMessage{}
+	for _, o := range l.Objects {
+		if o.Decoded == nil {
+			unreadable = append(unreadable, o)
+			continue
+		}
+		b, err := json.Marshal(o.Decoded)
+		if err != nil {
+			return nil, nil, err
+		}
+		items = append(items, b)
+	}
+	data, err = json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	return data, unreadable, err
 }

@@ -188,7 +188,7 @@ func (o *ReplayOptions) check() error {
 		return failure.Input("--to must be the version upgraded to", "--from and --to are both %s: that is a restart, not an upgrade", o.From)
 	}
 	if len(o.Sources) == 0 {
-		return failure.Input("pass the cluster's admission objects: -f FILE (or - for standard input), or --kubeconfig FILE", "nothing to replay")
+		return failure.Input("pass the cluster's admission objects: -f FILE (or - for standard input), --kubeconfig FILE, or --from-etcd", "nothing to replay")
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultReplayTimeout

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/lab"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/recovery/audit"
@@ -171,7 +174,42 @@ func replaySources(c *cli.Context, s streams) ([]lab.ReplaySource, error) {
 		}
 		out = append(out, lab.ReplaySource{Name: path, Data: data})
 	}
+	if c.Bool("from-etcd") {
+		src, err := replayFromEtcd(c, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, src)
+	}
 	return out, nil
+}
+
+// replayFromEtcd reads the cluster's admission objects from its etcd with
+// the certificates given (the lab mints none: that needs the Talos API,
+// which `breakglass` has and the lab does not).
+func replayFromEtcd(c *cli.Context, s streams) (lab.ReplaySource, error) {
+	opts := recovery.EtcdOptions{Endpoints: c.StringSlice("etcd-endpoints"), CACert: c.String("etcd-cacert"),
+		Cert: c.String("etcd-cert"), Key: c.String("etcd-key"), Prefix: c.String("etcd-prefix")}
+	if len(opts.Endpoints) == 0 {
+		return lab.ReplaySource{}, failure.Input("pass --etcd-endpoints URL with --etcd-cacert, --etcd-cert and --etcd-key (or ETCDCTL_*)", "--from-etcd needs the cluster's etcd endpoints")
+	}
+	ec, err := recovery.ConnectEtcd(c.Context, nil, opts)
+	if err != nil {
+		return lab.ReplaySource{}, err
+	}
+	defer ec.Close()
+	l, err := ec.List(c.Context, etcd.AllResources)
+	if err != nil {
+		return lab.ReplaySource{}, err
+	}
+	data, unreadable, err := l.Manifest()
+	if err != nil {
+		return lab.ReplaySource{}, err
+	}
+	for _, o := range unreadable {
+		fmt.Fprintf(s.Err, "WARNING: %s %s is not replayed: its etcd value is %s; pass its manifest with -f\n", o.Kind, termsafe.String(o.Name), o.Encoding)
+	}
+	return lab.ReplaySource{Name: "etcd " + strings.Join(opts.Endpoints, ","), Data: data}, nil
 }
 
 func checkNodes(n int) error {
