@@ -494,6 +494,12 @@ func (l *Lab) WaitReady(ctx context.Context, timeout time.Duration) error {
 // WaitReadyVersion is WaitReady, and the ready containers must run this
 // Kubernetes version (the image tag), if not empty.
 func (l *Lab) WaitReadyVersion(ctx context.Context, version string, timeout time.Duration) error {
+	return l.waitReadyRuns(ctx, timeout, func(r ContainerRun) bool { return version == "" || strings.HasSuffix(r.Image, ":"+version) })
+}
+
+// waitReadyRuns waits until the latest kube-apiserver container of every
+// node is ready, has not exited, and is one that want accepts.
+func (l *Lab) waitReadyRuns(ctx context.Context, timeout time.Duration, want func(ContainerRun) bool) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -502,7 +508,7 @@ func (l *Lab) WaitReadyVersion(ctx context.Context, version string, timeout time
 		var waiting []string
 		for _, ip := range l.Nodes() {
 			r, ok := cur[ip]
-			if !ok || r.Ready.IsZero() || !r.Exited.IsZero() || (version != "" && !strings.HasSuffix(r.Image, ":"+version)) {
+			if !ok || r.Ready.IsZero() || !r.Exited.IsZero() || !want(r) {
 				waiting = append(waiting, ip)
 			}
 		}

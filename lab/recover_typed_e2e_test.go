@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -103,7 +102,7 @@ func TestRecoverNotADeadlock(t *testing.T) {
 		}
 		defer tc.Close()
 		for _, ip := range l.Nodes() {
-			if err := applyExtraArgs(ctx, tc, ip, "enable-admission-plugins: ValidatingAdmissionWebhook", "disable-admission-plugins: ValidatingAdmissionWebhook"); err != nil {
+			if err := applyAPIServerArgs(ctx, tc, ip, "enable-admission-plugins: ValidatingAdmissionWebhook", "disable-admission-plugins: ValidatingAdmissionWebhook"); err != nil {
 				return err
 			}
 		}
@@ -117,29 +116,6 @@ func TestRecoverNotADeadlock(t *testing.T) {
 		t.Errorf("the stop does not say so:\n%s", r.stderr)
 	}
 	g.unchanged("after recover on a bad flag")
-}
-
-// applyExtraArgs sets cluster.apiServer.extraArgs on a node as an operator
-// would with talosctl patch: a text edit of the running config, applied
-// without a reboot.
-func applyExtraArgs(ctx context.Context, tc *talos.Client, node string, args ...string) error {
-	cfg, err := tc.ReadMachineConfig(ctx, node)
-	if err != nil {
-		return err
-	}
-	text := string(cfg.Bytes)
-	const anchor = "\n    apiServer:\n" // the generated config indents by four
-	i := strings.Index(text, anchor)
-	if i < 0 || strings.Contains(text, "        extraArgs:") {
-		return errors.New("no apiServer section without extraArgs in the generated config")
-	}
-	ins := anchor + "        extraArgs:\n"
-	for _, a := range args {
-		ins += "            " + a + "\n"
-	}
-	text = text[:i] + ins + text[i+len(anchor):]
-	_, err = tc.Apply(ctx, node, talos.ApplyRequest{Config: []byte(text), Mode: talos.NoReboot})
-	return err
 }
 
 // waitCrashLoop waits until every node's kube-apiserver container of the

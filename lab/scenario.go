@@ -47,7 +47,9 @@ const (
 var RecoveryPlugins = []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
 
 // Scenarios lists the scenario names `lab up --scenario` accepts.
-func Scenarios() []string { return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded} }
+func Scenarios() []string {
+	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy}
+}
 
 // ErrUnknownScenario: no scenario by that name.
 var ErrUnknownScenario = errors.New("unknown scenario")
@@ -61,12 +63,15 @@ type Deadlock struct {
 }
 
 // RunScenario plays a scenario on a lab that runs OldVersion, recording its
-// steps in tl, and returns once the incident is there (kyverno-servicecidr)
-// or once the upgrade succeeded although the backend was down
-// (kyverno-servicecidr-excluded).
+// steps in tl, and returns once the incident is there
+// (kyverno-servicecidr, mutating-policy-servicecidr) or once the upgrade
+// succeeded although the backend was down (kyverno-servicecidr-excluded).
 func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Deadlock, error) {
-	if name == ScenarioExcluded {
+	switch name {
+	case ScenarioExcluded:
 		return nil, runExcluded(ctx, l, tl)
+	case ScenarioMutatingPolicy:
+		return nil, runMutatingPolicy(ctx, l, tl)
 	}
 	if name != ScenarioKyvernoServiceCIDR {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, name, strings.Join(Scenarios(), ", "))

@@ -90,7 +90,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if kc, err := l.Cluster.AdminKubeconfig(); err == nil {
 		_ = os.WriteFile(kube, kc, 0o600)
 	}
-	l.PrintNext(out, opts.Scenario == ScenarioKyvernoServiceCIDR)
+	l.PrintNext(out, opts.Scenario)
 	<-ctx.Done()
 	return nil
 }
@@ -102,8 +102,10 @@ func (o Options) versionOr() string {
 	return o.Version
 }
 
-// PrintNext prints the lab's addresses and the exact commands to try.
-func (l *Lab) PrintNext(w io.Writer, deadlocked bool) {
+// PrintNext prints the lab's addresses and the exact commands to try after
+// the scenario ("" for none): for a deadlock, the command an engineer
+// types first, then the steps it takes, by hand.
+func (l *Lab) PrintNext(w io.Writer, scenario string) {
 	tc := "--talosconfig " + l.Talosconfig
 	sd := "--state-dir " + filepath.Join(l.Dir, "state")
 	first := l.Cluster.Nodes[0]
@@ -115,10 +117,13 @@ func (l *Lab) PrintNext(w io.Writer, deadlocked bool) {
 	fmt.Fprintf(w, "  webhook backend %s (answers only while the service network is up)\n", l.Webhook.URL("/"))
 	fmt.Fprintf(w, "  talosconfig %s (os:admin), kubeconfig %s\n", l.Talosconfig, filepath.Join(l.Dir, "kubeconfig"))
 	fmt.Fprintf(w, "\ntry next (in another terminal):\n")
+	plugins, deadlocked := scenarioPlugins[scenario]
 	cmds := []string{
-		fmt.Sprintf("breakglass %s %s apiserver wait --timeout 10s", tc, sd),
+		fmt.Sprintf("breakglass %s %s diagnose", tc, sd),
+		fmt.Sprintf("breakglass %s %s recover", tc, sd),
+		"or by hand:",
 		fmt.Sprintf("talosctl %s -n %s logs -k kube-system/kube-apiserver-%s:kube-apiserver --tail 20", tc, first.IP, first.Name),
-		fmt.Sprintf("breakglass %s %s admission disable --plugins %s", tc, sd, strings.Join(RecoveryPlugins, ",")),
+		fmt.Sprintf("breakglass %s %s admission disable --plugins %s", tc, sd, strings.Join(plugins, ",")),
 		fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),
 		fmt.Sprintf("breakglass %s %s admission status", tc, sd),
 		fmt.Sprintf("breakglass %s %s admission restore", tc, sd),

@@ -52,7 +52,8 @@ func (e *NotDeadlockError) Unwrap() error { return e.Verdict.Category() }
 var errNothingToRecover = errors.New("kube-apiserver is ready on every node: nothing to recover")
 
 // decide turns a diagnosis into the run's plan: the plugins to disable are
-// those the diagnosis names, and at least the runbook's own; plugins the
+// those the diagnosis names, and the runbook's own as well unless the
+// diagnosis read every admission object in etcd; plugins the
 // operator named explicitly win, with a warning when the diagnosis says
 // they are not enough.
 func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
@@ -78,6 +79,16 @@ func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
 		}
 	} else {
 		d.Plugins = union(runbookPlugins, report.PluginNames())
+		// A diagnosis that read every admission object in etcd names every
+		// plugin that blocks the start-up (the log, and the audit of etcd):
+		// the runbook's default beyond them would bypass webhooks or
+		// policies for nothing.
+		if report.Verdict == diagnose.AdmissionDeadlock && readEveryAdmissionObject(report) && !opts.RunbookExplicit && len(report.PluginNames()) > 0 {
+			d.Plugins = report.PluginNames()
+			if left := without(runbookPlugins, d.Plugins); len(left) > 0 {
+				d.Reasons = append(d.Reasons, strings.Join(left, ",")+" (the runbook's default) stays on: the diagnosis finds nothing it would bypass")
+			}
+		}
 		for _, p := range d.Plugins {
 			why := reasonsOf(report, []string{p})
 			if why == "" {
@@ -97,6 +108,20 @@ func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
 		d.Warnings = append(d.Warnings, "readiness could not be checked: going on because "+unknownGround(report, opts))
 	}
 	return d, nil
+}
+
+// readEveryAdmissionObject: the diagnosis read etcd and decoded every
+// admission object there (an encrypted one could be a blocker it cannot see).
+func readEveryAdmissionObject(r *diagnose.Report) bool {
+	if r.Evidence == nil || !r.Evidence.Etcd.Asked || r.Evidence.Etcd.Error != "" {
+		return false
+	}
+	for _, o := range r.Evidence.Etcd.Objects {
+		if o.Undecoded != "" || o.Encoding == "encrypted" || o.Encoding == "unknown" {
+			return false
+		}
+	}
+	return true
 }
 
 func unknownGround(report *diagnose.Report, opts RecoverOptions) string {
@@ -168,4 +193,18 @@ func decisionFrom(entries []Entry) *Decision {
 		}
 	}
 	return d
+}
+
+// described is s with its description as this run follows it: a runbook's
+// prose names its own plugins, and the diagnosis may have decided others.
+func (d *Decision) described(s Step, steps []Step) Step {
+	switch s.Params.(type) {
+	case *runbooks.AdmissionDisableParams, *runbooks.AdmissionRestoreParams, *runbooks.VerifyParams:
+	default:
+		return s
+	}
+	if own := disablePlugins(steps); d != nil && len(d.Plugins) > 0 && !slices.Equal(own, d.Plugins) {
+		s.Description += fmt.Sprintf(" In this run the plugins are %s, as the diagnosis decided (the runbook names %s).", strings.Join(d.Plugins, ","), strings.Join(own, ","))
+	}
+	return s
 }

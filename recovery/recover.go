@@ -257,7 +257,7 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 			res.Steps = append(res.Steps, StepResult{Name: s.Name, Action: s.Action(), Outcome: OutcomeSkipped, Message: "completed in an earlier run"})
 			continue
 		}
-		r.ui.Begin(i+1, len(r.opts.Steps), s)
+		r.ui.Begin(i+1, len(r.opts.Steps), r.decision.described(s, r.opts.Steps))
 		r.touched = r.touched || changesCluster(s.Action())
 		if err := r.journal.Append(Entry{Kind: "begin", Step: s.Name, Action: s.Action(), Message: s.Description}); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)

@@ -347,7 +347,11 @@ func (r *Report) deadlock(notReady []string, ev *Evidence) {
 		who = append(who, desc)
 		if c.Plugin != "" {
 			plugins[c.Plugin] = true
-			why[c.Plugin] = appendOnce(why[c.Plugin], desc+" refuses start-up writes (log)")
+			source := "log"
+			if r.Suspected {
+				source = "audit of etcd; the log names no culprit"
+			}
+			why[c.Plugin] = appendOnce(why[c.Plugin], desc+" refuses start-up writes ("+source+")")
 		} else {
 			plugins[PluginValidatingWebhook], plugins[PluginMutatingWebhook] = true, true
 			for _, p := range []string{PluginValidatingWebhook, PluginMutatingWebhook} {

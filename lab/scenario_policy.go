@@ -1,0 +1,169 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+// The mutating-policy-servicecidr scenario: the incident with no webhook at
+// all. A cluster on 1.32 has turned the MutatingAdmissionPolicy API on (an
+// alpha there: the feature gate and the API versions in
+// cluster.apiServer.extraArgs) and bound a policy that labels every
+// ServiceCIDR with a JSONPatch. The patch adds to /metadata/labels, which
+// fails on an object without labels: the default ServiceCIDR 1.34 creates
+// at its first start has none, the policy fails closed, and the start-up
+// never ends. Nothing needs to come back: the MutatingAdmissionPolicy
+// plugin must be turned off (LAB.md, "Admission policies across the
+// upgrade").
+const (
+	ScenarioMutatingPolicy = "mutating-policy-servicecidr"
+
+	MutatingPolicy        = "add-team-label"
+	MutatingPolicyBinding = "add-team-label-binding"
+)
+
+// MutatingPolicyArgs turn the MutatingAdmissionPolicy API on for 1.32 and
+// 1.34 alike: the gate, v1alpha1 (what 1.32 serves) and v1beta1 (what the
+// 1.34 plugin reads; with v1alpha1 alone 1.34 refuses every write, the trap
+// `breakglass diagnose` knows).
+var MutatingPolicyArgs = []string{
+	"feature-gates: MutatingAdmissionPolicy=true",
+	"runtime-config: admissionregistration.k8s.io/v1alpha1=true,admissionregistration.k8s.io/v1beta1=true",
+}
+
+// scenarioPlugins are the admission plugins each deadlocking scenario needs
+// off, for what the lab prints next.
+var scenarioPlugins = map[string][]string{
+	ScenarioKyvernoServiceCIDR: RecoveryPlugins,
+	ScenarioMutatingPolicy:     {"MutatingAdmissionPolicy"},
+}
+
+func runMutatingPolicy(ctx context.Context, l *Lab, tl *Timeline) error {
+	if err := CheckBinaries(l.KubeBinDir, NewVersion); err != nil {
+		return err
+	}
+	if err := tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", OldVersion, len(l.Nodes())), func() error {
+		return l.WaitReady(ctx, 3*time.Minute)
+	}); err != nil {
+		return err
+	}
+	if err := tl.Step("turn the MutatingAdmissionPolicy API on: cluster.apiServer.extraArgs "+strings.Join(MutatingPolicyArgs, ", ")+" through the Talos API (mode NO_REBOOT)", func() error {
+		return SetAPIServerArgs(ctx, l, 3*time.Minute, MutatingPolicyArgs...)
+	}); err != nil {
+		return err
+	}
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		return err
+	}
+	if err := tl.Step("install MutatingAdmissionPolicy "+MutatingPolicy+" (a JSONPatch adding a team label to every ServiceCIDR, failurePolicy Fail) and its binding", func() error {
+		return installMutatingPolicy(ctx, kube)
+	}); err != nil {
+		return err
+	}
+	if err := tl.Step("upgrade to "+NewVersion+": apply cluster.apiServer.image through the Talos API (mode NO_REBOOT)", func() error {
+		return Upgrade(ctx, l, NewVersion)
+	}); err != nil {
+		return err
+	}
+	return tl.Step("deadlock observed: readyz fails on "+DeadlockCheck+", log says '"+DeadlockLogLine+"'", func() error {
+		_, err := ObserveDeadlock(ctx, l, 3*time.Minute)
+		return err
+	})
+}
+
+// installMutatingPolicy creates the policy and its binding as 1.32 serves
+// them (v1alpha1).
+func installMutatingPolicy(ctx context.Context, kube *KubeClient) error {
+	policy := map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicy",
+		"metadata": map[string]any{"name": MutatingPolicy},
+		"spec": map[string]any{
+			"failurePolicy":      "Fail",
+			"reinvocationPolicy": "Never",
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+				"apiGroups": []string{"networking.k8s.io"}, "apiVersions": []string{"*"},
+				"operations": []string{"CREATE", "UPDATE"}, "resources": []string{"servicecidrs"},
+			}}},
+			"mutations": []any{map[string]any{
+				"patchType": "JSONPatch",
+				"jsonPatch": map[string]any{"expression": `[JSONPatch{op: "add", path: "/metadata/labels/team", value: "platform"}]`},
+			}},
+		},
+	}
+	binding := map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicyBinding",
+		"metadata": map[string]any{"name": MutatingPolicyBinding},
+		"spec":     map[string]any{"policyName": MutatingPolicy},
+	}
+	if err := kube.Do(ctx, "POST", "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicies", policy, nil); err != nil {
+		return fmt.Errorf("create %s: %w", MutatingPolicy, err)
+	}
+	if err := kube.Do(ctx, "POST", "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicybindings", binding, nil); err != nil {
+		return fmt.Errorf("create %s: %w", MutatingPolicyBinding, err)
+	}
+	return nil
+}
+
+// SetAPIServerArgs gives every node's cluster.apiServer.extraArgs these
+// lines ("key: value"), as an operator edits the config, and waits until
+// each node runs a ready kube-apiserver of the new pod. The lab's
+// generated configs have no extraArgs yet; one that has is refused.
+func SetAPIServerArgs(ctx context.Context, l *Lab, timeout time.Duration, args ...string) error {
+	tc, err := l.TalosClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	nodes := l.Nodes()
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, ip := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = applyAPIServerArgs(ctx, tc, ip, args...)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var flags []string
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, ": ")
+		flags = append(flags, "--"+k+"="+v)
+	}
+	return l.waitReadyRuns(ctx, timeout, func(r ContainerRun) bool {
+		return !slices.ContainsFunc(flags, func(f string) bool { return !slices.Contains(r.Args, f) })
+	})
+}
+
+// applyAPIServerArgs sets one node's cluster.apiServer.extraArgs to these
+// lines, without waiting for the pod.
+func applyAPIServerArgs(ctx context.Context, tc *talos.Client, node string, args ...string) error {
+	cfg, err := tc.ReadMachineConfig(ctx, node)
+	if err != nil {
+		return err
+	}
+	text := string(cfg.Bytes)
+	const anchor = "\n    apiServer:\n" // the generated config indents by four
+	i := strings.Index(text, anchor)
+	if i < 0 || strings.Contains(text, "        extraArgs:") {
+		return fmt.Errorf("node %s: no apiServer section without extraArgs in the generated config", node)
+	}
+	ins := anchor + "        extraArgs:\n"
+	for _, a := range args {
+		ins += "            " + a + "\n"
+	}
+	text = text[:i] + ins + text[i+len(anchor):]
+	_, err = tc.Apply(ctx, node, talos.ApplyRequest{Config: []byte(text), Mode: talos.NoReboot})
+	return err
+}
