@@ -494,12 +494,15 @@ func (l *Lab) WaitReady(ctx context.Context, timeout time.Duration) error {
 // WaitReadyVersion is WaitReady, and the ready containers must run this
 // Kubernetes version (the image tag), if not empty.
 func (l *Lab) WaitReadyVersion(ctx context.Context, version string, timeout time.Duration) error {
-	return l.waitReadyRuns(ctx, timeout, func(r ContainerRun) bool { return version == "" || strings.HasSuffix(r.Image, ":"+version) })
+	return l.waitReadyRuns(ctx, timeout, func(r ContainerRun) (bool, error) {
+		return version == "" || strings.HasSuffix(r.Image, ":"+version), nil
+	})
 }
 
 // waitReadyRuns waits until the latest kube-apiserver container of every
-// node is ready, has not exited, and is one that want accepts.
-func (l *Lab) waitReadyRuns(ctx context.Context, timeout time.Duration, want func(ContainerRun) bool) error {
+// node is ready, has not exited, and is one that want accepts; an error
+// from want ends the wait.
+func (l *Lab) waitReadyRuns(ctx context.Context, timeout time.Duration, want func(ContainerRun) (bool, error)) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -508,7 +511,15 @@ func (l *Lab) waitReadyRuns(ctx context.Context, timeout time.Duration, want fun
 		var waiting []string
 		for _, ip := range l.Nodes() {
 			r, ok := cur[ip]
-			if !ok || r.Ready.IsZero() || !r.Exited.IsZero() || !want(r) {
+			if !ok {
+				waiting = append(waiting, ip)
+				continue
+			}
+			accepted, err := want(r)
+			if err != nil {
+				return err
+			}
+			if r.Ready.IsZero() || !r.Exited.IsZero() || !accepted {
 				waiting = append(waiting, ip)
 			}
 		}

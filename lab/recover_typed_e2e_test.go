@@ -102,7 +102,7 @@ func TestRecoverNotADeadlock(t *testing.T) {
 		}
 		defer tc.Close()
 		for _, ip := range l.Nodes() {
-			if err := applyAPIServerArgs(ctx, tc, ip, "enable-admission-plugins: ValidatingAdmissionWebhook", "disable-admission-plugins: ValidatingAdmissionWebhook"); err != nil {
+			if err := applyAPIServerArgs(ctx, tc, ip, map[string]string{"enable-admission-plugins": "ValidatingAdmissionWebhook", "disable-admission-plugins": "ValidatingAdmissionWebhook"}); err != nil {
 				return err
 			}
 		}

@@ -13,12 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery/audit"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -38,6 +40,10 @@ type ReplayOptions struct {
 	KubeBinDir string    // default FindKubeBinDir
 	Dir        string    // scratch directory; default a new temporary one, removed after
 	Log        io.Writer // one line per step; nil: discard
+	// APIServerArgs are the cluster's own cluster.apiServer.extraArgs that
+	// change what is served (ReplayArgKeys), set on the node before FROM's
+	// objects are installed and kept for TO, as in the real upgrade.
+	APIServerArgs map[string]string
 	// TimeScale scales the emulated kubelet's and Talos's waits (the
 	// replay is about kube-apiserver, not about the kubelet's pace);
 	// default 0.05.
@@ -169,6 +175,12 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	return rep, nil
 }
 
+// ReplayArgKeys are the kube-apiserver flags a replay takes from the
+// cluster: what decides which APIs are served and which admission runs.
+// Never an address, port, certificate or etcd flag: the lab owns those,
+// and nothing it runs may dial what a cluster's flags name.
+var ReplayArgKeys = []string{"feature-gates", "runtime-config", "enable-admission-plugins", "disable-admission-plugins", "emulated-version", "storage-media-type"}
+
 // check refuses what cannot be replayed before anything starts.
 func (o *ReplayOptions) check() error {
 	// Not urfave's Required: `breakglass lab replay` hands its arguments
@@ -189,6 +201,12 @@ func (o *ReplayOptions) check() error {
 	}
 	if len(o.Sources) == 0 {
 		return failure.Input("pass the cluster's admission objects: -f FILE (or - for standard input), --kubeconfig FILE, or --from-etcd", "nothing to replay")
+	}
+	for k := range o.APIServerArgs {
+		if !slices.Contains(ReplayArgKeys, k) {
+			return failure.Input("the replay takes only flags that change what kube-apiserver serves and admits: --apiserver-arg KEY=VALUE with KEY one of "+strings.Join(ReplayArgKeys, ", "),
+				"--apiserver-arg %s is not one the replay sets (the lab owns addresses, ports, certificates and etcd)", termsafe.String(k))
+		}
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultReplayTimeout
@@ -252,6 +270,12 @@ func replayOnce(ctx context.Context, opts ReplayOptions, name string, objs []rep
 	defer l.Close()
 	if err := l.WaitReadyVersion(ctx, opts.From, 3*time.Minute); err != nil {
 		return nil, fmt.Errorf("replay: kube-apiserver %s did not become ready: %w", opts.From, err)
+	}
+	if len(opts.APIServerArgs) > 0 {
+		logf("cluster.apiServer.extraArgs %s, applied the Talos way", describeArgs(opts.APIServerArgs))
+		if err := SetAPIServerArgs(ctx, l, 3*time.Minute, opts.APIServerArgs); err != nil {
+			return nil, fmt.Errorf("replay: kube-apiserver %s with %s: %w", opts.From, describeArgs(opts.APIServerArgs), err)
+		}
 	}
 	kube, err := l.Kube(ctx)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,9 +35,9 @@ const (
 // 1.34 alike: the gate, v1alpha1 (what 1.32 serves) and v1beta1 (what the
 // 1.34 plugin reads; with v1alpha1 alone 1.34 refuses every write, the trap
 // `breakglass diagnose` knows).
-var MutatingPolicyArgs = []string{
-	"feature-gates: MutatingAdmissionPolicy=true",
-	"runtime-config: admissionregistration.k8s.io/v1alpha1=true,admissionregistration.k8s.io/v1beta1=true",
+var MutatingPolicyArgs = map[string]string{
+	"feature-gates":  "MutatingAdmissionPolicy=true",
+	"runtime-config": "admissionregistration.k8s.io/v1alpha1=true,admissionregistration.k8s.io/v1beta1=true",
 }
 
 // scenarioPlugins are the admission plugins each deadlocking scenario needs
@@ -54,8 +56,8 @@ func runMutatingPolicy(ctx context.Context, l *Lab, tl *Timeline) error {
 	}); err != nil {
 		return err
 	}
-	if err := tl.Step("turn the MutatingAdmissionPolicy API on: cluster.apiServer.extraArgs "+strings.Join(MutatingPolicyArgs, ", ")+" through the Talos API (mode NO_REBOOT)", func() error {
-		return SetAPIServerArgs(ctx, l, 3*time.Minute, MutatingPolicyArgs...)
+	if err := tl.Step("turn the MutatingAdmissionPolicy API on: cluster.apiServer.extraArgs "+describeArgs(MutatingPolicyArgs)+" through the Talos API (mode NO_REBOOT)", func() error {
+		return SetAPIServerArgs(ctx, l, 3*time.Minute, MutatingPolicyArgs)
 	}); err != nil {
 		return err
 	}
@@ -113,10 +115,10 @@ func installMutatingPolicy(ctx context.Context, kube *KubeClient) error {
 }
 
 // SetAPIServerArgs gives every node's cluster.apiServer.extraArgs these
-// lines ("key: value"), as an operator edits the config, and waits until
-// each node runs a ready kube-apiserver of the new pod. The lab's
-// generated configs have no extraArgs yet; one that has is refused.
-func SetAPIServerArgs(ctx context.Context, l *Lab, timeout time.Duration, args ...string) error {
+// keys and values, as an operator edits the config, and waits until each
+// node runs a ready kube-apiserver of the new pod. The lab's generated
+// configs have no extraArgs yet; one that has is refused.
+func SetAPIServerArgs(ctx context.Context, l *Lab, timeout time.Duration, args map[string]string) error {
 	tc, err := l.TalosClient(ctx)
 	if err != nil {
 		return err
@@ -129,26 +131,29 @@ func SetAPIServerArgs(ctx context.Context, l *Lab, timeout time.Duration, args .
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = applyAPIServerArgs(ctx, tc, ip, args...)
+			errs[i] = applyAPIServerArgs(ctx, tc, ip, args)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var flags []string
-	for _, a := range args {
-		k, v, _ := strings.Cut(a, ": ")
-		flags = append(flags, "--"+k+"="+v)
-	}
-	return l.waitReadyRuns(ctx, timeout, func(r ContainerRun) bool {
-		return !slices.ContainsFunc(flags, func(f string) bool { return !slices.Contains(r.Args, f) })
+	return l.waitReadyRuns(ctx, timeout, func(r ContainerRun) (bool, error) {
+		for k, v := range args {
+			if !slices.Contains(r.Args, "--"+k+"="+v) {
+				return false, nil
+			}
+		}
+		if !r.Exited.IsZero() && r.Ready.IsZero() {
+			return false, fmt.Errorf("node %s: kube-apiserver exited on these flags: %s", r.Node, strings.TrimSpace(r.LastLog))
+		}
+		return true, nil
 	})
 }
 
-// applyAPIServerArgs sets one node's cluster.apiServer.extraArgs to these
-// lines, without waiting for the pod.
-func applyAPIServerArgs(ctx context.Context, tc *talos.Client, node string, args ...string) error {
+// applyAPIServerArgs sets one node's cluster.apiServer.extraArgs, without
+// waiting for the pod.
+func applyAPIServerArgs(ctx context.Context, tc *talos.Client, node string, args map[string]string) error {
 	cfg, err := tc.ReadMachineConfig(ctx, node)
 	if err != nil {
 		return err
@@ -160,10 +165,19 @@ func applyAPIServerArgs(ctx context.Context, tc *talos.Client, node string, args
 		return fmt.Errorf("node %s: no apiServer section without extraArgs in the generated config", node)
 	}
 	ins := anchor + "        extraArgs:\n"
-	for _, a := range args {
-		ins += "            " + a + "\n"
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		ins += "            " + k + ": " + strconv.Quote(args[k]) + "\n" // a YAML double-quoted scalar
 	}
 	text = text[:i] + ins + text[i+len(anchor):]
 	_, err = tc.Apply(ctx, node, talos.ApplyRequest{Config: []byte(text), Mode: talos.NoReboot})
 	return err
+}
+
+// describeArgs: "key=value, ..." in key order.
+func describeArgs(args map[string]string) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		out = append(out, k+"="+args[k])
+	}
+	return strings.Join(out, ", ")
 }

@@ -30,7 +30,7 @@ var version = "dev"
 const defaultName = "breakglass-lab"
 
 func newApp(s streams, name string) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  name,
 		Usage: "reproduce the incident locally with real etcd and kube-apiserver on emulated Talos nodes",
 		Description: "Needs the lab's kube-apiserver binaries (make kube-apiserver; found through $" + lab.KubeBinDirEnv + "\n" +
@@ -48,6 +48,19 @@ func newApp(s streams, name string) *cli.App {
 		// Errors are rendered and mapped to exit codes by run, in one place.
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands:       append(labCommands(s), versionCommand(s), docsCommand(s)),
+	}
+	// A flag that does not parse is bad input (exit 2) with the command's
+	// help as hint, not the whole help text.
+	app.OnUsageError = usageHint(name + " --help")
+	for _, c := range app.Commands {
+		c.OnUsageError = usageHint(name + " " + c.Name + " --help")
+	}
+	return app
+}
+
+func usageHint(help string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return failure.Input("see: "+help, "%s", err.Error())
 	}
 }
 

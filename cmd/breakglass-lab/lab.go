@@ -133,6 +133,9 @@ func replayCommand(s streams) *cli.Command {
 			opts := lab.ReplayOptions{From: c.String("from"), To: c.String("to"), Sources: sources, Fix: c.Bool("fix"),
 				FixStyle: audit.Exclusion(c.String("fix-style")), Timeout: c.Duration("timeout"),
 				KubeBinDir: c.String("kube-apiserver-dir"), Dir: c.String("dir"), Log: log}
+			if a, ok := c.Generic("apiserver-arg").(*labflags.ArgList); ok {
+				opts.APIServerArgs = *a
+			}
 			rep, err := lab.Replay(c.Context, opts)
 			if err != nil {
 				return err

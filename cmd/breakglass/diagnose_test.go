@@ -127,6 +127,9 @@ func startScriptCluster(ts *testscript.TestScript, cps int, runner talostest.Pod
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+		// What the kubelet knows, Talos reports at its next refresh: make
+		// that now, so the scripts start from a settled StaticPodStatus.
+		n.RefreshPodStatus()
 	}
 	ts.Setenv("NODES", strings.Join(ips, ","))
 	ts.Value(clusterKey).(*clusterHolder).c = c

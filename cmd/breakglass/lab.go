@@ -31,7 +31,7 @@ func labCommand(s streams) *cli.Command {
 				SkipFlagParsing: true,
 				Flags: []cli.Flag{
 					nodes,
-					&cli.StringFlag{Name: "scenario", Usage: "scenario to play: kyverno-servicecidr, kyverno-servicecidr-excluded"},
+					&cli.StringFlag{Name: "scenario", Usage: "scenario to play: kyverno-servicecidr, kyverno-servicecidr-excluded, mutating-policy-servicecidr"},
 					&cli.StringFlag{Name: "dir", DefaultText: "$TMPDIR/breakglass-lab", Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
 				},
 				Action: handOverLab(s, "up"),

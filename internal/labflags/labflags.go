@@ -4,6 +4,8 @@
 package labflags
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -27,10 +29,43 @@ func Replay() []cli.Flag {
 		&cli.StringFlag{Name: "etcd-cert", EnvVars: []string{"ETCDCTL_CERT"}, Usage: "with --from-etcd: etcd client certificate file (etcdctl --cert)"},
 		&cli.StringFlag{Name: "etcd-key", EnvVars: []string{"ETCDCTL_KEY"}, Usage: "with --from-etcd: etcd client key file (etcdctl --key)"},
 		&cli.StringFlag{Name: "etcd-prefix", Value: "/registry", Usage: "with --from-etcd: kube-apiserver's --etcd-prefix"},
+		&cli.GenericFlag{Name: "apiserver-arg", Value: &ArgList{}, Usage: "one of the cluster's own cluster.apiServer.extraArgs, KEY=VALUE (feature-gates, runtime-config, enable-admission-plugins, disable-admission-plugins, emulated-version, storage-media-type), for both versions as in the real upgrade; repeat for more; a value's commas are kept"},
 		&cli.StringFlag{Name: "kube-apiserver-dir", DefaultText: "$BREAKGLASS_KUBE_BIN_DIR", Usage: "directory holding vX.Y.Z/kube-apiserver for both versions"},
 		&cli.BoolFlag{Name: "fix", Usage: "replay again with the fix `breakglass audit --fix` prints; the fixed run decides the exit code"},
 		&cli.StringFlag{Name: "fix-style", Value: "apiserver", Usage: "with --fix: apiserver (exclude the user system:apiserver, recommended) or kinds (the incident's ServiceCIDR/IPAddress exclusions)"},
 		&cli.DurationFlag{Name: "timeout", Value: ReplayTimeout, Usage: "how long kube-apiserver --to may take to become ready (10s to 1h)"},
 		&cli.StringFlag{Name: "dir", DefaultText: "a temporary directory, removed after", Usage: "scratch directory for the replay's etcd, node and certificates (kept)"},
 	}
+}
+
+// ArgList is a repeatable KEY=VALUE flag whose values are kept whole (a
+// --runtime-config value holds commas, which a string slice would split).
+type ArgList map[string]string
+
+// Set takes one KEY=VALUE; a key given twice is refused, not overwritten.
+func (a *ArgList) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	k = strings.TrimPrefix(k, "--")
+	switch {
+	case !ok || k == "":
+		return fmt.Errorf("want KEY=VALUE, e.g. feature-gates=MutatingAdmissionPolicy=true")
+	case (*a)[k] != "":
+		return fmt.Errorf("%s given twice: give one value (comma-separated where kube-apiserver takes a list)", k)
+	}
+	if *a == nil {
+		*a = ArgList{}
+	}
+	(*a)[k] = val
+	return nil
+}
+
+func (a *ArgList) String() string {
+	if a == nil {
+		return ""
+	}
+	var out []string
+	for k, v := range *a {
+		out = append(out, k+"="+v)
+	}
+	return strings.Join(out, " ")
 }
