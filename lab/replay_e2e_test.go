@@ -106,3 +106,29 @@ func TestReplayPolicy(t *testing.T) {
 		t.Errorf("with the fix: %s, prediction %+v (%s); want starts, predicted", fixed.Outcome, fixed.Prediction, fixed.Mismatch)
 	}
 }
+
+// The mutating-policy scenario's objects, replayed with the extraArgs that
+// serve their API on both versions (--apiserver-arg): the upgrade
+// deadlocks, the audit's policy fix lets it start, and the audit
+// predicted both.
+func TestReplayMutatingPolicy(t *testing.T) {
+	bin := needBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := Replay(ctx, ReplayOptions{From: OldVersion, To: NewVersion, Sources: []ReplaySource{{Name: "mutating-policy.yaml", Data: MutatingPolicyManifest}},
+		APIServerArgs: MutatingPolicyArgs, Fix: true, KubeBinDir: bin, Log: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asGiven, fixed := rep.Runs[0], rep.Runs[1]
+	t.Logf("as given: %s in %s (exited %v: %s, failing %v, installed %v); with the fix: %s in %s", asGiven.Outcome, asGiven.Elapsed, asGiven.Exited, asGiven.ExitReason, asGiven.FailingChecks, asGiven.Installed, fixed.Outcome, fixed.Elapsed)
+	if asGiven.Installed["MutatingAdmissionPolicy"] != 1 || asGiven.Installed["MutatingAdmissionPolicyBinding"] != 1 {
+		t.Errorf("installed %v, want the policy and its binding", asGiven.Installed)
+	}
+	if asGiven.Outcome != OutcomeDeadlock || !asGiven.Agrees {
+		t.Errorf("as given: %s, prediction %+v (%s); want deadlock, predicted", asGiven.Outcome, asGiven.Prediction, asGiven.Mismatch)
+	}
+	if fixed.Outcome != OutcomeStarts || !fixed.Agrees {
+		t.Errorf("with the fix: %s, prediction %+v (%s); want starts, predicted", fixed.Outcome, fixed.Prediction, fixed.Mismatch)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,21 @@ func TestReplayRefusesBinaryOfAnotherVersion(t *testing.T) {
 	}
 	if failure.Code(err) != int(failure.LabNoBinaries) {
 		t.Errorf("exit %d, want %d", failure.Code(err), failure.LabNoBinaries)
+	}
+}
+
+// The scenario's manifest holds the objects its constants name.
+func TestMutatingPolicyManifest(t *testing.T) {
+	objs, err := parseReplayObjects([]ReplaySource{{Name: "mutating-policy.yaml", Data: MutatingPolicyManifest}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Kind+" "+o.Name)
+	}
+	want := []string{"MutatingAdmissionPolicy " + MutatingPolicy, "MutatingAdmissionPolicyBinding " + MutatingPolicyBinding}
+	if !slices.Equal(got, want) {
+		t.Errorf("objects %v, want %v", got, want)
 	}
 }

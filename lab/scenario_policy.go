@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"maps"
@@ -81,37 +82,19 @@ func runMutatingPolicy(ctx context.Context, l *Lab, tl *Timeline) error {
 	})
 }
 
-// installMutatingPolicy creates the policy and its binding as 1.32 serves
-// them (v1alpha1).
+// MutatingPolicyManifest is the scenario's policy and binding, as 1.32
+// serves them (v1alpha1); `lab replay -f` takes the same file.
+//
+//go:embed manifests/mutating-policy.yaml
+var MutatingPolicyManifest []byte
+
+// installMutatingPolicy creates the policy and its binding.
 func installMutatingPolicy(ctx context.Context, kube *KubeClient) error {
-	policy := map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicy",
-		"metadata": map[string]any{"name": MutatingPolicy},
-		"spec": map[string]any{
-			"failurePolicy":      "Fail",
-			"reinvocationPolicy": "Never",
-			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
-				"apiGroups": []string{"networking.k8s.io"}, "apiVersions": []string{"*"},
-				"operations": []string{"CREATE", "UPDATE"}, "resources": []string{"servicecidrs"},
-			}}},
-			"mutations": []any{map[string]any{
-				"patchType": "JSONPatch",
-				"jsonPatch": map[string]any{"expression": `[JSONPatch{op: "add", path: "/metadata/labels/team", value: "platform"}]`},
-			}},
-		},
+	objs, err := parseReplayObjects([]ReplaySource{{Name: "manifests/mutating-policy.yaml", Data: MutatingPolicyManifest}})
+	if err != nil {
+		return err
 	}
-	binding := map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicyBinding",
-		"metadata": map[string]any{"name": MutatingPolicyBinding},
-		"spec":     map[string]any{"policyName": MutatingPolicy},
-	}
-	if err := kube.Do(ctx, "POST", "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicies", policy, nil); err != nil {
-		return fmt.Errorf("create %s: %w", MutatingPolicy, err)
-	}
-	if err := kube.Do(ctx, "POST", "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicybindings", binding, nil); err != nil {
-		return fmt.Errorf("create %s: %w", MutatingPolicyBinding, err)
-	}
-	return nil
+	return installReplayObjects(ctx, kube, objs, "", map[string]int{})
 }
 
 // SetAPIServerArgs gives every node's cluster.apiServer.extraArgs these
