@@ -42,8 +42,8 @@ const (
 	LabNoBinaries    Category = 28
 )
 
-// Table is every exit code with what it means, in order: the README and
-// every command's help print it.
+// Table is every exit code with what it means, in order: every command's
+// help prints it, and the README's table says the same (a test checks).
 var Table = []struct {
 	Category Category
 	What     string
@@ -51,7 +51,7 @@ var Table = []struct {
 	{OK, "success"},
 	{Unexpected, "unexpected error"},
 	{BadInput, "bad flags, arguments or input; nothing was changed"},
-	{Credentials, "Talos role or etcd credentials insufficient"},
+	{Credentials, "the Talos role or etcd credentials are not enough (e.g. an os:operator talosconfig cannot patch)"},
 	{Unreachable, "a node, etcd or the API server could not be reached"},
 	{Partial, "partial failure: some nodes or objects done, others failed"},
 	{Conflict, "changed by someone else meanwhile, or another run holds the lock"},
@@ -59,11 +59,11 @@ var Table = []struct {
 	{Declined, "declined at the confirmation, or interrupted"},
 	{Refused, "the node or etcd refused (invalid config, needs a reboot, not a control plane, its etcd unhealthy)"},
 	{Verification, "a backup or snapshot failed verification"},
-	{Disabled, "status: admission plugins are disabled on at least one node"},
+	{Disabled, "admission status: admission plugins are disabled on at least one node"},
 	{DiagnoseDeadlock, "diagnose: an admission deadlock was found"},
 	{DiagnoseOther, "diagnose: kube-apiserver fails for another known reason"},
 	{DiagnoseUnknown, "diagnose: could not tell"},
-	{AuditDeadlock, "audit: a webhook can deadlock kube-apiserver's start-up"},
+	{AuditDeadlock, "audit: a webhook can deadlock kube-apiserver's start-up; lab replay: the upgrade deadlocks"},
 	{AuditUnknown, "audit: a webhook's risk could not be decided"},
 	{AuditSlowStart, "audit: a webhook can slow kube-apiserver's start-up"},
 	{LabFailed, "lab: the rehearsal's checks failed"},
