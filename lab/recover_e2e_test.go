@@ -32,9 +32,10 @@ import (
 // What the scenario needs, checked by TestDeadlockAndBothWebhookPlugins:
 // its validating AND mutating webhooks are fail-closed and catch-all, so
 // the built-in webhook-deadlock runbook alone (ValidatingAdmissionWebhook)
-// leaves the default ServiceCIDR blocked by the mutating webhook. Every
-// real recovery here therefore passes --plugins with both plugins
-// (RecoveryPlugins); the runbook picks which kind of object --delete names.
+// leaves the default ServiceCIDR blocked by the mutating webhook. The
+// diagnosis finds both (TestRecoverNoFlags: recover as typed); the tests of
+// other paths pass --plugins with both (RecoveryPlugins) to be independent
+// of it, and the runbook picks which kind of object --delete names.
 
 // guided is one lab with a deadlocked kube-apiserver and what the tests
 // need to drive breakglass against it.
