@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/configedit"
@@ -287,7 +288,7 @@ func planEach(ctx context.Context, tc *talos.Client, op string, opts AdmissionOp
 		p.Nodes = append(p.Nodes, changes[i])
 	}
 	if op == "disable" && p.Changes() {
-		p.Warnings = append(p.Warnings, "while the plugins are disabled, admission webhooks are not called: policies are bypassed. Restore as soon as the API server is healthy: breakglass admission restore")
+		p.Warnings = append(p.Warnings, "while the plugins are disabled, "+bypassed(opts.Plugins)+" not enforced: policies are bypassed. Restore as soon as the API server is healthy: breakglass admission restore")
 	}
 	if len(p.Nodes) == 0 {
 		return p, p.PlanErr()
@@ -650,4 +651,23 @@ type Duration = runbooks.Duration
 // elapsedSince is the time since start, to the millisecond.
 func elapsedSince(start time.Time) Duration {
 	return Duration(time.Since(start).Round(time.Millisecond))
+}
+
+// bypassed says what a set of disabled plugins lets through unchecked.
+func bypassed(plugins []string) string {
+	what := map[string]string{
+		kinds.PluginValidatingWebhook: "validating webhooks",
+		kinds.PluginMutatingWebhook:   "mutating webhooks",
+		kinds.PluginValidatingPolicy:  "ValidatingAdmissionPolicies",
+		kinds.PluginMutatingPolicy:    "MutatingAdmissionPolicies",
+	}
+	var out []string
+	for _, p := range plugins {
+		if w, ok := what[p]; ok {
+			out = append(out, w)
+		} else {
+			out = append(out, "what "+p+" enforces")
+		}
+	}
+	return strings.Join(out, ", ") + " are"
 }
