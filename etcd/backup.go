@@ -117,6 +117,9 @@ func (c *Client) BackupObjects(ctx context.Context, names []string, resources []
 	if len(objs) == 0 {
 		return nil, &EmptyPlanError{}
 	}
+	if err := checkKeyShapes(c.prefix, objs); err != nil {
+		return nil, err
+	}
 	b, err := NewBackup(c.prefix, cluster, objs, toolVersion, time.Now())
 	if err != nil {
 		return nil, err

@@ -68,7 +68,30 @@ func (c *Client) PlanDelete(ctx context.Context, names []string, resources []Res
 	if len(missing) > 0 {
 		return nil, &NotFoundError{Missing: missing, Resources: l.Resources, Present: present}
 	}
+	if err := checkKeyShapes(l.Prefix, p.Objects); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// checkKeyShapes refuses, before any plan is shown, objects whose key is
+// not PREFIX/RESOURCE/NAME (a *KeyShapeError): they are what is in etcd,
+// not a damaged backup file, and breakglass does not touch them.
+func checkKeyShapes(prefix string, objs []Object) error {
+	var e *KeyShapeError
+	for _, o := range objs {
+		if _, name, ok := splitKey(prefix, o.Key); ok && name == o.Name {
+			continue
+		}
+		if e == nil {
+			e = &KeyShapeError{Under: resourcePrefix(prefix, o.Resource)}
+		}
+		e.Keys, e.Names = append(e.Keys, o.Key), append(e.Names, o.Name)
+	}
+	if e != nil {
+		return e
+	}
+	return nil
 }
 
 // ExecuteOptions say where the artefacts of a delete go.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
 // Sentinels for the kinds of invalid backup files; *BackupFileError wraps one of them.
@@ -97,7 +98,7 @@ func (e *NotFoundError) Error() string {
 	}
 	present := "none"
 	if len(e.Present) > 0 {
-		present = strings.Join(e.Present, ", ")
+		present = safeList(e.Present) // names read from etcd: shown safely, "" for an empty one
 	}
 	return fmt.Sprintf("no %s named %s (present: %s)", resourceList(e.Resources), strings.Join(names, ", "), present)
 }
@@ -142,9 +143,9 @@ type KeyChange struct {
 
 func (k KeyChange) String() string {
 	if k.Actual == 0 {
-		return fmt.Sprintf("%s was deleted (backed up at mod revision %d)", k.Key, k.Expected)
+		return fmt.Sprintf("%s was deleted (backed up at mod revision %d)", termsafe.String(k.Key), k.Expected)
 	}
-	return fmt.Sprintf("%s changed (mod revision %d, backed up at %d)", k.Key, k.Actual, k.Expected)
+	return fmt.Sprintf("%s changed (mod revision %d, backed up at %d)", termsafe.String(k.Key), k.Actual, k.Expected)
 }
 
 // ChangedError means the guarded delete found a key changed since its backup: nothing was deleted.
@@ -190,7 +191,7 @@ type BackupFileError struct {
 
 func (e *BackupFileError) Error() string {
 	if e.Key != "" {
-		return fmt.Sprintf("backup %s: key %s: %v", e.Path, e.Key, e.Err)
+		return fmt.Sprintf("backup %s: key %s: %v", e.Path, termsafe.String(e.Key), e.Err)
 	}
 	return fmt.Sprintf("backup %s: %v", e.Path, e.Err)
 }
@@ -238,7 +239,7 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%d key(s) present with a different value, left alone: %s", len(e.Keys), strings.Join(e.Keys, ", "))
+	return fmt.Sprintf("%d key(s) present with a different value, left alone: %s", len(e.Keys), safeList(e.Keys))
 }
 
 // Hints implements the hint convention of cmd/breakglass.
@@ -258,10 +259,55 @@ func (e *SnapshotError) Hints() []string {
 	return []string{"nothing was kept; take the snapshot again (from another node if this one keeps failing)"}
 }
 
+// KeyShapeError is an object listed in etcd whose key is not
+// PREFIX/RESOURCE/NAME: its name is empty or holds a slash. kube-apiserver
+// writes no such key; breakglass lists it (etcd webhooks) but backs up,
+// deletes and restores none, as it could not say what it is.
+type KeyShapeError struct {
+	// Keys are the keys, Names what follows PREFIX/RESOURCE/ in each.
+	Keys, Names []string
+	// Under is the range the first key was listed under, PREFIX/RESOURCE/.
+	Under string
+}
+
+func (e *KeyShapeError) Error() string {
+	parts := make([]string, len(e.Keys))
+	for i, k := range e.Keys {
+		why := "an empty name"
+		if e.Names[i] != "" {
+			why = "the name " + termsafe.String(e.Names[i]) + " holds a slash"
+		}
+		parts[i] = fmt.Sprintf("%s (%s)", termsafe.String(k), why)
+	}
+	if len(e.Keys) == 1 {
+		return fmt.Sprintf("etcd key %s is not shaped PREFIX/RESOURCE/NAME: kube-apiserver writes no such key, and breakglass leaves it alone", parts[0])
+	}
+	return fmt.Sprintf("etcd holds %d keys not shaped PREFIX/RESOURCE/NAME: %s; kube-apiserver writes no such key, and breakglass leaves them alone",
+		len(e.Keys), strings.Join(parts, ", "))
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *KeyShapeError) Hints() []string {
+	return []string{
+		"inspect it with etcdctl (same endpoints and certificates): etcdctl get --prefix --keys-only " + e.Under,
+		"back up or delete the other objects by name: breakglass etcd webhooks lists them",
+	}
+}
+
 // EmptyPlanError is a delete or backup asked for no objects.
 type EmptyPlanError struct{}
 
 func (e *EmptyPlanError) Error() string { return "no objects named" }
+
+// safeList joins names or keys read from etcd or a backup file so that
+// they cannot drive the terminal (internal/termsafe); an empty one is "".
+func safeList(names []string) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = termsafe.String(n)
+	}
+	return strings.Join(s, ", ")
+}
 
 func resourceList(rs []Resource) string {
 	if len(rs) == 0 || len(rs) == len(AllResources) {
@@ -285,3 +331,4 @@ func (e *ConflictError) Unwrap() error       { return failure.Conflict }
 func (e *SnapshotError) Unwrap() error       { return failure.Verification }
 func (e *ForeignClusterError) Unwrap() error { return failure.Refused }
 func (e *PrefixMismatchError) Unwrap() error { return failure.Refused }
+func (e *KeyShapeError) Unwrap() error       { return failure.Refused }

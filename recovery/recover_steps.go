@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -243,7 +244,7 @@ func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteP
 	r.ui.Show(b.String())
 	if !r.fx.DryRun() {
 		for _, o := range plan.Objects {
-			if err := r.ui.ConfirmTyped(ctx, fmt.Sprintf("This deletes %s %s from etcd (backup first).", o.Kind, o.Name), o.Name); err != nil {
+			if err := r.ui.ConfirmTyped(ctx, fmt.Sprintf("This deletes %s %s from etcd (backup first).", o.Kind, termsafe.String(o.Name)), o.Name); err != nil {
 				return nil, err
 			}
 		}
@@ -262,9 +263,9 @@ func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteP
 	case err != nil:
 		return out, err
 	case r.fx.DryRun():
-		out.said = said(fmt.Sprintf("dry run: would back up and remove %s", strings.Join(res.Deleted, ", ")))
+		out.said = said(fmt.Sprintf("dry run: would back up and remove %s", safeJoin(res.Deleted)))
 	default:
-		out.said = said(fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", strings.Join(res.Deleted, ", "), res.BackupPath, res.BackupPath))
+		out.said = said(fmt.Sprintf("removed %s; backup %s (restore with: breakglass etcd restore %s)", safeJoin(res.Deleted), res.BackupPath, res.BackupPath))
 	}
 	return out, nil
 }
@@ -403,7 +404,7 @@ func (r *run) restoreObjects(ctx context.Context, _ Step, p *EtcdRestoreParams) 
 			out.Restored = append(out.Restored, res)
 		}
 		for _, it := range res.Items {
-			parts = append(parts, fmt.Sprintf("%s: %s", it.Key, it.Status))
+			parts = append(parts, fmt.Sprintf("%s: %s", termsafe.String(it.Key), it.Status))
 			out.Keys[it.Key] = string(it.Status)
 		}
 		if err != nil {

@@ -7,16 +7,18 @@ import (
 	"text/tabwriter"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
 // RenderDeletePlan is an etcd.delete step's plan, as the operator reads it
-// before confirming.
+// before confirming. Names, keys and targets read from etcd are shown
+// safely (internal/termsafe), an empty name as "".
 func RenderDeletePlan(w io.Writer, endpoints []string, p *etcd.Plan, opts etcd.ExecuteOptions) {
 	fmt.Fprintf(w, "Plan: delete %d key(s) from etcd cluster %s (%s), read at revision %d\n", len(p.Objects), p.Cluster.ClusterID, strings.Join(endpoints, ","), p.Cluster.Revision)
 	for _, o := range p.Objects {
-		fmt.Fprintf(w, "  %s %s\n    key %s, mod revision %d, %s\n", o.Kind, o.Name, o.Key, o.ModRevision, EncodingNote(o))
+		fmt.Fprintf(w, "  %s %s\n    key %s, mod revision %d, %s\n", o.Kind, termsafe.String(o.Name), termsafe.String(o.Key), o.ModRevision, EncodingNote(o))
 		for _, wh := range o.Webhooks {
-			fmt.Fprintf(w, "    webhook %s: failurePolicy %s, %s\n", wh.Name, wh.FailurePolicy, wh.Target())
+			fmt.Fprintf(w, "    webhook %s: failurePolicy %s, %s\n", termsafe.String(wh.Name), wh.FailurePolicy, termsafe.String(wh.Target()))
 		}
 	}
 	where := opts.BackupDir
@@ -30,19 +32,28 @@ func RenderDeletePlan(w io.Writer, endpoints []string, p *etcd.Plan, opts etcd.E
 	fmt.Fprintln(w, "  one transaction, each key deleted only if its mod revision is unchanged")
 }
 
+// safeJoin lists keys or names read from etcd, each shown safely.
+func safeJoin(items []string) string {
+	s := make([]string, len(items))
+	for i, it := range items {
+		s[i] = termsafe.String(it)
+	}
+	return strings.Join(s, ", ")
+}
+
 // EncodingNote says how an object is stored in etcd.
 func EncodingNote(o etcd.Object) string {
 	switch {
 	case o.Encoding == etcd.EncodingEncrypt:
-		return "encrypted (" + o.EncryptionProvider + "), not decoded"
+		return "encrypted (" + termsafe.String(o.EncryptionProvider) + "), not decoded"
 	case o.DecodeError != "":
-		return string(o.Encoding) + ", NOT DECODABLE: " + o.DecodeError
+		return string(o.Encoding) + ", NOT DECODABLE: " + termsafe.Text(o.DecodeError)
 	}
 	return string(o.Encoding) + " " + o.APIVersion
 }
 
 // RenderRestore is a restore's plan (with its header: what the backup is)
-// or its outcome, key by key.
+// or its outcome, key by key; the keys, read from the file, shown safely.
 func RenderRestore(w io.Writer, b *etcd.Backup, r *etcd.RestoreResult, header bool) {
 	if header {
 		fmt.Fprintf(w, "backup %s: %d key(s) from etcd cluster %s at revision %d, taken %s by breakglass %s\n",
@@ -54,7 +65,7 @@ func RenderRestore(w io.Writer, b *etcd.Backup, r *etcd.RestoreResult, header bo
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  KEY\tSTATUS")
 	for _, it := range r.Items {
-		fmt.Fprintf(tw, "  %s\t%s\n", it.Key, it.Status)
+		fmt.Fprintf(tw, "  %s\t%s\n", termsafe.String(it.Key), it.Status)
 	}
 	tw.Flush()
 }

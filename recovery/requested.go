@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
@@ -80,7 +81,7 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("--delete: %w", err)
 		}
 		for _, o := range plan.Objects {
-			found = append(found, o.Kind+" "+o.Name)
+			found = append(found, o.Kind+" "+termsafe.String(o.Name))
 		}
 	}
 	return found, nil

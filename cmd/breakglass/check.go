@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -197,13 +198,77 @@ func checkCommandLine(c *cli.Context, path string) error {
 			return err
 		}
 	}
-	if d := c.String("backup-dir"); path == "etcd delete" && d != "" {
-		if st, err := os.Stat(d); err == nil && !st.IsDir() {
-			return usageError{fmt.Sprintf("backup directory %s is not a directory", d), "give --backup-dir a directory (it is created when absent), or leave it out for the state directory's"}
-		}
+	if err := checkDestination(c, path); err != nil {
+		return err
 	}
 	warnLooseTalosconfig(c, path)
 	return nil
+}
+
+// checkDestination refuses, before a journal is opened or etcd dialled,
+// a backup or snapshot destination that cannot be written: a --backup-dir
+// that is a file or lies under one, an --out that exists already (nothing
+// is ever overwritten) or lies under a file. A missing directory is fine:
+// it is created when the file is written.
+func checkDestination(c *cli.Context, path string) error {
+	switch path {
+	case "etcd delete":
+		d := c.String("backup-dir")
+		if d == "" {
+			return nil
+		}
+		const hint = "give --backup-dir a directory (it is created when absent), or leave it out for the state directory's (STATE-DIR/etcd/CLUSTER-ID/backups)"
+		switch file, err := fileInPath(d); {
+		case err != nil:
+			return usageError{fmt.Sprintf("backup directory %s cannot be used: %v", d, err), hint}
+		case file == d:
+			return usageError{fmt.Sprintf("backup directory %s is not a directory", d), hint}
+		case file != "":
+			return usageError{fmt.Sprintf("backup directory %s cannot be created: %s is a file", d, file), hint}
+		}
+	case "etcd backup", "etcd snapshot":
+		out := c.String("out")
+		if out == "" {
+			return nil // etcd backup: a new file in the state directory, checked with it
+		}
+		hint := "give --out a new file, e.g. --out ./etcd-backup.json, or leave it out for a new file in the state directory"
+		if path == "etcd snapshot" {
+			hint = "give --out a new file, e.g. --out ./etcd-snapshot.db"
+		}
+		if st, err := os.Lstat(out); err == nil {
+			if st.IsDir() {
+				return usageError{fmt.Sprintf("--out %s is a directory", out), hint}
+			}
+			return &etcd.FileExistsError{Path: out}
+		}
+		switch file, err := fileInPath(filepath.Dir(out)); {
+		case err != nil:
+			return usageError{fmt.Sprintf("--out %s cannot be used: %v", out, err), hint}
+		case file != "":
+			return usageError{fmt.Sprintf("--out %s cannot be created: %s is a file", out, file), hint}
+		}
+	}
+	return nil
+}
+
+// fileInPath is the first of dir and its parents that exists and is not a
+// directory, "" when dir is one or could be created, or why it cannot be
+// looked at (e.g. permission denied).
+func fileInPath(dir string) (string, error) {
+	for p := dir; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		switch {
+		case err == nil && st.IsDir():
+			return "", nil
+		case err == nil:
+			return p, nil
+		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return "", errors.Unwrap(err)
+		}
+		if filepath.Dir(p) == p {
+			return "", nil
+		}
+	}
 }
 
 // talosCommands read the talosconfig (etcd and lock commands too, unless
@@ -312,21 +377,26 @@ func checkPlugins(values []string) error {
 	return nil
 }
 
-// checkEtcdFlags refuses half a client certificate and endpoints that are
-// not URLs: without them breakglass would fall back to minting a
-// certificate through Talos and say something about a talosconfig.
+// checkEtcdFlags refuses half a client certificate, a client certificate
+// without the CA to check etcd's own, and endpoints that are not URLs:
+// without them breakglass would fall back to minting a certificate through
+// Talos and say something about a talosconfig, or fail TLS and blame a
+// flag never given. The combinations that are complete only with a
+// talosconfig (a minted certificate, the nodes' endpoints) are explained
+// when it cannot be read (talosForEtcd).
 func checkEtcdFlags(c *cli.Context) error {
-	has := func(n string) bool { return slices.Contains(c.FlagNames(), n) && c.String(n) != "" }
+	f := readEtcdFlags(c) // all empty for a command without them; ETCDCTL_* count as given
 	switch {
-	case has("etcd-cert") && !has("etcd-key"):
+	case f.Cert != "" && f.Key == "":
 		return usageError{"--etcd-cert needs --etcd-key", "give the client key too: --etcd-key FILE (etcdctl --key)"}
-	case has("etcd-key") && !has("etcd-cert"):
+	case f.Key != "" && f.Cert == "":
 		return usageError{"--etcd-key needs --etcd-cert", "give the client certificate too: --etcd-cert FILE (etcdctl --cert)"}
+	case f.Cert != "" && f.CACert == "" && !plainHTTP(f.Endpoints):
+		// etcd's server certificate is signed by the etcd CA, which no system trusts.
+		return usageError{"--etcd-cert and --etcd-key need --etcd-cacert, the CA etcd's own certificate is checked against",
+			"give the etcd CA too: --etcd-cacert FILE (etcdctl --cacert; on Talos, cluster.etcd.ca of the machine config)"}
 	}
-	if !slices.Contains(c.FlagNames(), "etcd-endpoints") {
-		return nil
-	}
-	for _, e := range flaglist.Split(c.StringSlice("etcd-endpoints")...) {
+	for _, e := range f.Endpoints {
 		u, err := url.Parse(e)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return usageError{fmt.Sprintf("--etcd-endpoints %q is not an etcd client URL", e), "give it as https://HOST:2379 (or http://HOST:2379 for an etcd without TLS)"}

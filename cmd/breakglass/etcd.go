@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -67,22 +69,103 @@ func (f etcdFlags) needsTalos() bool {
 	if len(f.Endpoints) == 0 {
 		return true
 	}
-	return !(f.Cert != "" && f.Key != "") && !plainHTTP(f.Endpoints)
+	return !f.hasClientCert() && !plainHTTP(f.Endpoints)
+}
+
+func (f etcdFlags) hasClientCert() bool { return f.Cert != "" && f.Key != "" }
+
+// withNodes gives a client certificate without --etcd-endpoints the target
+// nodes' https://NODE:2379, as recovery.ConnectEtcd would from the Talos
+// client's nodes: with -n, no talosconfig is needed for them.
+func (f etcdFlags) withNodes(nodes []string) etcdFlags {
+	if len(f.Endpoints) == 0 && f.hasClientCert() {
+		for _, n := range nodes {
+			f.Endpoints = append(f.Endpoints, "https://"+net.JoinHostPort(n, "2379"))
+		}
+	}
+	return f
 }
 
 // connectEtcd connects with the given certificates, or mints a one-hour
 // client certificate in memory from the etcd CA read through the Talos API
 // (os:admin), with https://NODE:2379 as default endpoints.
 func connectEtcd(ctx context.Context, g globalOptions, f etcdFlags) (*etcd.Client, error) {
-	var tc *talos.Client
-	if f.needsTalos() {
-		var err error
-		if tc, err = connectTalos(ctx, g); err != nil {
-			return nil, err
-		}
+	f = f.withNodes(g.Nodes)
+	tc, err := talosForEtcd(ctx, g, f)
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
 		defer tc.Close()
 	}
 	return recovery.ConnectEtcd(ctx, tc, f.options())
+}
+
+// talosForEtcd opens the Talos client when reaching etcd needs one (to mint
+// a client certificate, or for the nodes' endpoints), nil otherwise. When
+// etcd flags were given that are not enough without a talosconfig, and it
+// cannot be read, the error says which etcd flags are missing: the
+// operator meant to reach etcd directly.
+func talosForEtcd(ctx context.Context, g globalOptions, f etcdFlags) (*talos.Client, error) {
+	if !f.needsTalos() {
+		return nil, nil
+	}
+	tc, err := connectTalos(ctx, g)
+	if err == nil {
+		return tc, nil
+	}
+	given := f.given()
+	if len(given) == 0 || failure.Code(err) != int(failure.BadInput) {
+		return nil, err // no etcd flags: the talosconfig is the way, and its error says what is wrong
+	}
+	// With -n the endpoints are the nodes' (withNodes); only the
+	// certificate then needs the talosconfig.
+	var missing, give, how []string
+	if len(f.Endpoints) == 0 && len(g.Nodes) == 0 {
+		missing, give = append(missing, "--etcd-endpoints"), append(give, "--etcd-endpoints https://HOST:2379")
+		how = append(how, "at https://NODE:2379 of the talosconfig's nodes")
+	}
+	if !f.hasClientCert() {
+		if f.CACert == "" {
+			missing, give = append(missing, "--etcd-cacert"), append(give, "--etcd-cacert FILE")
+		}
+		missing, give = append(missing, "--etcd-cert", "--etcd-key"), append(give, "--etcd-cert FILE", "--etcd-key FILE")
+		how = append(how, "with a client certificate minted from the Talos etcd CA")
+	}
+	them := "them"
+	if len(missing) == 1 {
+		them = "it"
+	}
+	hint := "to reach etcd directly, give " + strings.Join(give, " ") + " (etcdctl's names)"
+	if len(missing) == 1 { // only the endpoints: the nodes will do
+		hint += ", or the control-plane nodes with -n NODE"
+	}
+	return nil, usageError{
+		fmt.Sprintf("%s given, but not %s: without %s breakglass reaches etcd %s, and %v", joinFlags(given), joinFlags(missing), them, strings.Join(how, ", "), err),
+		hint + "; or a talosconfig it can read: --talosconfig PATH",
+	}
+}
+
+// given are the etcd connection flags set (on the command line or as ETCDCTL_*).
+func (f etcdFlags) given() []string {
+	var out []string
+	for _, x := range []struct {
+		name string
+		set  bool
+	}{{"--etcd-endpoints", len(f.Endpoints) > 0}, {"--etcd-cacert", f.CACert != ""}, {"--etcd-cert", f.Cert != ""}, {"--etcd-key", f.Key != ""}} {
+		if x.set {
+			out = append(out, x.name)
+		}
+	}
+	return out
+}
+
+// joinFlags is "--a", "--a and --b", "--a, --b and --c".
+func joinFlags(flags []string) string {
+	if len(flags) <= 1 {
+		return strings.Join(flags, "")
+	}
+	return strings.Join(flags[:len(flags)-1], ", ") + " and " + flags[len(flags)-1]
 }
 
 func (f etcdFlags) options() recovery.EtcdOptions {
@@ -157,7 +240,7 @@ func etcdCommand(s streams) *cli.Command {
 						}
 						fmt.Fprintf(s.Out, "%s %d key(s) from etcd cluster %s at revision %d to %s\n", verb, len(res.Backup.Keys), res.Backup.ClusterID, res.Backup.Revision, res.Path)
 						for _, k := range res.Backup.Keys {
-							fmt.Fprintf(s.Out, "  %s (mod revision %d, sha256 %s)\n", k.Key, k.ModRevision, k.SHA256[:12])
+							fmt.Fprintf(s.Out, "  %s (mod revision %d, sha256 %s)\n", safeName(k.Key), k.ModRevision, k.SHA256[:12])
 						}
 						return nil
 					})
@@ -243,12 +326,12 @@ func withEtcdChange(c *cli.Context, s streams, change recovery.EtcdChange,
 	if err != nil {
 		return g, nil, err
 	}
-	f := readEtcdFlags(c)
-	var tc *talos.Client
-	if f.needsTalos() {
-		if tc, err = connectTalos(c.Context, g); err != nil {
-			return g, nil, err
-		}
+	f := readEtcdFlags(c).withNodes(g.Nodes)
+	tc, err := talosForEtcd(c.Context, g, f)
+	if err != nil {
+		return g, nil, err
+	}
+	if tc != nil {
 		defer tc.Close()
 	}
 	change.Etcd, change.ToolVersion = f.options(), version
@@ -301,9 +384,9 @@ func renderDeleteResult(w io.Writer, res *etcd.DeleteResult, err error) {
 	}
 	for _, k := range res.Deleted {
 		if res.DryRun {
-			fmt.Fprintf(w, "would delete %s (guard holds now)\n", k)
+			fmt.Fprintf(w, "would delete %s (guard holds now)\n", safeName(k))
 		} else {
-			fmt.Fprintf(w, "deleted %s\n", k)
+			fmt.Fprintf(w, "deleted %s\n", safeName(k))
 		}
 	}
 	switch {

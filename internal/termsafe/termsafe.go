@@ -18,6 +18,18 @@ func String(s string) string {
 	if s == "" {
 		return `""`
 	}
+	return escape(s, `\\`)
+}
+
+// Text is String for a line of breakglass's own words that quotes text it
+// did not write (a reason naming an object, an error from a decoder): the
+// same escapes, but a backslash stays one (a CEL expression's or an
+// error's own are meaningful there), and an empty line stays empty.
+func Text(s string) string { return escape(s, `\`) }
+
+// escape is s with what could drive the terminal escaped, and each
+// backslash written as backslash.
+func escape(s, backslash string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -25,7 +37,7 @@ func String(s string) string {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case r == '\\':
-			b.WriteString(`\\`)
+			b.WriteString(backslash)
 		case r < 0x80 && unicode.IsControl(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
 		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029':

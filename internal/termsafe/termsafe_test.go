@@ -19,3 +19,17 @@ func TestString(t *testing.T) {
 		}
 	}
 }
+
+func TestText(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                    "",
+		"binding b: no write is rejected":     "binding b: no write is rejected",
+		"binding \x1b[31mred\a: rejected":     `binding \x1b[31mred\x07: rejected`,
+		`neither protobuf (k8s\x00) nor JSON`: `neither protobuf (k8s\x00) nor JSON`,
+		"matches('^kube-\\w+')\n\u202e":       `matches('^kube-\w+')\x0a\u202e`,
+	} {
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

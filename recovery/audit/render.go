@@ -8,7 +8,26 @@ import (
 	"text/tabwriter"
 
 	"github.com/breakglass-dev/breakglass/internal/errwriter"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
+
+// safe shows a name from the audited objects (read from etcd, a file or an
+// API server) so that it cannot drive the terminal; an empty name is "".
+// text is the same for the report's own lines that quote them (reasons,
+// notes), backslashes kept.
+func safe(s string) string { return termsafe.String(s) }
+func text(s string) string { return termsafe.Text(s) }
+
+// safeSubject is Finding.Subject with its names shown safely.
+func safeSubject(f Finding) string {
+	switch {
+	case f.ObjectKind == "":
+		return safe(f.Configuration) + "/" + safe(f.Webhook)
+	case f.Binding == "":
+		return f.ObjectKind + " " + safe(f.Configuration)
+	}
+	return f.ObjectKind + " " + safe(f.Configuration) + " (binding " + safe(f.Binding) + ")"
+}
 
 // WriteTable prints the report for a person: a summary line per webhook, then
 // a table of the start-up writes each risky webhook would hold up, and why.
@@ -25,14 +44,14 @@ func WriteTable(w io.Writer, r Report) error {
 				fatal++
 			}
 		}
-		kind, webhook := string(f.Kind), f.Webhook
+		kind, webhook := string(f.Kind), safe(f.Webhook)
 		if f.ObjectKind != "" { // a policy: its kind, and the binding in the webhook's place
-			kind, webhook = f.ObjectKind, "binding "+f.Binding
+			kind, webhook = f.ObjectKind, "binding "+safe(f.Binding)
 			if f.Binding == "" {
 				webhook = "-"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%ds\t%d\n", f.Risk, kind, f.Configuration, webhook, f.FailurePolicy, f.TimeoutSeconds, fatal)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%ds\t%d\n", f.Risk, kind, safe(f.Configuration), webhook, f.FailurePolicy, f.TimeoutSeconds, fatal)
 	}
 	tw.Flush()
 	for _, f := range r.Findings {
@@ -40,9 +59,9 @@ func WriteTable(w io.Writer, r Report) error {
 			continue
 		}
 		if f.ObjectKind != "" {
-			ew.Printf("\n%s %s: %s\n", strings.ToUpper(string(f.Risk)), f.Subject(), strings.Join(f.Reasons, "; "))
+			ew.Printf("\n%s %s: %s\n", strings.ToUpper(string(f.Risk)), safeSubject(f), text(strings.Join(f.Reasons, "; ")))
 		} else {
-			ew.Printf("\n%s %q (%s, %s): %s\n", strings.ToUpper(string(f.Risk)), f.Webhook, f.Configuration, f.Kind, strings.Join(f.Reasons, "; "))
+			ew.Printf("\n%s %q (%s, %s): %s\n", strings.ToUpper(string(f.Risk)), f.Webhook, safe(f.Configuration), f.Kind, text(strings.Join(f.Reasons, "; ")))
 		}
 		// The fatal (and undecided) writes in full; the others by name.
 		tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
@@ -53,7 +72,7 @@ func WriteTable(w io.Writer, r Report) error {
 				minor = append(minor, b.ID)
 				continue
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", b.Request, b.Outcome, b.Effect, b.Hook, strings.Join(b.Why, "; "))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", b.Request, b.Outcome, b.Effect, safe(b.Hook), text(strings.Join(b.Why, "; ")))
 		}
 		tw.Flush()
 		if len(minor) > 0 {
@@ -85,15 +104,15 @@ func WriteFixSummary(w io.Writer, p *FixPlan) error {
 		for i, a := range c.Added {
 			names[i] = a.Name
 		}
-		webhook := c.Webhook
+		webhook := safe(c.Webhook)
 		if c.Index < 0 { // an admission policy
 			webhook = "(" + policyKindName[c.Kind] + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Configuration, webhook, strings.Join(names, ","), c.RiskBefore, c.RiskAfter)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(c.Configuration), webhook, strings.Join(names, ","), c.RiskBefore, c.RiskAfter)
 	}
 	tw.Flush()
 	for _, n := range p.Notes {
-		ew.Printf("note: %s\n", n)
+		ew.Printf("note: %s\n", text(n))
 	}
 	return ew.Err
 }

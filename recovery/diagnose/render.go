@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
 // An evidence line longer than maxText is shown as its head and tail (the
@@ -23,17 +25,17 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString("\n")
 		switch {
 		case c.Name != "" && c.FoundInEtcd:
-			fmt.Fprintf(&b, "culprit: %s %s\n", c.Kind, c.Name)
+			fmt.Fprintf(&b, "culprit: %s %s\n", c.Kind, termsafe.String(c.Name))
 		case c.Name != "":
-			fmt.Fprintf(&b, "culprit: %s %s (not found in etcd)\n", c.Kind, c.Name)
+			fmt.Fprintf(&b, "culprit: %s %s (not found in etcd)\n", c.Kind, termsafe.String(c.Name))
 		default:
 			fmt.Fprintf(&b, "culprit: webhook %q (its configuration is not known: etcd not read, or no configuration holds it)\n", c.Webhook)
 		}
 		if c.Webhook != "" && c.Name != "" {
-			fmt.Fprintf(&b, "  webhook %s, failurePolicy %s, %s\n", c.Webhook, orDash(c.FailurePolicy), orDash(c.Target))
+			fmt.Fprintf(&b, "  webhook %s, failurePolicy %s, %s\n", termsafe.String(c.Webhook), orDash(c.FailurePolicy), termsafe.String(orDash(c.Target)))
 		}
 		if c.Key != "" {
-			fmt.Fprintf(&b, "  etcd key %s\n", c.Key)
+			fmt.Fprintf(&b, "  etcd key %s\n", termsafe.String(c.Key))
 		}
 		if c.Plugin != "" {
 			fmt.Fprintf(&b, "  admission plugin %s\n", c.Plugin)
@@ -66,7 +68,7 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "\nnote: %s", n)
+		fmt.Fprintf(&b, "\nnote: %s", termsafe.Text(n)) // notes and commands name objects read from etcd
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n")
@@ -74,7 +76,7 @@ func WriteText(w io.Writer, r *Report) error {
 	if len(r.Next) > 0 {
 		b.WriteString("\nnext:\n")
 		for _, c := range r.Next {
-			fmt.Fprintf(&b, "  %s\n", c)
+			fmt.Fprintf(&b, "  %s\n", termsafe.String(c))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -28,6 +28,9 @@ import (
 //	                         under $WORK/etcd; sets etcdctl's ETCDCTL_ENDPOINTS, ETCDCTL_CACERT,
 //	                         ETCDCTL_CERT and ETCDCTL_KEY
 //	etcdput KEY FILE         put FILE's bytes at KEY
+//	etcdput -protobuf KEY FILE
+//	                         put kube-apiserver's protobuf magic "k8s\x00" then FILE's bytes
+//	                         at KEY (a value that claims protobuf, for undecodable ones)
 //	etcdput -webhook NAME    put a fail-closed catch-all ValidatingWebhookConfiguration NAME
 //	                         (URL on 127.0.0.1) at /registry/validatingwebhookconfigurations/NAME,
 //	                         encoded as kube-apiserver stores it
@@ -98,8 +101,12 @@ func scriptClient(ts *testscript.TestScript) *clientv3.Client {
 }
 
 func cmdEtcdPut(ts *testscript.TestScript, neg bool, args []string) {
+	var magic []byte
+	if len(args) == 3 && args[0] == "-protobuf" {
+		magic, args = []byte("k8s\x00"), args[1:]
+	}
 	if len(args) != 2 {
-		ts.Fatalf("usage: etcdput KEY FILE | etcdput -webhook NAME")
+		ts.Fatalf("usage: etcdput KEY FILE | etcdput -protobuf KEY FILE | etcdput -webhook NAME")
 	}
 	var key string
 	var value []byte
@@ -112,7 +119,7 @@ func cmdEtcdPut(ts *testscript.TestScript, neg bool, args []string) {
 		key = args[0]
 		b, err := os.ReadFile(ts.MkAbs(args[1]))
 		ts.Check(err)
-		value = b
+		value = append(magic, b...)
 	}
 	c := scriptClient(ts)
 	defer c.Close()
