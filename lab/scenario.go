@@ -203,6 +203,12 @@ func ProbeWebhook(ctx context.Context, kube *KubeClient, b *WebhookBackend, name
 // cluster.apiServer.image naming version: what `talosctl upgrade-k8s` or an
 // edited config does for kube-apiserver.
 func Upgrade(ctx context.Context, l *Lab, version string) error {
+	return l.onEveryNode(ctx, func(tc *talos.Client, ip string) error { return upgradeNode(ctx, tc, ip, version) })
+}
+
+// onEveryNode runs change on every node at once through one Talos client,
+// as an operator's parallel talosctl runs would, and joins the errors.
+func (l *Lab) onEveryNode(ctx context.Context, change func(tc *talos.Client, ip string) error) error {
 	tc, err := l.TalosClient(ctx)
 	if err != nil {
 		return err
@@ -215,7 +221,7 @@ func Upgrade(ctx context.Context, l *Lab, version string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = upgradeNode(ctx, tc, ip, version)
+			errs[i] = change(tc, ip)
 		}()
 	}
 	wg.Wait()

@@ -3,13 +3,11 @@ package lab
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/talos"
@@ -102,23 +100,7 @@ func installMutatingPolicy(ctx context.Context, kube *KubeClient) error {
 // node runs a ready kube-apiserver of the new pod. The lab's generated
 // configs have no extraArgs yet; one that has is refused.
 func SetAPIServerArgs(ctx context.Context, l *Lab, timeout time.Duration, args map[string]string) error {
-	tc, err := l.TalosClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	nodes := l.Nodes()
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, ip := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = applyAPIServerArgs(ctx, tc, ip, args)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := l.onEveryNode(ctx, func(tc *talos.Client, ip string) error { return applyAPIServerArgs(ctx, tc, ip, args) }); err != nil {
 		return err
 	}
 	return l.waitReadyRuns(ctx, timeout, func(r ContainerRun) (bool, error) {
