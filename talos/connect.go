@@ -2,16 +2,25 @@ package talos
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/client/resolver"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 )
@@ -23,14 +32,24 @@ type Options struct {
 	Context     string   // empty: the talosconfig's current context
 	Endpoints   []string // override the context's endpoints
 	Nodes       []string // override the context's nodes
+
+	// ConnectTimeout bounds each connection to an endpoint (TCP, TLS, its
+	// first gRPC answer); 0 is DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// Progress hears, once per endpoint, of a connection that keeps the
+	// operator waiting (stderr); nil says nothing.
+	Progress io.Writer
 }
 
 // Client is a connection to a Talos cluster through its endpoints.
 type Client struct {
-	api     *client.Client
-	nodes   []string
-	role    string
-	context string
+	api         *client.Client
+	nodes       []string
+	role        string
+	context     string
+	talosconfig string      // the path given, for the commands hints name
+	watch       *watch      // the connections to the endpoints
+	tlsConf     *tls.Config // the client's TLS settings, for probes
 }
 
 // Connect opens a client from a talosconfig. It does not dial yet: the first
@@ -58,12 +77,52 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		nodes = tctx.Endpoints
 	}
 	cfg.Context = name
-	api, err := client.New(ctx, client.WithConfig(cfg), client.WithContextName(name))
+	w := newWatch(endpointAddrs(tctx.Endpoints), opts.ConnectTimeout, opts.Progress)
+	api, err := client.New(ctx, client.WithConfig(cfg), client.WithContextName(name), client.WithGRPCDialOptions(w.dialOptions()...))
 	if err != nil {
 		return nil, &configError{err}
 	}
+	ready := func() bool { return api.Conn().GetState() == connectivity.Ready }
+	w.ready.Store(&ready)
 	// "-n a,b" as well as "-n a -n b".
-	return &Client{api: api, nodes: flaglist.Split(nodes...), role: certRole(tctx.Crt), context: name}, nil
+	return &Client{api: api, nodes: flaglist.Split(nodes...), role: certRole(tctx.Crt), context: name,
+		talosconfig: opts.Talosconfig, watch: w, tlsConf: probeTLS(tctx)}, nil
+}
+
+// endpointAddrs are the endpoints as the client dials them, host:port
+// (the machinery's rules: a bare host gets the Talos API port, an https
+// URL its own port or 443).
+func endpointAddrs(endpoints []string) []string {
+	out := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		if u, err := url.Parse(e); err == nil && u.Scheme != "" && u.Host != "" {
+			e = u.Host
+			if u.Port() == "" && u.Scheme == "https" {
+				e = net.JoinHostPort(u.Hostname(), "443")
+			}
+		}
+		out[i] = resolver.EnsureEndpointsHavePorts([]string{e}, constants.ApidPort)[0]
+	}
+	return out
+}
+
+// probeTLS is the client's TLS configuration, rebuilt from the context as
+// the machinery builds it (the talosconfig was checked when read).
+func probeTLS(tctx *clientconfig.Context) *tls.Config {
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca, err := base64.StdEncoding.DecodeString(tctx.CA); err == nil && len(ca) > 0 {
+		conf.RootCAs = x509.NewCertPool()
+		conf.RootCAs.AppendCertsFromPEM(ca)
+	}
+	if crt, err := client.CertificateFromConfigContext(tctx); err == nil && crt != nil {
+		conf.Certificates = []tls.Certificate{*crt}
+	}
+	return conf
+}
+
+// talosctlFlags select the same talosconfig and context for talosctl.
+func (c *Client) talosctlFlags() string {
+	return fmt.Sprintf("--talosconfig %s --context %s ", c.talosconfig, c.context)
 }
 
 // Close releases the connection.

@@ -5,9 +5,12 @@
 package talos
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,6 +21,7 @@ import (
 // Kinds of failure callers tell apart, each of a failure category.
 var (
 	ErrPermission      = failure.New(failure.Credentials, "permission denied")
+	ErrCertificate     = failure.New(failure.Credentials, "certificate mismatch")
 	ErrUnreachable     = failure.New(failure.Unreachable, "unreachable")
 	ErrRejected        = failure.New(failure.Refused, "rejected by the node")
 	ErrBusy            = failure.New(failure.Conflict, "the node is busy with another change")
@@ -75,6 +79,32 @@ func nodeError(node, op string, err error, role string) error {
 		ne.hints = []string{"wait for the other change to finish, then run the same command again"}
 	default:
 		ne.Err = errors.New(msg)
+	}
+	return ne
+}
+
+// nodeError is the package's nodeError for a call made through c: a
+// transport failure is told by what the endpoints did (explain.go), with
+// the endpoint named and the certificates blamed only when they are at fault.
+func (c *Client) nodeError(ctx context.Context, node, op string, err error) error {
+	failedAt := time.Now()
+	e := nodeError(node, op, err, c.role)
+	var ne *NodeError
+	if c.watch == nil || !errors.Is(e, ErrUnreachable) || !errors.As(e, &ne) {
+		return e
+	}
+	found, ok := c.watch.explain(ctx, failedAt, c.tlsConf)
+	if !ok {
+		return e
+	}
+	kind := ErrUnreachable
+	if slices.ContainsFunc(found, finding.credentials) && !slices.ContainsFunc(found, func(f finding) bool { return f.outcome == answers }) {
+		kind = ErrCertificate
+	}
+	ne.Err = fmt.Errorf("%w: %s", kind, joinFindings(found, node, shortTransport(status.Convert(err).Message()), c.watch.timeout))
+	ne.hints = nil
+	for _, f := range found {
+		ne.hints = append(ne.hints, f.hints(node, c.talosctlFlags())...)
 	}
 	return ne
 }

@@ -29,11 +29,11 @@ func (c *Client) APIServerLogs(ctx context.Context, node, nodeName, containerID 
 	}
 	stream, err := c.api.Logs(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI, id, false, int32(tail))
 	if err != nil {
-		return nil, nodeError(node, "read kube-apiserver logs", err, c.role)
+		return nil, c.nodeError(ctx, node, "read kube-apiserver logs", err)
 	}
 	r, err := client.ReadStream(stream)
 	if err != nil {
-		return nil, nodeError(node, "read kube-apiserver logs", err, c.role)
+		return nil, c.nodeError(ctx, node, "read kube-apiserver logs", err)
 	}
 	defer r.Close()
 	var lines []string
@@ -43,7 +43,7 @@ func (c *Client) APIServerLogs(ctx context.Context, node, nodeName, containerID 
 		lines = append(lines, criPrefix.ReplaceAllString(sc.Text(), ""))
 	}
 	if err := sc.Err(); err != nil {
-		return lines, nodeError(node, "read kube-apiserver logs", err, c.role)
+		return lines, c.nodeError(ctx, node, "read kube-apiserver logs", err)
 	}
 	return lines, nil
 }
@@ -53,7 +53,7 @@ func (c *Client) APIServerLogs(ctx context.Context, node, nodeName, containerID 
 func (c *Client) EtcdSnapshot(ctx context.Context, node string, w io.Writer) error {
 	r, err := c.api.EtcdSnapshot(client.WithNode(ctx, node), &machine.EtcdSnapshotRequest{})
 	if err != nil {
-		return nodeError(node, "take etcd snapshot", err, c.role)
+		return c.nodeError(ctx, node, "take etcd snapshot", err)
 	}
 	defer r.Close()
 	if _, err := io.Copy(w, r); err != nil {
@@ -61,7 +61,7 @@ func (c *Client) EtcdSnapshot(ctx context.Context, node string, w io.Writer) err
 		if errors.As(err, &ne) {
 			return err
 		}
-		return nodeError(node, "take etcd snapshot", err, c.role)
+		return c.nodeError(ctx, node, "take etcd snapshot", err)
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func (c *Client) EtcdSnapshot(ctx context.Context, node string, w io.Writer) err
 func (c *Client) RunningAPIServerContainer(ctx context.Context, node, nodeName string) (string, error) {
 	resp, err := c.api.Containers(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI)
 	if err != nil {
-		return "", nodeError(node, "list containers", err, c.role)
+		return "", c.nodeError(ctx, node, "list containers", err)
 	}
 	var running, all []string
 	for _, m := range resp.GetMessages() {

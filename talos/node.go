@@ -29,7 +29,7 @@ import (
 func (c *Client) Version(ctx context.Context, node string) (string, error) {
 	resp, err := c.api.Version(client.WithNode(ctx, node))
 	if err != nil {
-		return "", nodeError(node, "read version", err, c.role)
+		return "", c.nodeError(ctx, node, "read version", err)
 	}
 	for _, m := range resp.GetMessages() {
 		if v := m.GetVersion(); v != nil {
@@ -74,7 +74,7 @@ func (c *Client) readMachineConfig(ctx context.Context, node, id string) (Machin
 	md := resource.NewMetadata(config.NamespaceName, config.MachineConfigType, id, resource.VersionUndefined)
 	r, err := c.api.COSI.Get(client.WithNode(ctx, node), md, state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
 	if err != nil {
-		return MachineConfig{}, nodeError(node, "read machine config", err, c.role)
+		return MachineConfig{}, c.nodeError(ctx, node, "read machine config", err)
 	}
 	raw, ok := r.(*cosiprotobuf.Resource)
 	if !ok {
@@ -128,7 +128,7 @@ func (c *Client) Apply(ctx context.Context, node string, req ApplyRequest) (Appl
 	}
 	resp, err := c.api.ApplyConfiguration(client.WithNode(ctx, node), pb)
 	if err != nil {
-		return ApplyResult{}, nodeError(node, op, err, c.role)
+		return ApplyResult{}, c.nodeError(ctx, node, op, err)
 	}
 	var out ApplyResult
 	for _, m := range resp.GetMessages() {
@@ -182,7 +182,7 @@ func (c *Client) ReadAPIServerPod(ctx context.Context, node string) (APIServerPo
 	md := resource.NewMetadata(k8s.NamespaceName, k8s.StaticPodType, "kube-apiserver", resource.VersionUndefined)
 	sp, err := safe.StateGet[*k8s.StaticPod](client.WithNode(ctx, node), c.api.COSI, md)
 	if err != nil {
-		return APIServerPod{}, nodeError(node, "read kube-apiserver static pod", err, c.role)
+		return APIServerPod{}, c.nodeError(ctx, node, "read kube-apiserver static pod", err)
 	}
 	out := APIServerPod{Flags: map[string][]string{}, Version: sp.Metadata().Version(), RenderedAt: sp.Metadata().Updated()}
 	containers, _ := nested(sp.TypedSpec().Pod, "spec", "containers").([]any)
@@ -243,8 +243,8 @@ func (c *Client) ReadEtcdHealth(ctx context.Context, node string) (EtcdHealth, e
 	case state.IsNotFoundError(err):
 		return EtcdUnhealthy, nil // a control plane without an etcd service: Talos tears the pods down
 	case err != nil:
-		if errors.Is(nodeError(node, "", err, c.role), ErrUnreachable) {
-			return EtcdHealthUnknown, nodeError(node, "read etcd service", err, c.role)
+		if errors.Is(nodeError(node, "", err, c.role), ErrUnreachable) { // a transport failure, not an unserved resource
+			return EtcdHealthUnknown, c.nodeError(ctx, node, "read etcd service", err)
 		}
 		return EtcdHealthUnknown, nil // not served (older Talos, emulators): say nothing
 	case svc.TypedSpec().Running && svc.TypedSpec().Healthy:
@@ -260,7 +260,7 @@ func (c *Client) NodeName(ctx context.Context, node string) (string, error) {
 	md := resource.NewMetadata(k8s.NamespaceName, k8s.NodenameType, k8s.NodenameID, resource.VersionUndefined)
 	nn, err := safe.StateGet[*k8s.Nodename](client.WithNode(ctx, node), c.api.COSI, md)
 	if err != nil {
-		return "", nodeError(node, "read node name", err, c.role)
+		return "", c.nodeError(ctx, node, "read node name", err)
 	}
 	return nn.TypedSpec().Nodename, nil
 }
@@ -273,7 +273,7 @@ func (c *Client) ReadAPIServerStatus(ctx context.Context, node, nodeName string)
 		return PodStatus{}, nil
 	}
 	if err != nil {
-		return PodStatus{}, nodeError(node, "read kube-apiserver status", err, c.role)
+		return PodStatus{}, c.nodeError(ctx, node, "read kube-apiserver status", err)
 	}
 	return parsePodStatus(st.TypedSpec().PodStatus), nil
 }
@@ -351,7 +351,7 @@ func (c *Client) AdminKubeconfig(ctx context.Context, node string) ([]byte, erro
 			"target only the control-plane nodes: -n CP1,CP2,CP3")
 	}
 	if err != nil {
-		return nil, nodeError(node, "fetch admin kubeconfig", err, c.role)
+		return nil, c.nodeError(ctx, node, "fetch admin kubeconfig", err)
 	}
 	return b, nil
 }

@@ -73,7 +73,8 @@ func allowPendingFlag() cli.Flag {
 }
 
 func connectTalos(ctx context.Context, g globalOptions) (*talos.Client, error) {
-	return talos.Connect(ctx, talos.Options{Talosconfig: g.Talosconfig, Context: g.Context, Endpoints: g.Endpoints, Nodes: g.Nodes})
+	return talos.Connect(ctx, talos.Options{Talosconfig: g.Talosconfig, Context: g.Context, Endpoints: g.Endpoints, Nodes: g.Nodes,
+		ConnectTimeout: g.ConnectTimeout, Progress: g.progress})
 }
 
 // withTalos reads the global flags and connects to the Talos API for one

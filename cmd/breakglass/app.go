@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 // streams are the command's input and outputs; nothing writes to the
@@ -33,6 +35,9 @@ type globalOptions struct {
 	Yes         bool
 	DryRun      bool
 	StateDir    string
+	// ConnectTimeout bounds each connection to a Talos API endpoint.
+	ConnectTimeout time.Duration
+	progress       io.Writer // where a slow connection is said: stderr, whatever -o says
 }
 
 func (o globalOptions) json() bool { return o.Output == "json" }
@@ -50,6 +55,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (for automation)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "show the plan (and let the nodes validate it) without changing anything"},
 		&cli.StringFlag{Name: "state-dir", Usage: "where breakglass keeps its records and backups", EnvVars: []string{"BREAKGLASS_STATE_DIR"}, DefaultText: "$XDG_STATE_HOME/breakglass or ~/.local/state/breakglass"},
+		&cli.DurationFlag{Name: "connect-timeout", Value: talos.DefaultConnectTimeout, Usage: "give up on a Talos API endpoint that has not connected and answered (TCP, TLS, gRPC) within this long"},
 	}
 }
 
@@ -82,6 +88,9 @@ func readGlobals(c *cli.Context) (globalOptions, error) {
 		Yes:         c.Bool("yes"),
 		DryRun:      c.Bool("dry-run"),
 		StateDir:    c.String("state-dir"),
+
+		ConnectTimeout: c.Duration("connect-timeout"),
+		progress:       c.App.ErrWriter,
 	}
 	// Defaults are resolved here, not in the flag definitions, so that help
 	// and the generated docs do not depend on who generated them.

@@ -60,10 +60,11 @@ var argSpecs = map[string]argSpec{
 
 // durationRanges are the accepted ranges of the duration flags.
 var durationRanges = map[string][2]time.Duration{
-	"revert-after": {runbooks.MinRevertAfter, 24 * time.Hour},
-	"wait-timeout": {time.Second, 24 * time.Hour},
-	"timeout":      {time.Second, 24 * time.Hour},
-	"slow-timeout": {time.Second, 30 * time.Second}, // a webhook's timeoutSeconds is 1 to 30
+	"revert-after":    {runbooks.MinRevertAfter, 24 * time.Hour},
+	"wait-timeout":    {time.Second, 24 * time.Hour},
+	"timeout":         {time.Second, 24 * time.Hour},
+	"slow-timeout":    {time.Second, 30 * time.Second}, // a webhook's timeoutSeconds is 1 to 30
+	"connect-timeout": {time.Second, 5 * time.Minute},
 }
 
 // intRanges are the accepted ranges of the count flags.
