@@ -160,7 +160,9 @@ var commandRegistry []func(streams) *cli.Command
 // run executes the command line and returns the process exit code.
 func run(ctx context.Context, args []string, s streams) int {
 	app := newApp(s)
-	err := asInterrupted(ctx, app.RunContext(ctx, command.Normalize(app, args)))
+	err := app.RunContext(ctx, command.Normalize(app, args))
+	path, _ := app.Metadata[commandPathKey].(string)
+	err = asInterrupted(ctx, path, err)
 	if err == nil {
 		return int(failure.OK)
 	}

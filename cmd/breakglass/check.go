@@ -98,6 +98,9 @@ var stateCommands = []string{"admission disable", "admission restore", "admissio
 // instrument gives every command of app the checks above and makes an
 // unknown command or a flag parse error a usage error naming the next step.
 func instrument(app *cli.App) {
+	if app.Metadata == nil {
+		app.Metadata = map[string]any{}
+	}
 	app.Action = unknownCommand(nil, app.Commands)
 	app.OnUsageError = usageHint("breakglass --help")
 	for _, c := range app.Commands {
@@ -124,6 +127,7 @@ func instrumentCommand(c *cli.Command, path string) {
 	}
 	action := c.Action
 	c.Action = func(ctx *cli.Context) error {
+		ctx.App.Metadata[commandPathKey] = path // for what an interruption says
 		if err := checkCommandLine(ctx, path); err != nil {
 			return err
 		}

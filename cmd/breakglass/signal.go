@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
@@ -58,7 +59,7 @@ func runInterruptible(args []string, s streams) int {
 // so, whatever error the interrupted call returned (a gRPC "canceled", a
 // timeout, a partial result), keeping that error's words and hints. The
 // lab's own exit code is the lab's.
-func asInterrupted(ctx context.Context, err error) error {
+func asInterrupted(ctx context.Context, command string, err error) error {
 	var sig interruptedError
 	if !errors.As(context.Cause(ctx), &sig) {
 		return err
@@ -67,13 +68,22 @@ func asInterrupted(ctx context.Context, err error) error {
 	if errors.As(err, &lab) {
 		return err
 	}
-	return &interruptedRun{sig: sig, err: err}
+	return &interruptedRun{sig: sig, err: err, journaled: slices.Contains(journaledCommands, command)}
 }
 
 type interruptedRun struct {
-	sig interruptedError
-	err error // nil: the command finished as the signal came
+	sig       interruptedError
+	err       error // nil: the command finished as the signal came
+	journaled bool  // the command keeps an incident journal
 }
+
+// commandPathKey is where the running command's path ("etcd delete") is
+// kept in the app's metadata.
+const commandPathKey = "command"
+
+// journaledCommands change the cluster and keep an incident journal; the
+// others read only, and their interruption changed nothing.
+var journaledCommands = []string{"admission disable", "admission restore", "recover", "resume", "revert", "runbook run", "etcd delete", "etcd restore"}
 
 func (e *interruptedRun) Error() string {
 	if e.err == nil || errors.Is(e.err, e.sig) {
@@ -87,5 +97,8 @@ func (e *interruptedRun) Error() string {
 func (e *interruptedRun) Unwrap() error { return e.sig }
 func (e *interruptedRun) Hints() []string {
 	h := failure.Hints(e.err)
+	if !e.journaled {
+		return h
+	}
 	return append(h, "what was done is in the journal: breakglass journal show")
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,6 +143,11 @@ func TestInterruptedExits8(t *testing.T) {
 				}
 				if entries, _ := os.ReadDir(filepath.Join(state, "incidents")); len(entries) != 0 {
 					t.Errorf("%v: an incident was opened after the signal", cmd)
+				}
+				// A command that keeps no journal does not point at one.
+				path := strings.Join(slices.DeleteFunc(slices.Clone(cmd), func(a string) bool { return strings.HasPrefix(a, "-") || a == "10m" }), " ")
+				if journals := strings.Contains(errOut.String(), "in the journal"); journals != slices.Contains(journaledCommands, path) {
+					t.Errorf("%v: the journal hint is there: %v, want it only for commands that journal:\n%s", cmd, journals, errOut)
 				}
 			}
 		})
