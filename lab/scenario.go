@@ -76,12 +76,7 @@ func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Dead
 	if name != ScenarioKyvernoServiceCIDR {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, name, strings.Join(Scenarios(), ", "))
 	}
-	if err := CheckBinaries(l.KubeBinDir, NewVersion); err != nil {
-		return nil, err
-	}
-	if err := tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", OldVersion, len(l.Nodes())), func() error {
-		return l.WaitReady(ctx, 3*time.Minute)
-	}); err != nil {
+	if err := startOnOld(ctx, l, tl); err != nil {
 		return nil, err
 	}
 	kube, err := l.Kube(ctx)
@@ -353,16 +348,22 @@ func readLogs(ctx context.Context, api *client.Client, node, id string, tail int
 	}
 }
 
+// startOnOld is every scenario's start: the binary it upgrades to is
+// there, and kube-apiserver OldVersion is ready on every node.
+func startOnOld(ctx context.Context, l *Lab, tl *Timeline) error {
+	if err := CheckBinaries(l.KubeBinDir, NewVersion); err != nil {
+		return err
+	}
+	return tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", OldVersion, len(l.Nodes())), func() error {
+		return l.WaitReady(ctx, 3*time.Minute)
+	})
+}
+
 // runExcluded: the webhooks exclude kube-apiserver's own identity; the
 // backend is held down from before the upgrade until v1.34.4 is ready on
 // every node, so that nothing but the exclusion can explain the success.
 func runExcluded(ctx context.Context, l *Lab, tl *Timeline) error {
-	if err := CheckBinaries(l.KubeBinDir, NewVersion); err != nil {
-		return err
-	}
-	if err := tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", OldVersion, len(l.Nodes())), func() error {
-		return l.WaitReady(ctx, 3*time.Minute)
-	}); err != nil {
+	if err := startOnOld(ctx, l, tl); err != nil {
 		return err
 	}
 	kube, err := l.Kube(ctx)

@@ -47,12 +47,7 @@ var scenarioPlugins = map[string][]string{
 }
 
 func runMutatingPolicy(ctx context.Context, l *Lab, tl *Timeline) error {
-	if err := CheckBinaries(l.KubeBinDir, NewVersion); err != nil {
-		return err
-	}
-	if err := tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", OldVersion, len(l.Nodes())), func() error {
-		return l.WaitReady(ctx, 3*time.Minute)
-	}); err != nil {
+	if err := startOnOld(ctx, l, tl); err != nil {
 		return err
 	}
 	if err := tl.Step("turn the MutatingAdmissionPolicy API on: cluster.apiServer.extraArgs "+describeArgs(MutatingPolicyArgs)+" through the Talos API (mode NO_REBOOT)", func() error {
