@@ -288,7 +288,7 @@ func planEach(ctx context.Context, tc *talos.Client, op string, opts AdmissionOp
 		p.Nodes = append(p.Nodes, changes[i])
 	}
 	if op == "disable" && p.Changes() {
-		p.Warnings = append(p.Warnings, "while the plugins are disabled, "+bypassed(opts.Plugins)+" not enforced: policies are bypassed. Restore as soon as the API server is healthy: breakglass admission restore")
+		p.Warnings = append(p.Warnings, "while the plugins are disabled, "+bypassed(opts.Plugins)+" bypassed. Restore as soon as the API server is healthy: breakglass admission restore")
 	}
 	if len(p.Nodes) == 0 {
 		return p, p.PlanErr()
@@ -669,5 +669,8 @@ func bypassed(plugins []string) string {
 			out = append(out, "what "+p+" enforces")
 		}
 	}
-	return strings.Join(out, ", ") + " are"
+	if len(out) > 1 {
+		return strings.Join(out[:len(out)-1], ", ") + " and " + out[len(out)-1] + " are"
+	}
+	return out[0] + " are"
 }

@@ -32,7 +32,7 @@ func (e *NodeFailures) Error() string {
 	if e.Succeeded > 0 {
 		fmt.Fprintf(&b, "%d of %d nodes failed", len(e.Failed), len(e.Failed)+e.Succeeded)
 	} else {
-		fmt.Fprintf(&b, "%d nodes failed", len(e.Failed))
+		fmt.Fprintf(&b, "%d %s failed", len(e.Failed), map[bool]string{true: "node", false: "nodes"}[len(e.Failed) == 1])
 	}
 	for _, err := range e.Failed {
 		b.WriteString("\n" + err.Error())

@@ -185,7 +185,9 @@ func renderAdmissionStatus(w io.Writer, nodes []recovery.NodeAdmission, admin bo
 	fmt.Fprintln(tw, "NODE\tCONFIGURED\tRUNNING\tSINCE\tAUTO-REVERT")
 	for _, n := range nodes {
 		if n.Error != "" {
-			fmt.Fprintf(tw, "%s\terror: %s\t\t\t\n", n.Node, n.Error)
+			// The error itself follows the table, with its hints: a
+			// long line here would push every column out of sight.
+			fmt.Fprintf(tw, "%s\tnot read (see below)\t\t\t\n", n.Node)
 			continue
 		}
 		configured := recovery.ListOrNone(n.ConfigDisabled)
