@@ -26,7 +26,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
-	"github.com/breakglass-dev/breakglass/recovery/audit"
+	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
@@ -62,7 +62,7 @@ type Recording struct {
 }
 
 // WriteJSONL writes the requests in the format of
-// recovery/audit/testdata/observed.
+// audit/testdata/observed.
 func (r *Recording) WriteJSONL(w io.Writer) error {
 	for _, o := range r.Requests {
 		b, err := json.Marshal(o)

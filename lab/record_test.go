@@ -17,11 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/breakglass-dev/breakglass/recovery/audit"
+	"github.com/breakglass-dev/breakglass/audit"
 )
 
 // RecordOutEnv names a directory where TestStartupRecordings writes each
-// recording (upgrade-FROM-to-TO.jsonl), to refresh recovery/audit/testdata/observed.
+// recording (upgrade-FROM-to-TO.jsonl), to refresh audit/testdata/observed.
 const RecordOutEnv = "BREAKGLASS_RECORD_OUT"
 
 // The recording webhook answers allowed and keeps one entry per distinct

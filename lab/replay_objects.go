@@ -16,7 +16,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
-	"github.com/breakglass-dev/breakglass/recovery/audit"
+	"github.com/breakglass-dev/breakglass/audit"
 )
 
 // replayObject is one object the replay installs, as JSON-ready data.

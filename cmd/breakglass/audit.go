@@ -10,7 +10,7 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/breakglass-dev/breakglass/recovery/audit"
+	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/urfave/cli/v2"
 )
 

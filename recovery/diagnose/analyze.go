@@ -8,7 +8,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
-	"github.com/breakglass-dev/breakglass/recovery/audit"
+	"github.com/breakglass-dev/breakglass/audit"
 )
 
 // Verdict is the conclusion, one of four; commands map each to its own

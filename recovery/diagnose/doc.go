@@ -25,7 +25,7 @@
 //	                    runtime-config change, never an etcd delete)
 //	unknown             some node could not be read, or no known signature explains it
 //
-// Admission objects in etcd are audited together (recovery/audit: a policy
+// Admission objects in etcd are audited together (audit: a policy
 // with its bindings) and each carries the worst risk as startupRisk. A
 // policy's denial of the default ServiceCIDR is not logged at default
 // verbosity: when start-up is stuck and no log line names a culprit, the

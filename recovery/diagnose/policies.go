@@ -8,7 +8,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
-	"github.com/breakglass-dev/breakglass/recovery/audit"
+	"github.com/breakglass-dev/breakglass/audit"
 )
 
 // startupRisks audits the admission objects of etcd together (a policy
