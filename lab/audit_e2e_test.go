@@ -19,8 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/audit"
+	"github.com/breakglass-dev/breakglass/etcd"
 )
 
 // The proof of `breakglass audit --fix` against the real thing: the lab's

@@ -25,8 +25,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/audit"
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 

@@ -18,10 +18,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
-	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
-	"github.com/breakglass-dev/breakglass/audit"
 )
 
 // replayObject is one object the replay installs, as JSON-ready data.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
@@ -13,7 +14,6 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/lab"
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/urfave/cli/v2"
 )
 

@@ -6,11 +6,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/urfave/cli/v2"
 )
 

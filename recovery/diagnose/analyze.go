@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
-	"github.com/breakglass-dev/breakglass/audit"
 )
 
 // Verdict is the conclusion, one of four; commands map each to its own

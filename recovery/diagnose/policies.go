@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
-	"github.com/breakglass-dev/breakglass/audit"
 )
 
 // startupRisks audits the admission objects of etcd together (a policy
