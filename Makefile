@@ -2,23 +2,34 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
-KUBE_BIN := $(CURDIR)/.cache/kube-apiserver
+# The lab's kube-apiserver binaries live in the user's cache, once per machine
+# ($BREAKGLASS_KUBE_BIN_DIR, else ${XDG_CACHE_HOME:-~/.cache}/breakglass/kube-apiserver).
+KUBE_BIN := $(shell lab/scripts/build-kube-apiserver.sh --print-dir)
+# The pair the rehearsal replays (lab.OldVersion -> lab.NewVersion).
+REHEARSE_VERSIONS := v1.32.13 v1.34.4
 
-.PHONY: all build test test-all test-short rehearse kube-apiserver bench fuzz lint clean docs startup
+.PHONY: all build build-lab test test-all test-short rehearse kube-apiserver kube-apiserver-rehearse bench fuzz lint clean docs startup
 
 all: build
 
 # Two static binaries (no cgo): bin/breakglass, the on-call tool, and
 # bin/breakglass-lab, the lab (real etcd, kube-apiserver, emulated Talos
 # nodes), which `breakglass lab ...` runs from beside it or from PATH.
-build:
+build: build-lab
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/breakglass ./cmd/breakglass
+
+build-lab:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/breakglass-lab ./cmd/breakglass-lab
 
 # The lab's real kube-apiserver binaries (v1.32.13 to v1.37.2, one module each under lab/kubeapiserver), built from the
-# Go module proxy once and cached under .cache/ (rebuilt when lab/kubeapiserver changes).
+# Go module proxy once per machine into the user's cache (rebuilt when their module or the Go toolchain changes).
+# KUBE_VERSIONS="v1.33.13 v1.34.4" builds just those.
 kube-apiserver:
-	lab/scripts/build-kube-apiserver.sh
+	lab/scripts/build-kube-apiserver.sh $(KUBE_VERSIONS)
+
+# Just the pair the rehearsal uses.
+kube-apiserver-rehearse:
+	lab/scripts/build-kube-apiserver.sh $(REHEARSE_VERSIONS)
 
 # Everything, end-to-end included: what CI runs.
 test: kube-apiserver
@@ -34,7 +45,9 @@ test-short:
 
 # The main job: reproduce the incident on the lab and recover from it
 # (bin/breakglass hands `lab` over to bin/breakglass-lab).
-rehearse: build kube-apiserver
+# The two Go builds (breakglass, and the two kube-apiserver minors) run side by side.
+rehearse:
+	$(MAKE) -j2 build kube-apiserver-rehearse
 	BREAKGLASS_KUBE_BIN_DIR=$(KUBE_BIN) bin/breakglass lab rehearse
 
 bench:

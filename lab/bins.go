@@ -6,14 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
-// KubeBinDirEnv names the directory holding VERSION/kube-apiserver
-// (`make test` and `make rehearse` set it to .cache/kube-apiserver).
+// KubeBinDirEnv names the directory holding VERSION/kube-apiserver; without
+// it the lab looks in the user's cache (KubeCacheDir), where
+// lab/scripts/build-kube-apiserver.sh puts them, once per machine.
 const KubeBinDirEnv = "BREAKGLASS_KUBE_BIN_DIR"
 
 // ErrNoKubeBinary: a kube-apiserver binary the lab needs is not built
@@ -27,39 +29,45 @@ type MissingBinaryError struct {
 }
 
 func (e *MissingBinaryError) Error() string {
-	return fmt.Sprintf("no kube-apiserver binary for %v under %s", e.Missing, e.Dir)
+	return fmt.Sprintf("no kube-apiserver binary for %s under %s", strings.Join(e.Missing, ", "), e.Dir)
 }
 
 func (e *MissingBinaryError) Unwrap() error { return ErrNoKubeBinary }
 
-// Hints names the command that builds them.
+// Hints name the command that builds exactly the missing ones.
 func (e *MissingBinaryError) Hints() []string {
+	build := "make kube-apiserver KUBE_VERSIONS=\"" + strings.Join(e.Missing, " ") + "\""
+	if slices.Equal(e.Missing, []string{OldVersion, NewVersion}) {
+		build = "make kube-apiserver-rehearse"
+	}
 	return []string{
-		"build them (about 3 minutes each, cached): make kube-apiserver",
+		"build them from a breakglass checkout (3 to 10 minutes each on 2 cores, once per machine): " + build,
+		"or: lab/scripts/build-kube-apiserver.sh " + strings.Join(e.Missing, " "),
 		"or point " + KubeBinDirEnv + " at a directory holding VERSION/kube-apiserver",
 	}
 }
 
-// FindKubeBinDir returns $BREAKGLASS_KUBE_BIN_DIR, or the .cache/kube-apiserver
-// of the nearest enclosing checkout (the Makefile's build target).
+// KubeCacheDir is where the binaries are cached for this user:
+// $XDG_CACHE_HOME/breakglass/kube-apiserver, else ~/.cache/breakglass/kube-apiserver
+// (as lab/scripts/build-kube-apiserver.sh writes them).
+func KubeCacheDir() (string, error) {
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no %s, no XDG_CACHE_HOME and no home directory: %w", KubeBinDirEnv, err)
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "breakglass", "kube-apiserver"), nil
+}
+
+// FindKubeBinDir returns $BREAKGLASS_KUBE_BIN_DIR, else KubeCacheDir.
 func FindKubeBinDir() (string, error) {
 	if d := os.Getenv(KubeBinDirEnv); d != "" {
 		return d, nil
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "lab", "kubeapiserver")); err == nil {
-			return filepath.Join(dir, ".cache", "kube-apiserver"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", &MissingBinaryError{Dir: "(no " + KubeBinDirEnv + " and not inside a breakglass checkout)", Missing: []string{OldVersion, NewVersion}}
-		}
-		dir = parent
-	}
+	return KubeCacheDir()
 }
 
 // CheckBinaries fails with a MissingBinaryError unless every version has

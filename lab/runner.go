@@ -151,7 +151,7 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 	bin, err := BinaryFor(r.binDir, c.Image)
 	if err == nil {
 		if _, err = os.Stat(bin); err != nil {
-			err = fmt.Errorf("no kube-apiserver binary for image %s at %s (build it: make kube-apiserver)", c.Image, bin)
+			err = fmt.Errorf("no kube-apiserver binary for image %s at %s (build it: lab/scripts/build-kube-apiserver.sh %s)", c.Image, bin, filepath.Base(filepath.Dir(bin)))
 		}
 	}
 	if err != nil {

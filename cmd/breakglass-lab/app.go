@@ -33,8 +33,9 @@ func newApp(s streams, name string) *cli.App {
 	app := &cli.App{
 		Name:  name,
 		Usage: "reproduce the incident locally with real etcd and kube-apiserver on emulated Talos nodes",
-		Description: "Needs the lab's kube-apiserver binaries (make kube-apiserver; found through $" + lab.KubeBinDirEnv + "\n" +
-			"or .cache/kube-apiserver of the checkout). Everything listens on loopback only. See lab/README.md.\n" +
+		Description: "Needs the lab's kube-apiserver binaries (make kube-apiserver-rehearse for the rehearsal's pair, make kube-apiserver\n" +
+			"for all; found through $" + lab.KubeBinDirEnv + ", else in ~/.cache/breakglass/kube-apiserver, once per machine).\n" +
+			"Everything listens on loopback only. See lab/README.md.\n" +
 			"`breakglass lab COMMAND` runs `breakglass-lab COMMAND` (found beside breakglass or on PATH).\n\n" + failure.Help(),
 		Reader:    s.In,
 		Writer:    s.Out,

@@ -46,8 +46,9 @@ func TestErrorsAndExitCodes(t *testing.T) {
 			"breakglass: --apiserver-arg etcd-servers is not one the replay sets (the lab owns addresses, ports, certificates and etcd)\n" +
 				"hint: the replay takes only flags that change what kube-apiserver serves and admits: --apiserver-arg KEY=VALUE with KEY one of feature-gates, runtime-config, enable-admission-plugins, disable-admission-plugins, emulated-version, storage-media-type\n"},
 		{[]string{"breakglass-lab", "rehearse"}, int(failure.LabNoBinaries),
-			"breakglass: no kube-apiserver binary for [" + lab.OldVersion + " " + lab.NewVersion + "] under " + os.Getenv(lab.KubeBinDirEnv) + "\n" +
-				"hint: build them (about 3 minutes each, cached): make kube-apiserver\n" +
+			"breakglass: no kube-apiserver binary for " + lab.OldVersion + ", " + lab.NewVersion + " under " + os.Getenv(lab.KubeBinDirEnv) + "\n" +
+				"hint: build them from a breakglass checkout (3 to 10 minutes each on 2 cores, once per machine): make kube-apiserver-rehearse\n" +
+				"hint: or: lab/scripts/build-kube-apiserver.sh " + lab.OldVersion + " " + lab.NewVersion + "\n" +
 				"hint: or point " + lab.KubeBinDirEnv + " at a directory holding VERSION/kube-apiserver\n"},
 	} {
 		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
