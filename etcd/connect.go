@@ -43,6 +43,9 @@ type Client struct {
 	kv        *clientv3.Client
 	prefix    string
 	endpoints []string
+	// certNotAfter is when the client certificate expires (zero without
+	// one): after it, etcd refuses every new connection.
+	certNotAfter time.Time
 }
 
 // ID is an etcd cluster or member ID, written in hex as etcdctl shows it.
@@ -118,6 +121,9 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, &UnreachableError{Endpoints: endpoints, Err: err, TLS: looksLikeTLS(err)}
 	}
 	c := &Client{kv: kv, prefix: normalizePrefix(cfg.Prefix), endpoints: endpoints}
+	if tlsCfg != nil && tlsCfg.Certificates[0].Leaf != nil {
+		c.certNotAfter = tlsCfg.Certificates[0].Leaf.NotAfter
+	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, err := c.header(pctx); err != nil {

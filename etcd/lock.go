@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,10 +20,11 @@ import (
 // on a lease: a holder that dies releases it when the lease runs out. Like
 // every other etcd request of this package, its failures are typed
 // (unreachable, conflict).
-const (
-	lockKey = "/breakglass/lock"
-	lockTTL = 30 // seconds
-)
+const lockKey = "/breakglass/lock"
+
+// lockTTL is the lease's life without a keep-alive; a variable so that a
+// test can make a lease run out quickly.
+var lockTTL = 30 * time.Second
 
 // LockHolder says who holds the lock.
 type LockHolder struct {
@@ -95,11 +98,17 @@ func parseHolder(raw []byte) (*LockHolder, error) {
 	return &h, nil
 }
 
-// Lock is a held cluster lock; Release gives it back.
+// Lock is a held cluster lock; Release gives it back, Lost says whether it
+// is still held.
 type Lock struct {
 	c      *Client
 	lease  clientv3.LeaseID
+	holder LockHolder
 	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	lost     error // why the lock is no longer held; nil while it is
+	released bool
 }
 
 // AcquireLock takes the cluster lock or says who holds it.
@@ -108,7 +117,7 @@ func (c *Client) AcquireLock(ctx context.Context, holder LockHolder) (*Lock, err
 	if err != nil {
 		return nil, err
 	}
-	lease, err := c.kv.Grant(ctx, lockTTL)
+	lease, err := c.kv.Grant(ctx, int64(lockTTL/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("take the cluster lock: %w", c.wrap(err))
 	}
@@ -137,13 +146,162 @@ func (c *Client) AcquireLock(ctx context.Context, holder LockHolder) (*Lock, err
 	ka, err := c.kv.KeepAlive(kctx, lease.ID)
 	if err != nil {
 		cancel()
+		_, _ = c.kv.Revoke(context.WithoutCancel(ctx), lease.ID)
 		return nil, fmt.Errorf("keep the cluster lock: %w", c.wrap(err))
 	}
-	go func() {
-		for range ka { // drain: the client needs its answers read
+	l := &Lock{c: c, lease: lease.ID, holder: holder, cancel: cancel}
+	go l.keepAlive(kctx, ka)
+	go l.watch(kctx, resp.Header.Revision)
+	return l, nil
+}
+
+// Lost is nil while the lock is held, and otherwise a *LockLostError that
+// says why it was lost and how to continue (failure.Conflict). A change
+// made without the lock could race another run: check it before each one.
+// A nil Lock (none was taken) is never lost.
+func (l *Lock) Lost() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil && l.released {
+		return &LockLostError{Reason: "this run released it", Holder: l.holder}
+	}
+	return l.lost
+}
+
+// loseWith records the first reason the lock was lost, unless it was
+// released on purpose meanwhile.
+func (l *Lock) loseWith(reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil && !l.released {
+		l.lost = &LockLostError{Reason: reason, Holder: l.holder}
+	}
+}
+
+// keepAlive reads the lease's keep-alive answers (the client needs them
+// read) until the channel closes: the lease expired (etcd revoked it, or
+// did not hear from this run for its TTL), or the lock was released.
+func (l *Lock) keepAlive(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	for range ka {
+	}
+	if ctx.Err() != nil {
+		return // released
+	}
+	l.loseWith(l.leaseEndReason())
+}
+
+// deleteReason says why the lock key is gone.
+func (l *Lock) deleteReason() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if ttl, err := l.c.kv.TimeToLive(ctx, l.lease); err == nil && ttl.TTL > 0 {
+		return "the lock was removed from etcd while its lease was alive (broken with: breakglass lock break)"
+	}
+	return "its lease was revoked or expired in etcd, which removed the lock"
+}
+
+// leaseEndReason says why the keep-alives stopped, as far as can be told.
+func (l *Lock) leaseEndReason() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ttl, err := l.c.kv.TimeToLive(ctx, l.lease)
+	switch {
+	case err == nil && ttl.TTL == -1:
+		return "its lease was revoked or expired in etcd"
+	case err == nil:
+		return "etcd stopped answering its keep-alives"
+	}
+	reason := fmt.Sprintf("etcd did not answer its keep-alives for %s, so its lease expired (%s)", lockTTL, shortError(l.c.wrap(err)))
+	if na := l.c.certNotAfter; !na.IsZero() && time.Now().After(na) {
+		reason += fmt.Sprintf("; the client certificate expired at %s, so etcd refuses every new connection with it", na.Local().Format(time.RFC3339))
+	}
+	return reason
+}
+
+// watch follows the lock key from the revision that created it: deleted
+// (broken, or its lease gone) or written by someone else, it is lost at once,
+// even while the lease is still kept alive.
+func (l *Lock) watch(ctx context.Context, rev int64) {
+	for ctx.Err() == nil {
+		for wr := range l.c.kv.Watch(clientv3.WithRequireLeader(ctx), lockKey, clientv3.WithRev(rev+1)) {
+			for _, ev := range wr.Events {
+				rev = ev.Kv.ModRevision
+				switch {
+				case ev.Type == clientv3.EventTypeDelete:
+					l.loseWith(l.deleteReason())
+					return
+				case clientv3.LeaseID(ev.Kv.Lease) != l.lease:
+					l.loseWith("the lock was written over by someone else: " + holderOf(ev.Kv.Value))
+					return
+				}
+			}
+			if wr.Err() != nil {
+				break // compacted, or no leader: look again below
+			}
 		}
-	}()
-	return &Lock{c: c, lease: lease.ID, cancel: cancel}, nil
+		if ctx.Err() != nil {
+			return
+		}
+		// The watch ended (compaction, lost leader): read the key itself.
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := l.c.kv.Get(gctx, lockKey)
+		cancel()
+		switch {
+		case err != nil:
+			// etcd cannot be reached: the keep-alives tell when that lasts too long.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		case len(resp.Kvs) == 0:
+			l.loseWith(l.deleteReason())
+			return
+		case clientv3.LeaseID(resp.Kvs[0].Lease) != l.lease:
+			l.loseWith("the lock was taken by someone else: " + holderOf(resp.Kvs[0].Value))
+			return
+		}
+		rev = resp.Header.Revision
+	}
+}
+
+// holderOf names the holder in a lock value, or shows the value.
+func holderOf(raw []byte) string {
+	h, err := parseHolder(raw)
+	if err != nil {
+		return err.Error()
+	}
+	return (&LockHeldError{Holder: *h}).Error()
+}
+
+func shortError(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// LockLostError: the cluster lock this run took is no longer held, so
+// another run may be changing the cluster; this one must not go on.
+type LockLostError struct {
+	Reason string
+	Holder LockHolder // this run, as the lock named it
+}
+
+func (e *LockLostError) Error() string {
+	return "the cluster lock was lost: " + termsafe.String(e.Reason) + "; nothing more is changed without it"
+}
+func (e *LockLostError) Unwrap() error { return failure.Conflict }
+func (e *LockLostError) Hints() []string {
+	h := []string{"see whether another breakglass run holds it now, and coordinate with them: breakglass lock status"}
+	if e.Holder.Incident != "" {
+		h = append(h, "once nobody else is changing the cluster, continue this incident (it takes the lock again): breakglass resume "+termsafe.String(e.Holder.Incident))
+	}
+	return h
 }
 
 // Release gives the lock back at once (revoking the lease deletes the key).
@@ -151,6 +309,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
 	l.cancel()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

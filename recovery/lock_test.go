@@ -3,6 +3,10 @@ package recovery
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +56,56 @@ func TestClusterLock(t *testing.T) {
 	_ = second.Release(ctx) // its key is gone already; revoking the lease still works
 	if _, err := alice.AcquireLock(ctx, etcd.LockHolder{By: "alice@laptop", Since: time.Now(), Command: "recover"}); err != nil {
 		t.Fatalf("after break: %v", err)
+	}
+}
+
+// Issue 21, case 7: a run killed (SIGKILL, power loss) leaves its
+// lock.pid; by the time the operator resumes, its process id may belong to
+// another live process. On main the id alone was checked, so that process
+// counted as the incident's live run and blocked resume until the file was
+// removed by hand. The record now carries the process's start time and
+// boot id: another process with the same id is not the run.
+func TestStaleLockPIDByStartTime(t *testing.T) {
+	if processStart(os.Getpid()) == "" {
+		t.Fatal("/proc does not tell this process's start time: the check would fall back to the id alone")
+	}
+	// Another process, alive, that got the dead run's id.
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	pid := other.Process.Pid
+
+	// What the dead run (this test process's record, as takeLock writes it)
+	// left, with its id now taken by the other process.
+	mine := string(lockPIDRecord(os.Getpid()))
+	reused := strconv.Itoa(pid) + strings.TrimPrefix(mine, strconv.Itoa(os.Getpid()))
+	if got, alive := lockPIDAlive([]byte(reused)); got != pid || alive {
+		t.Errorf("lock.pid %q, its id reused by a live process: (%d, alive %v), want (%d, gone)", reused, got, alive, pid)
+	}
+	// The recorded process itself, still running: the incident is busy.
+	if got, alive := lockPIDAlive(lockPIDRecord(pid)); got != pid || !alive {
+		t.Errorf("lock.pid of the live process itself: (%d, alive %v), want (%d, alive)", got, alive, pid)
+	}
+	// Another boot: whatever has that id now is not the run.
+	fields := strings.Fields(string(lockPIDRecord(pid)))
+	otherBoot := fields[0] + " " + fields[1] + " 00000000-0000-0000-0000-000000000000\n"
+	if _, alive := lockPIDAlive([]byte(otherBoot)); alive {
+		t.Errorf("lock.pid %q from another boot counts as alive", otherBoot)
+	}
+	// A record written before start times were kept: the id alone decides.
+	if _, alive := lockPIDAlive([]byte(strconv.Itoa(pid) + "\n")); !alive {
+		t.Error("an old lock.pid naming a live process counts as gone")
+	}
+	if err := other.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = other.Wait()
+	if _, alive := lockPIDAlive(lockPIDRecord(os.Getpid())); alive {
+		t.Error("this process's own record counts as another run")
+	}
+	if _, alive := lockPIDAlive([]byte(reused)); alive {
+		t.Error("a process that is gone counts as alive")
 	}
 }

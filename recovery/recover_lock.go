@@ -5,6 +5,7 @@ package recovery
 // incident's dead run.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	if pid, alive := r.lockOwnerAlive(); alive {
 		return "", &incidentBusyError{incident: r.journal.ID, pid: pid}
 	}
-	if err := WriteFileAtomic(r.lockPIDPath(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	if err := WriteFileAtomic(r.lockPIDPath(), lockPIDRecord(os.Getpid()), 0o600); err != nil {
 		return "", fmt.Errorf("record this run's process in the incident: %w", err)
 	}
 	r.claimed = true
@@ -107,7 +108,28 @@ func (r *run) lockOwnerAlive() (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return lockPIDAlive(b)
+}
+
+// lockPIDRecord is what lock.pid says of process pid: its id, and where
+// /proc tells it, its start time and this boot's id, so that a later run
+// can tell the recorded process from another that got its id since.
+func lockPIDRecord(pid int) []byte {
+	if start := processStart(pid); start != "" {
+		return []byte(strconv.Itoa(pid) + " " + start + "\n")
+	}
+	return []byte(strconv.Itoa(pid) + "\n")
+}
+
+// lockPIDAlive reads a lock.pid record: the process it names, and whether
+// it still runs. A process with that id that started at another time, or
+// in another boot, is not the one recorded: ids are reused.
+func lockPIDAlive(record []byte) (int, bool) {
+	fields := strings.Fields(string(record))
+	if len(fields) == 0 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(fields[0])
 	if err != nil || pid <= 0 {
 		return 0, false
 	}
@@ -115,10 +137,39 @@ func (r *run) lockOwnerAlive() (int, bool) {
 		return pid, false
 	}
 	p, err := os.FindProcess(pid)
-	if err != nil {
+	if err != nil || errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone) {
 		return pid, false
 	}
-	return pid, !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
+	if len(fields) > 1 {
+		if now := processStart(pid); now != "" && now != strings.Join(fields[1:], " ") {
+			return pid, false
+		}
+	}
+	return pid, true
+}
+
+// processStart identifies a process beyond its id: its start time in clock
+// ticks after boot (field 22 of /proc/PID/stat) and the boot's id, as
+// "TICKS BOOT-ID"; "" where /proc cannot tell (not Linux, or gone).
+func processStart(pid int) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) is in parentheses and may hold anything.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return ""
+	}
+	fields := strings.Fields(string(stat[i+1:])) // from field 3 on
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[22-3] + " " + strings.TrimSpace(string(boot))
 }
 
 // dryRunLockNote is what a dry run, which takes no lock, says of the
