@@ -49,6 +49,12 @@ type BackupKey struct {
 	ModRevision    int64    `json:"modRevision"`
 	Version        int64    `json:"version"`
 	Encoding       Encoding `json:"encoding"`
+	// StoredKind, StoredName: what etcd held under the key was a value of
+	// another kind, or one named otherwise (Object's fields of the same
+	// names). Recorded, so that the file's check (the value belongs under
+	// its key) tells an object found that way from an edited file.
+	StoredKind string `json:"storedKind,omitempty"`
+	StoredName string `json:"storedName,omitempty"`
 	// Object is the decoded object, for human eyes only: restore never reads it.
 	Object json.RawMessage `json:"object,omitempty"`
 }
@@ -70,7 +76,7 @@ func NewBackup(prefix string, cluster ClusterInfo, objs []Object, toolVersion st
 			Key: o.Key, Resource: o.Resource, Name: o.Name,
 			Value: base64.StdEncoding.EncodeToString(o.Value), SHA256: hex.EncodeToString(sum[:]),
 			CreateRevision: o.CreateRevision, ModRevision: o.ModRevision, Version: o.Version,
-			Encoding: o.Encoding,
+			Encoding: o.Encoding, StoredKind: o.StoredKind, StoredName: o.StoredName,
 		}
 		if o.Decoded != nil {
 			raw, err := json.Marshal(o.Decoded)
@@ -234,7 +240,7 @@ func ParseBackup(data []byte) (*Backup, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
-	if err := b.checkObjectNames(); err != nil {
+	if err := b.checkValues(); err != nil {
 		return nil, err
 	}
 	return &b, nil

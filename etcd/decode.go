@@ -9,6 +9,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1alpha1 "k8s.io/api/admissionregistration/v1alpha1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -48,7 +49,14 @@ type Object struct {
 	// EncryptionProvider is e.g. "aescbc:v1:key1" for an encrypted value.
 	EncryptionProvider string `json:"encryptionProvider,omitempty"`
 	// APIVersion is the version the value was stored as.
-	APIVersion  string      `json:"apiVersion,omitempty"`
+	APIVersion string `json:"apiVersion,omitempty"`
+	// StoredKind is the kind the value says it is, when that kind does not
+	// belong under the key's resource (the value is then not decoded).
+	StoredKind string `json:"storedKind,omitempty"`
+	// StoredName is the value's own metadata.name when it is not the name
+	// in the key: kube-apiserver lists the object by it, but keeps it under
+	// the key. breakglass backs it up and removes it by its key.
+	StoredName  string      `json:"storedName,omitempty"`
 	DecodeError string      `json:"decodeError,omitempty"`
 	Webhooks    []Webhook   `json:"webhooks,omitempty"`
 	Policy      *PolicyInfo `json:"policy,omitempty"`
@@ -129,17 +137,22 @@ func decodeObject(r Resource, name, key string, value []byte, create, mod, versi
 	if gvk != nil && gvk.Version != "" {
 		o.APIVersion = gvk.GroupVersion().String()
 	}
-	if err != nil {
-		o.DecodeError = err.Error()
+	if gvk != nil && gvk.Kind != "" && gvk.Kind != r.Kind() {
+		// Known to the scheme or not, the envelope says what it is.
+		o.StoredKind = gvk.Kind
+		o.DecodeError = fmt.Sprintf("stored kind %s does not belong under %s", gvk.Kind, r)
 		return o
 	}
-	if gvk.Kind != r.Kind() {
-		o.DecodeError = fmt.Sprintf("stored kind %s does not belong under %s", gvk.Kind, r)
+	if err != nil {
+		o.DecodeError = err.Error()
 		return o
 	}
 	// The serializer leaves TypeMeta empty; set it so JSON output says what it is.
 	obj.GetObjectKind().SetGroupVersionKind(*gvk)
 	o.Decoded = obj
+	if m, err := meta.Accessor(obj); err == nil && m.GetName() != name {
+		o.StoredName = m.GetName()
+	}
 	if err := summarize(&o, gvk.Version); err != nil {
 		o.DecodeError = err.Error()
 	}

@@ -294,6 +294,32 @@ func (e *KeyShapeError) Hints() []string {
 	}
 }
 
+// WrongKindError: a backup holds, as etcd held it, a value of another kind
+// under an admission key (etcd webhooks lists it as not decodable).
+// kube-apiserver cannot read it there; restore does not put it back.
+type WrongKindError struct {
+	Key, Kind, Belongs string
+	Path               string // the backup file, when restored from one
+}
+
+func (e *WrongKindError) Error() string {
+	return fmt.Sprintf("the backup holds under %s a %s, as etcd held it: only a %s belongs there, kube-apiserver cannot read it, and breakglass does not put it back (nothing was restored)",
+		termsafe.String(e.Key), termsafe.String(e.Kind), e.Belongs)
+}
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *WrongKindError) Hints() []string {
+	file := e.Path
+	if file == "" {
+		file = "FILE"
+	}
+	key := termsafe.String(e.Key)
+	return []string{
+		"to restore the other keys: copy the file without this key's entry, and restore the copy",
+		fmt.Sprintf("to put this value back anyway, by hand, with etcdctl (same endpoints and certificates): jq -r '.keys[] | select(.key == %q) | .value' %s | base64 -d | etcdctl put %s", key, file, key),
+	}
+}
+
 // EmptyPlanError is a delete or backup asked for no objects.
 type EmptyPlanError struct{}
 
@@ -332,3 +358,4 @@ func (e *SnapshotError) Unwrap() error       { return failure.Verification }
 func (e *ForeignClusterError) Unwrap() error { return failure.Refused }
 func (e *PrefixMismatchError) Unwrap() error { return failure.Refused }
 func (e *KeyShapeError) Unwrap() error       { return failure.Refused }
+func (e *WrongKindError) Unwrap() error      { return failure.Refused }

@@ -3,10 +3,12 @@ package etcd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
 // RestoreStatus is the outcome for one key.
@@ -55,6 +57,10 @@ func (c *Client) RestoreFile(ctx context.Context, path string, w Writer, opts Re
 	if res != nil {
 		res.Path = path
 	}
+	var wk *WrongKindError
+	if errors.As(err, &wk) {
+		wk.Path = path
+	}
 	return res, err
 }
 
@@ -70,6 +76,14 @@ func (c *Client) RestoreFile(ctx context.Context, path string, w Writer, opts Re
 func (c *Client) Restore(ctx context.Context, b *Backup, w Writer, opts RestoreOptions) (*RestoreResult, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
+	}
+	if err := b.checkValues(); err != nil {
+		return nil, err
+	}
+	for _, k := range b.Keys {
+		if k.StoredKind != "" {
+			return nil, &WrongKindError{Key: k.Key, Kind: k.StoredKind, Belongs: k.Resource.Kind()}
+		}
 	}
 	if b.Prefix != c.prefix {
 		return nil, &PrefixMismatchError{BackupPrefix: b.Prefix, Prefix: c.prefix}
@@ -122,27 +136,41 @@ func (c *Client) Restore(ctx context.Context, b *Backup, w Writer, opts RestoreO
 	return res, nil
 }
 
-// checkObjectNames refuses, before anything is written, a backup in which a
-// key's object is named otherwise than the key: the API server would serve
-// it under one name and report another. Encrypted values cannot be read and
-// are checked by their sha256 only.
-func (b *Backup) checkObjectNames() error {
+// checkValues refuses, before anything is written, a backup in which a
+// key's value does not belong under it: a value of another kind (moved from
+// another resource's key: kube-apiserver could not read it there), or an
+// object named otherwise than the key (served under one name, reported as
+// another). What etcd itself held that way was recorded as such when the
+// backup was taken (StoredKind, StoredName); anything else is an edit.
+// Encrypted values cannot be read and are checked by their sha256 only.
+func (b *Backup) checkValues() error {
 	for _, k := range b.Keys {
 		raw, err := k.RawValue()
 		if err != nil {
 			return err
 		}
 		o := decodeObject(k.Resource, k.Name, k.Key, raw, k.CreateRevision, k.ModRevision, k.Version)
-		if o.Decoded == nil {
-			continue
+		bad := func(format string, args ...any) error {
+			return &BackupFileError{Key: k.Key, Err: fmt.Errorf("%w: "+format, append([]any{ErrMalformedBackup}, args...)...)}
 		}
-		m, err := meta.Accessor(o.Decoded)
-		if err != nil {
-			continue
-		}
-		if m.GetName() != k.Name {
-			return &BackupFileError{Key: k.Key, Err: fmt.Errorf("%w: the key names the object %q, its value is named %q", ErrMalformedBackup, k.Name, m.GetName())}
+		switch {
+		case o.StoredKind != k.StoredKind && o.StoredKind != "":
+			return bad("its value is a %s, which does not belong under %s/%s/ (the key of a %s)",
+				termsafe.String(o.StoredKind), b.Prefix, k.Resource, k.Resource.Kind())
+		case o.StoredKind != k.StoredKind:
+			return bad("the file says its value is a %s, it is not", termsafe.String(k.StoredKind))
+		case o.Decoded != nil && o.StoredName != k.StoredName && k.StoredName == "":
+			return bad("the key names the object %q, its value is named %q", k.Name, o.StoredName)
+		case o.Decoded != nil && o.StoredName != k.StoredName:
+			return bad("the file says its value is named %q, it is named %q", k.StoredName, orName(o.StoredName, k.Name))
 		}
 	}
 	return nil
+}
+
+func orName(stored, name string) string {
+	if stored != "" {
+		return stored
+	}
+	return name
 }

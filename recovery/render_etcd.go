@@ -17,6 +17,9 @@ func RenderDeletePlan(w io.Writer, endpoints []string, p *etcd.Plan, opts etcd.E
 	fmt.Fprintf(w, "Plan: delete %d key(s) from etcd cluster %s (%s), read at revision %d\n", len(p.Objects), p.Cluster.ClusterID, strings.Join(endpoints, ","), p.Cluster.Revision)
 	for _, o := range p.Objects {
 		fmt.Fprintf(w, "  %s %s\n    key %s, mod revision %d, %s\n", o.Kind, termsafe.String(o.Name), termsafe.String(o.Key), o.ModRevision, EncodingNote(o))
+		if n := KeyNote(o); n != "" {
+			fmt.Fprintf(w, "    %s\n", n)
+		}
 		for _, wh := range o.Webhooks {
 			fmt.Fprintf(w, "    webhook %s: failurePolicy %s, %s\n", termsafe.String(wh.Name), wh.FailurePolicy, termsafe.String(wh.Target()))
 		}
@@ -50,6 +53,20 @@ func EncodingNote(o etcd.Object) string {
 		return string(o.Encoding) + ", NOT DECODABLE: " + termsafe.Text(o.DecodeError)
 	}
 	return string(o.Encoding) + " " + o.APIVersion
+}
+
+// KeyNote says what is odd about an object whose value does not match its
+// key (another name, another kind), and how to look at it; "" otherwise.
+// breakglass backs such an object up and removes it by its key.
+func KeyNote(o etcd.Object) string {
+	look := "look at it with etcdctl (same endpoints and certificates): etcdctl get " + termsafe.String(o.Key) + " --print-value-only | strings"
+	switch {
+	case o.StoredKind != "":
+		return "NOTE: its value is a " + termsafe.String(o.StoredKind) + ", which does not belong under this key: kube-apiserver cannot read it; it is backed up and removed by its key, and a restore will not put it back; " + look
+	case o.StoredName != "":
+		return "NOTE: its value names the object " + termsafe.String(o.StoredName) + ": kube-apiserver lists it by that name but keeps it under this key, so it is backed up and removed by its key; " + look
+	}
+	return ""
 }
 
 // RenderRestore is a restore's plan (with its header: what the backup is)

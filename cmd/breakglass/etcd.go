@@ -493,6 +493,9 @@ func renderListing(w io.Writer, l *etcd.Listing) {
 	for _, o := range l.Objects {
 		fmt.Fprintf(w, "\n%s %s\n", o.Kind, safeName(o.Name))
 		fmt.Fprintf(w, "  key %s, mod revision %d, version %d, %s\n", safeName(o.Key), o.ModRevision, o.Version, recovery.EncodingNote(o))
+		if n := recovery.KeyNote(o); n != "" {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
 		for _, wh := range o.Webhooks {
 			fmt.Fprintf(w, "  webhook %s\n", safeName(wh.Name))
 			fmt.Fprintf(w, "    failurePolicy %s, timeout %ds, %s\n", wh.FailurePolicy, wh.TimeoutSeconds, safeName(wh.Target()))
