@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -195,6 +196,12 @@ func (r Report) Find(configuration, webhook string) (Finding, bool) {
 // Audit decides, for every webhook, whether it can block kube-apiserver's own
 // start-up writes (see StartupRequests), assuming its backend is unreachable.
 func Audit(cfgs []Configuration, opts Options) (Report, error) {
+	return AuditContext(context.Background(), cfgs, opts)
+}
+
+// AuditContext is Audit stopped by ctx, even in the middle of a CEL
+// evaluation: it then returns ctx's cause.
+func AuditContext(ctx context.Context, cfgs []Configuration, opts Options) (Report, error) {
 	from, to, err := opts.Versions()
 	if err != nil {
 		return Report{}, err
@@ -208,6 +215,7 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 		slow = DefaultSlowTimeout
 	}
 	env := newMatchEnv(opts)
+	env.ctx = ctx
 	rep := Report{KubernetesVersion: to, FromVersion: from, ToVersion: to, SlowTimeoutSeconds: slow.Seconds(), Findings: []Finding{}, Risk: RiskNone}
 	add := func(f Finding) {
 		rep.Findings = append(rep.Findings, f)
@@ -224,6 +232,10 @@ func Audit(cfgs []Configuration, opts Options) (Report, error) {
 	}
 	for _, f := range auditPolicies(cfgs, reqs, env) {
 		add(f)
+	}
+	if ctx.Err() != nil {
+		// Findings made of evaluations that never ran say nothing.
+		return Report{}, context.Cause(ctx)
 	}
 	for _, u := range opts.Unreadable {
 		add(unreadableFinding(u))
@@ -280,6 +292,9 @@ func auditWebhook(w *webhook, reqs []StartupRequest, env matchEnv, slow time.Dur
 
 	var fatalHit, fatalUnknown, anyHit []StartupRequest
 	for _, r := range reqs {
+		if env.done() {
+			break
+		}
 		if r.NewClusterOnly && !env.newCluster {
 			continue
 		}

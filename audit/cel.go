@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -32,7 +34,24 @@ import (
 //     Kubernetes authz functions but always bound to unknown values (partial
 //     evaluation): the audit has no authorizer, so a result that depends on
 //     one is unknown.
-//   - Cost limits are not enforced.
+//
+// Cost limits are kube-apiserver's (k8s.io/apiserver/pkg/apis/cel/config.go,
+// the same in 1.32 to 1.37): an evaluation that goes over one is stopped
+// there with an error, and the audit says unknown with the reason.
+const (
+	// perCallLimit is PerCallLimit: one expression's evaluation.
+	perCallLimit = 1000000
+	// matchConditionsBudget is RuntimeCELCostBudgetMatchConditions: all the
+	// matchConditions of one webhook (or policy) for one request.
+	matchConditionsBudget = 2500000
+	// policyBudget is RuntimeCELCostBudget: all the expressions of one
+	// policy binding for one request.
+	policyBudget = 10000000
+	// checkFrequency is CheckFrequency: comprehension iterations between
+	// two looks at whether the evaluation was interrupted.
+	checkFrequency = 100
+)
+
 const (
 	varObject                    = "object"
 	varOldObject                 = "oldObject"
@@ -134,13 +153,25 @@ func compileCondition(name, expression string) compiledCondition {
 		c.compileErr = fmt.Errorf("must evaluate to bool but got %v", ast.OutputType())
 		return c
 	}
-	prg, err := env.Program(ast, cel.EvalOptions(cel.OptPartialEval))
+	prg, err := env.Program(ast, programOptions()...)
 	if err != nil {
 		c.compileErr = err
 		return c
 	}
 	c.program = prg
 	return c
+}
+
+// programOptions are kube-apiserver's (environment/base.go, compile.go):
+// cost tracked and limited per call, has() free, interrupts checked; plus
+// partial evaluation, for what the audit does not model.
+func programOptions() []cel.ProgramOption {
+	return []cel.ProgramOption{
+		cel.EvalOptions(cel.OptPartialEval, cel.OptTrackCost),
+		cel.CostLimit(perCallLimit),
+		cel.CostTrackerOptions(interpreter.PresenceTestHasCost(false)),
+		cel.InterruptCheckFrequency(checkFrequency),
+	}
 }
 
 // conditionResult is one condition's outcome for one request.
@@ -159,6 +190,11 @@ func (c conditionResult) String() string {
 
 // celInput is what a condition sees for one request.
 type celInput struct {
+	// ctx stops an evaluation (the operator's Ctrl-C); nil is never done.
+	ctx context.Context
+	// budget is what is left of the cost budget the evaluations share (a
+	// webhook's matchConditions, a policy binding's expressions); nil: none.
+	budget    *costBudget
 	request   map[string]interface{}
 	object    map[string]interface{}
 	oldObject map[string]interface{}
@@ -218,9 +254,22 @@ func evalValue(prg cel.Program, in celInput) (ref.Val, conditionResult, string) 
 	if err != nil {
 		return nil, condUnknown, err.Error()
 	}
-	val, _, err := prg.Eval(act)
-	if err != nil {
+	ctx := in.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	val, det, err := prg.ContextEval(ctx, act)
+	var cancelled interpreter.EvalCancelledError
+	switch {
+	case ctx.Err() != nil:
+		return nil, condUnknown, "not evaluated: " + context.Cause(ctx).Error()
+	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded:
+		return nil, condUnknown, fmt.Sprintf("its evaluation goes over kube-apiserver's CEL cost limit (%d per expression), where kube-apiserver stops it with an error and the failure policy decides", perCallLimit)
+	case err != nil:
 		return nil, condError, firstLine(err.Error())
+	}
+	if why := in.budget.spend(det); why != "" {
+		return nil, condUnknown, why
 	}
 	if types.IsUnknown(val) {
 		return nil, condUnknown, "depends on " + describeUnknown(val)
@@ -229,6 +278,28 @@ func evalValue(prg cel.Program, in celInput) (ref.Val, conditionResult, string) 
 		return nil, condError, firstLine(fmt.Sprint(val))
 	}
 	return val, condTrue, ""
+}
+
+// costBudget is a cost budget shared by several evaluations, as
+// kube-apiserver counts it.
+type costBudget struct {
+	left int64
+	what string // e.g. "of one webhook's matchConditions for one request"
+}
+
+func newBudget(total int64, what string) *costBudget { return &costBudget{left: total, what: what} }
+
+// spend takes an evaluation's cost from the budget: "" while it lasts, else
+// why the evaluation is unknown.
+func (b *costBudget) spend(det *cel.EvalDetails) string {
+	if b == nil || det == nil || det.ActualCost() == nil {
+		return ""
+	}
+	b.left -= int64(*det.ActualCost())
+	if b.left >= 0 {
+		return ""
+	}
+	return fmt.Sprintf("the evaluations go over kube-apiserver's CEL cost budget %s, where kube-apiserver stops with an error and the failure policy decides", b.what)
 }
 
 func describeUnknown(val ref.Val) string {

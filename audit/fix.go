@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -132,8 +133,13 @@ func Fix(cfgs []Configuration, style FixStyle) ([]byte, error) {
 // requests still match exactly as before. With ExcludeAPIServer the patched
 // webhooks must come out none, else FixVerificationError.
 func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
+	return PlanFixContext(context.Background(), cfgs, style)
+}
+
+// PlanFixContext is PlanFix stopped by ctx (see AuditContext).
+func PlanFixContext(ctx context.Context, cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 	style = style.withDefaults()
-	before, err := Audit(cfgs, style.Audit)
+	before, err := AuditContext(ctx, cfgs, style.Audit)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +186,7 @@ func PlanFix(cfgs []Configuration, style FixStyle) (*FixPlan, error) {
 	}
 	selected = append(selected, sel...)
 
-	plan.After, err = Audit(plan.patched, style.Audit)
+	plan.After, err = AuditContext(ctx, plan.patched, style.Audit)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -69,10 +70,14 @@ type matchResult struct {
 
 // matchEnv carries what matching needs beyond the webhook and the request.
 type matchEnv struct {
+	ctx             context.Context // stops the audit; nil never does
 	namespaceLabels map[string]map[string]string
 	runtimeConfig   map[string]bool
 	newCluster      bool
 }
+
+// done tells whether the audit was stopped.
+func (e matchEnv) done() bool { return e.ctx != nil && e.ctx.Err() != nil }
 
 func (e matchEnv) labelsOfNamespace(ns string) map[string]string {
 	l := map[string]string{labelMetadataName: ns}
@@ -129,6 +134,8 @@ func (w *webhook) match(r StartupRequest, env matchEnv) matchResult {
 	if err != nil {
 		return matchResult{outcome: outUnknown, why: append(why, err.Error())}
 	}
+	in.ctx = env.ctx
+	in.budget = newBudget(matchConditionsBudget, fmt.Sprintf("(%d for one webhook's matchConditions on one request)", matchConditionsBudget))
 	return w.evalConditions(in, why)
 }
 

@@ -132,6 +132,9 @@ func (u *policyUnit) audit(b *Policy, params []*Policy, reqs []StartupRequest, e
 	hooks := []string{}
 	configOnly := true // every rejection is a configuration error: a matchCondition cannot help
 	for _, r := range reqs {
+		if env.done() {
+			break
+		}
 		if r.NewClusterOnly && !env.newCluster {
 			continue
 		}
@@ -225,6 +228,7 @@ func (u *policyUnit) decide(b *Policy, params []*Policy, r StartupRequest, env m
 	if err != nil {
 		return OutcomeUnknown, append(why, err.Error())
 	}
+	in.ctx = env.ctx
 	if r.Namespace != "" {
 		// Its labels beyond kubernetes.io/metadata.name are not modelled.
 		in.unknown = append(in.unknown, cel.AttributePattern(varNamespaceObject))
@@ -274,6 +278,7 @@ func (u *policyUnit) decide(b *Policy, params []*Policy, r StartupRequest, env m
 // annotations (validating) or mutations (mutating) for one param.
 func (u *policyUnit) evaluate(in celInput, r StartupRequest, b *Policy, fail bool) (string, []string) {
 	var why, errs, unknowns []string
+	in.budget = newBudget(matchConditionsBudget, fmt.Sprintf("(%d for one binding's matchConditions on one request)", matchConditionsBudget))
 	for _, c := range u.conditions {
 		res, detail := c.evalBool(in)
 		switch res {
@@ -295,6 +300,7 @@ func (u *policyUnit) evaluate(in celInput, r StartupRequest, b *Policy, fail boo
 	}
 	vars := map[string]interface{}{}
 	in.extra[varVariables] = vars
+	in.budget = newBudget(policyBudget, fmt.Sprintf("(%d for one binding's expressions on one request)", policyBudget))
 	for _, v := range u.variables {
 		val, res, _ := v.evalValue(in)
 		switch res {

@@ -76,7 +76,7 @@ func compilePolicyExpr(what, expression string, wantBool bool) policyExpr {
 		e.compileErr = fmt.Errorf("must evaluate to bool but got %v", ast.OutputType())
 		return e
 	}
-	e.program, e.compileErr = env.Program(ast, cel.EvalOptions(cel.OptPartialEval))
+	e.program, e.compileErr = env.Program(ast, programOptions()...)
 	return e
 }
 

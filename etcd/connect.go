@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 )
 
@@ -93,7 +93,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	var tlsCfg *tls.Config
 	if secure {
-		if tlsCfg, err = buildTLS(cfg); err != nil {
+		if tlsCfg, err = buildTLS(ctx, cfg); err != nil {
 			return nil, err
 		}
 	} else if cfg.CertFile != "" || len(cfg.CertPEM) > 0 || cfg.CACertFile != "" || len(cfg.CACertPEM) > 0 {
@@ -303,13 +303,16 @@ func normalizeEndpoints(in []string) (out []string, secure bool, err error) {
 	return out, nHTTPS > 0, nil
 }
 
-func buildTLS(cfg Config) (*tls.Config, error) {
+func buildTLS(ctx context.Context, cfg Config) (*tls.Config, error) {
 	pick := func(what, file string, pem []byte) ([]byte, error) {
 		switch {
 		case file != "" && len(pem) > 0:
 			return nil, &ConfigError{Reason: what + " given both as a file and in memory"}
 		case file != "":
-			b, err := os.ReadFile(file)
+			b, err := ctxfile.ReadFile(ctx, file, 0)
+			if ctx.Err() != nil {
+				return nil, err // interrupted while a FIFO or a pipe kept it waiting
+			}
 			if err != nil {
 				return nil, &ConfigError{Reason: fmt.Sprintf("read %s: %v", what, err)}
 			}

@@ -158,7 +158,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	}
 	rep.Runs = append(rep.Runs, run)
 	if opts.Fix {
-		fixed, fixedCfgs, err := applyAuditFix(objs, cfgs, opts)
+		fixed, fixedCfgs, err := applyAuditFix(ctx, objs, cfgs, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +245,7 @@ func replayOnce(ctx context.Context, opts ReplayOptions, name string, objs []rep
 		fmt.Fprintf(opts.Log, "replay (%s): "+format+"\n", append([]any{name}, args...)...)
 	}
 	run := &ReplayRun{Name: name, FailingChecks: []string{}, Refusals: []Refusal{}, Installed: map[string]int{}}
-	run.Prediction, err = predict(cfgs, opts)
+	run.Prediction, err = predict(ctx, cfgs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -397,8 +397,8 @@ func exitReason(r ContainerRun, logs string) string {
 }
 
 // predict is the audit's verdict for the configurations and versions.
-func predict(cfgs []audit.Configuration, opts ReplayOptions) (Prediction, error) {
-	rep, err := audit.Audit(cfgs, auditOptions(opts))
+func predict(ctx context.Context, cfgs []audit.Configuration, opts ReplayOptions) (Prediction, error) {
+	rep, err := audit.AuditContext(ctx, cfgs, auditOptions(opts))
 	if err != nil {
 		return Prediction{}, err
 	}

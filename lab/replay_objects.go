@@ -300,8 +300,8 @@ func webhookOwners(objs []replayObject) map[string]Refusal {
 
 // applyAuditFix is the input with the fix `breakglass audit --fix` prints
 // applied: each object the fix rewrites replaced by its fixed form.
-func applyAuditFix(objs []replayObject, cfgs []audit.Configuration, opts ReplayOptions) ([]replayObject, []audit.Configuration, error) {
-	plan, err := audit.PlanFix(cfgs, audit.FixStyle{Exclusion: opts.FixStyle, Format: audit.FormatManifest, Audit: auditOptions(opts)})
+func applyAuditFix(ctx context.Context, objs []replayObject, cfgs []audit.Configuration, opts ReplayOptions) ([]replayObject, []audit.Configuration, error) {
+	plan, err := audit.PlanFixContext(ctx, cfgs, audit.FixStyle{Exclusion: opts.FixStyle, Format: audit.FormatManifest, Audit: auditOptions(opts)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,10 +2,10 @@ package runbooks
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 )
 
 // The version and kind every runbook file declares.
@@ -143,20 +145,25 @@ func Load(data []byte, source string) (*Runbook, error) {
 }
 
 // LoadFile reads a runbook file.
-func LoadFile(path string) (*Runbook, error) {
-	f, err := os.Open(path)
+func LoadFile(path string) (*Runbook, error) { return LoadFileContext(context.Background(), path) }
+
+// LoadFileContext is LoadFile stopped by ctx, with its cause: a FIFO or a
+// stalled pipe named as the runbook does not keep Ctrl-C waiting.
+func LoadFileContext(ctx context.Context, path string) (*Runbook, error) {
+	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &NotFoundError{Name: path, File: true, Known: BuiltinNames(), Err: err}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read runbook: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
+	if err == nil && st.IsDir() {
 		return nil, (&LoadError{Source: path, Msg: "is a directory, not a runbook file"}).hint("give a runbook file (DIR/NAME.yaml) or a builtin name: breakglass runbook list")
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
+	data, err := ctxfile.ReadFile(ctx, path, maxFileSize+1)
+	switch {
+	case ctx.Err() != nil:
+		return nil, err
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &NotFoundError{Name: path, File: true, Known: BuiltinNames(), Err: err}
+	case err != nil:
 		return nil, fmt.Errorf("read runbook: %w", err)
 	}
 	return Load(data, path)
@@ -166,8 +173,13 @@ func LoadFile(path string) (*Runbook, error) {
 // a DNS label, so anything else (a '/', a '.', ".yaml") is taken as a path:
 // which file is read never depends on the current directory's contents.
 func Resolve(nameOrPath string) (*Runbook, error) {
+	return ResolveContext(context.Background(), nameOrPath)
+}
+
+// ResolveContext is Resolve with a file read stopped by ctx.
+func ResolveContext(ctx context.Context, nameOrPath string) (*Runbook, error) {
 	if !ValidName(nameOrPath) {
-		return LoadFile(nameOrPath)
+		return LoadFileContext(ctx, nameOrPath)
 	}
 	return Get(nameOrPath)
 }

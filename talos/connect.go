@@ -57,7 +57,7 @@ type Client struct {
 func Connect(ctx context.Context, opts Options) (*Client, error) {
 	// Read it ourselves: the machinery's Open creates a missing file, and a
 	// recovery tool must not leave an empty talosconfig behind.
-	cfg, name, err := readTalosconfig(opts.Talosconfig, opts.Context)
+	cfg, name, err := readTalosconfig(ctx, opts.Talosconfig, opts.Context)
 	if err != nil {
 		return nil, err
 	}

@@ -5,10 +5,12 @@ package talos
 // TALOSCONFIG points at a kubeconfig.
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"io/fs"
 	"os"
 	"slices"
@@ -31,10 +33,13 @@ func (e *talosconfigError) Hints() []string { return []string{e.hint} }
 const freshTalosconfig = "check it with: talosctl config info (or get a fresh one: talosctl config merge, omnictl talosconfig)"
 
 // readTalosconfig reads the talosconfig at path and the context to use
-// (name, or its current one). It never creates the file.
-func readTalosconfig(path, name string) (*clientconfig.Config, string, error) {
-	raw, err := os.ReadFile(path)
+// (name, or its current one). It never creates the file. A FIFO with no
+// writer does not keep ctx's cancellation waiting.
+func readTalosconfig(ctx context.Context, path, name string) (*clientconfig.Config, string, error) {
+	raw, err := ctxfile.ReadFile(ctx, path, 0)
 	switch {
+	case ctx.Err() != nil:
+		return nil, "", err
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, "", &talosconfigError{fmt.Sprintf("cannot read talosconfig %s: no such file", path), "pass --talosconfig PATH or set TALOSCONFIG"}
 	case err != nil && isDir(path):

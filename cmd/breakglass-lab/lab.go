@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,14 +161,17 @@ func replayCommand(s streams) *cli.Command {
 func replaySources(c *cli.Context, s streams) ([]lab.ReplaySource, error) {
 	var out []lab.ReplaySource
 	for _, f := range c.StringSlice("file") {
-		data, err := command.ReadInput(f, s.In, "pass the admission objects with -f FILE, or - for standard input")
+		data, err := command.ReadInput(c.Context, f, s.In, "pass the admission objects with -f FILE, or - for standard input")
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, lab.ReplaySource{Name: f, Data: data})
 	}
 	if path := c.String("kubeconfig"); path != "" {
-		kc, err := os.ReadFile(path)
+		kc, err := ctxfile.ReadFile(c.Context, path, 0)
+		if c.Context.Err() != nil {
+			return nil, err
+		}
 		if err != nil {
 			return nil, failure.Input("pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)", "%v", err)
 		}

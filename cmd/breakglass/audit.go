@@ -3,12 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/command"
+	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/urfave/cli/v2"
@@ -63,7 +63,7 @@ func auditCommand(s streams) *cli.Command {
 			if c.Bool("fix") {
 				return runAuditFix(c, s, cfgs, opts)
 			}
-			report, err := audit.Audit(cfgs, opts)
+			report, err := audit.AuditContext(c.Context, cfgs, opts)
 			if err != nil {
 				return err
 			}
@@ -130,7 +130,7 @@ func auditInputs(c *cli.Context, s streams, g globalOptions) (auditInput, error)
 func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([]audit.Configuration, error) {
 	var cfgs []audit.Configuration
 	for _, f := range c.StringSlice("file") {
-		data, err := command.ReadInput(f, s.In, "pass manifests with -f FILE, or - for standard input")
+		data, err := command.ReadInput(c.Context, f, s.In, "pass manifests with -f FILE, or - for standard input")
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +141,10 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 		cfgs = append(cfgs, parsed...)
 	}
 	if path := c.String("kubeconfig"); path != "" {
-		kc, err := os.ReadFile(path)
+		kc, err := ctxfile.ReadFile(c.Context, path, 0)
+		if c.Context.Err() != nil {
+			return nil, err
+		}
 		if err != nil {
 			return nil, usageError{err.Error(), "pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)"}
 		}
@@ -201,7 +204,7 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 }
 
 func runAuditFix(c *cli.Context, s streams, cfgs []audit.Configuration, opts audit.Options) error {
-	plan, err := audit.PlanFix(cfgs, audit.FixStyle{
+	plan, err := audit.PlanFixContext(c.Context, cfgs, audit.FixStyle{
 		Exclusion: audit.Exclusion(c.String("fix-style")),
 		Format:    audit.Format(c.String("fix-format")),
 		Audit:     opts,

@@ -15,7 +15,7 @@ func init() { commandRegistry = append(commandRegistry, runbookCommand) }
 // guidedSteps resolves the runbook (a built-in name or a file) and applies
 // the command line's overrides to it.
 func guidedSteps(c *cli.Context) (string, []recovery.Step, error) {
-	rb, err := runbooks.Resolve(c.String("runbook"))
+	rb, err := runbooks.ResolveContext(c.Context, c.String("runbook"))
 	if err != nil {
 		return "", nil, err
 	}
@@ -70,7 +70,7 @@ func runbookCommand(s streams) *cli.Command {
 					if c.Args().Len() != 1 {
 						return usageError{"runbook show takes one runbook name or file", "list them with: breakglass runbook list"}
 					}
-					rb, err := runbooks.Resolve(c.Args().First())
+					rb, err := runbooks.ResolveContext(c.Context, c.Args().First())
 					if err != nil {
 						return err
 					}

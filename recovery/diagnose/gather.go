@@ -292,7 +292,7 @@ func gatherEtcd(ctx context.Context, objs Objects, resources []etcd.Resource) Et
 		return ee
 	}
 	ee.Revision = l.Cluster.Revision
-	risks := startupRisks(l.Objects)
+	risks := startupRisks(ctx, l.Objects)
 	for _, o := range l.Objects {
 		ao := AdmissionObject{Kind: o.Kind, Name: o.Name, Key: o.Key, Encoding: string(o.Encoding), Undecoded: o.DecodeError}
 		for _, w := range o.Webhooks {

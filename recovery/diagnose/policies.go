@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -18,7 +19,7 @@ import (
 // the chain never shows in the log (the first failure ends the request),
 // and a policy's denial of the default ServiceCIDR is not logged at all at
 // default verbosity: the audit names them.
-func startupRisks(objs []etcd.Object) map[string]string {
+func startupRisks(ctx context.Context, objs []etcd.Object) map[string]string {
 	var cfgs []audit.Configuration
 	for _, o := range objs {
 		if o.Decoded == nil {
@@ -31,7 +32,7 @@ func startupRisks(objs []etcd.Object) map[string]string {
 		cfgs = append(cfgs, c...)
 	}
 	out := map[string]string{}
-	report, err := audit.Audit(cfgs, audit.Options{})
+	report, err := audit.AuditContext(ctx, cfgs, audit.Options{})
 	if err != nil {
 		return out
 	}

@@ -108,7 +108,7 @@ func TestStartupRisksAuditsPoliciesWithTheirBindings(t *testing.T) {
 		{Kind: kinds.ValidatingAdmissionPolicy, Name: "q", Decoded: policy("q")},
 		{Kind: kinds.ValidatingAdmissionPolicyBinding, Name: "w", Decoded: binding("w", "q", warn)},
 	}
-	risks := startupRisks(objs)
+	risks := startupRisks(t.Context(), objs)
 	for key, want := range map[string]string{
 		"ValidatingAdmissionPolicy/p": "deadlock", "ValidatingAdmissionPolicyBinding/b": "deadlock",
 		"ValidatingAdmissionPolicy/q": "none", "ValidatingAdmissionPolicyBinding/w": "none",
