@@ -62,8 +62,12 @@ type NodeChange struct {
 	// Any non-try apply, even a dry run, cancels that on the node, so the
 	// plan's dry run must then be a try too.
 	pendingRollback time.Time
-	nodeName        string
-	podBefore       talos.PodStatus // the kube-apiserver pod before the change
+	// tryRecord is the record of breakglass's own try-mode change on the
+	// node, if any: the node, not this machine's clock, says whether it is
+	// still pending (see ownTryChange).
+	tryRecord *AdmissionRecord
+	nodeName  string
+	podBefore talos.PodStatus // the kube-apiserver pod before the change
 }
 
 // AdmissionPlan is a computed change over the target nodes: shown, confirmed,
@@ -157,7 +161,7 @@ func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts Admission
 			n.Action, n.Reason = "none", "already disabled"
 			return nil
 		}
-		n.pendingRollback = rollbackPending(existing, cfg)
+		n.pendingRollback, n.tryRecord = rollbackPending(existing, cfg), existing
 		if !n.pendingRollback.IsZero() && opts.RevertAfter > 0 {
 			// A second try would roll back to the first one's result, and
 			// the first one's rollback would be lost.
@@ -215,7 +219,7 @@ func PlanRestore(ctx context.Context, tc *talos.Client, st State, opts Admission
 			n.Action, n.Reason = "none", "the config is already what it was before disable (rolled back or restored)"
 			n.record, n.ByteExact = rec, true
 		case rec != nil:
-			n.pendingRollback = rollbackPending(rec, cfg)
+			n.pendingRollback, n.tryRecord = rollbackPending(rec, cfg), rec
 			out = cfg.Bytes
 			for i := len(rec.Edits) - 1; i >= 0; i-- {
 				if out, err = configedit.Restore(out, rec.Edits[i]); err != nil {
@@ -374,7 +378,7 @@ func checkPendingChange(ctx context.Context, tc *talos.Client, n *NodeChange, ru
 	if err != nil {
 		return err
 	}
-	if disk.Hash() == running.Hash() || ownTryChange(n, disk) {
+	if disk.Hash() == running.Hash() || ownTryChange(n.tryRecord, running, disk) {
 		return nil
 	}
 	n.PendingChange = "the running config and the config on disk differ: someone's TRY change is pending (it rolls back by itself) or a STAGED change waits for a reboot"
@@ -388,10 +392,12 @@ func checkPendingChange(ctx context.Context, tc *talos.Client, n *NodeChange, ru
 }
 
 // ownTryChange tells whether breakglass's own try-mode disable explains the
-// difference: its rollback is pending (the running config is what it
-// applied) and the disk still holds what was there before.
-func ownTryChange(n *NodeChange, disk talos.MachineConfig) bool {
-	return !n.pendingRollback.IsZero() && n.record != nil && disk.Hash() == n.record.ConfigHashBefore
+// difference: the node runs what it applied and its disk still holds what
+// was there before, so the rollback is still pending there, whatever this
+// machine's clock says of the recorded rollback time (a clock ahead of the
+// node's, a restore moments before the rollback).
+func ownTryChange(rec *AdmissionRecord, running, disk talos.MachineConfig) bool {
+	return rec != nil && rec.Mode == "try" && running.Hash() == rec.ConfigHashAfter && disk.Hash() == rec.ConfigHashBefore
 }
 
 // rollbackPending is when a try-mode change recorded in rec reverts by

@@ -3,8 +3,10 @@ package recovery
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,5 +109,49 @@ func TestStaleLockPIDByStartTime(t *testing.T) {
 	}
 	if _, alive := lockPIDAlive([]byte(reused)); alive {
 		t.Error("a process that is gone counts as alive")
+	}
+}
+
+// Issue 21, case 11: etcd that did not answer is tried again at its next
+// use. On main the first connection error was kept for the whole run: one
+// timeout at preflight failed every later etcd step.
+func TestEtcdRetriedAfterAFailure(t *testing.T) {
+	ca, err := etcdtest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certPEM, keyPEM, err := ca.IssueClient("breakglass", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"ca.crt": ca.CertPEM, "client.crt": certPEM, "client.key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A free port: nothing listens there yet.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	r := &run{opts: RecoverOptions{Etcd: EtcdOptions{
+		Endpoints: []string{"https://127.0.0.1:" + strconv.Itoa(port)},
+		CACert:    filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "client.crt"), Key: filepath.Join(dir, "client.key"),
+	}}}
+	ctx := t.Context()
+	if _, err := r.etcd(ctx); err == nil {
+		t.Fatal("etcd answered before it was started")
+	}
+	etcdtest.StartTLS(t, etcdtest.WithCA(ca), etcdtest.WithClientPort(port))
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		t.Fatalf("etcd answers now, but the run keeps the first failure: %v", err)
+	}
+	defer ec.Close()
+	if again, _ := r.etcd(ctx); again != ec {
+		t.Error("a connection that works is not kept")
 	}
 }

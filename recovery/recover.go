@@ -104,7 +104,6 @@ type run struct {
 	opts    RecoverOptions
 	journal *Journal
 	ec      *etcd.Client
-	etcdErr error
 	lock    *etcd.Lock
 	cluster string
 	done    map[string]bool // steps completed in an earlier run (resume)
@@ -394,17 +393,22 @@ func (r *run) close(ctx context.Context) {
 }
 
 // etcd connects on first use. Failing to reach etcd fails only the steps
-// that need it.
+// that need it, and is not kept: the next use tries again (etcd that timed
+// out at preflight may answer by the time a step needs it).
 func (r *run) etcd(ctx context.Context) (*etcd.Client, error) {
-	if r.ec != nil || r.etcdErr != nil {
-		return r.ec, r.etcdErr
+	if r.ec != nil {
+		return r.ec, nil
 	}
 	o := r.opts.Etcd
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 5 * time.Second
 	}
-	r.ec, r.etcdErr = ConnectEtcd(ctx, r.tc, o)
-	return r.ec, r.etcdErr
+	ec, err := ConnectEtcd(ctx, r.tc, o)
+	if err != nil {
+		return nil, err
+	}
+	r.ec = ec
+	return ec, nil
 }
 
 func (r *run) progress(node, msg string) { r.ui.Progress(node, msg) }

@@ -5,19 +5,110 @@ import (
 	"strings"
 )
 
-// secretLine matches a YAML entry whose name says it holds a secret (CA and
-// service-account keys, tokens, encryption secrets) — the context lines of
-// a config diff would otherwise print them on the terminal and into logs.
-var secretLine = regexp.MustCompile(`(?i)^([-+ ]?\s*-?\s*[A-Za-z0-9_]*(key|token|secret)[A-Za-z0-9_]*\s*:\s*)(\S.*)$`)
+// The node's dry-run diff of a machine config shows context lines, and the
+// config holds CA and service-account keys, tokens, encryption secrets,
+// registry passwords and auths: the diff is printed on the terminal, into
+// logs and in -o json, so their values are replaced by <redacted>.
+//
+// entry is one diff or YAML line: the diff's +/-/space, the indentation, an
+// optional list dash, the name, the colon, the value.
+// Names with dashes (kube-apiserver flags such as tls-private-key-file) name
+// files, not secrets, and are left alone.
+var entry = regexp.MustCompile(`^([-+ ]?)(\s*)(-\s+)?([A-Za-z0-9_]+)(\s*:)(\s*)(.*)$`)
+
+var (
+	// alwaysSecret names hold a secret whatever their value looks like
+	// (a password is often short).
+	alwaysSecret = regexp.MustCompile(`(?i)(password|passwd|passphrase|credential|^auth$|auth$)`)
+	// longSecret names hold one when the value is long enough to be a key
+	// (keySize: 4096 and tokenTTL: 1h are not).
+	longSecret = regexp.MustCompile(`(?i)(key|token|secret)`)
+	// blockScalar starts a multi-line value (a PEM under key: |).
+	blockScalar = regexp.MustCompile(`^[|>][-+0-9]*\s*(#.*)?$`)
+	pemBegin    = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`)
+	pemEnd      = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+)
+
+const redacted = "<redacted>"
 
 // redactSecrets replaces the values of secret-looking entries in a config
-// text or diff by <redacted>.
+// text or diff by <redacted>: one-line values, multi-line ones (a block
+// scalar under a secret name), and the body of any PEM private key.
 func redactSecrets(text string) string {
 	lines := strings.Split(text, "\n")
-	for i, l := range lines {
-		if m := secretLine.FindStringSubmatch(l); m != nil && len(m[3]) >= 16 {
-			lines[i] = m[1] + "<redacted>"
+	out := make([]string, 0, len(lines))
+	blockIndent := -1 // inside a secret block scalar: the indentation of its name
+	inPEM := false
+	lastRedacted := ""
+	for _, l := range lines {
+		prefix, body := diffPrefix(l)
+		indent := len(body) - len(strings.TrimLeft(body, " \t"))
+		switch {
+		case blockIndent >= 0 && (strings.TrimSpace(body) == "" || indent > blockIndent):
+			out, lastRedacted = appendRedacted(out, lastRedacted, prefix+body[:indent]+redacted)
+			continue
+		case inPEM:
+			if pemEnd.MatchString(l) {
+				inPEM = false
+				out = append(out, l)
+				lastRedacted = ""
+			} else {
+				out, lastRedacted = appendRedacted(out, lastRedacted, prefix+body[:indent]+redacted)
+			}
+			continue
+		}
+		blockIndent = -1
+		lastRedacted = ""
+		if pemBegin.MatchString(l) && !pemEnd.MatchString(l) {
+			inPEM = true
+			out = append(out, l)
+			continue
+		}
+		m := entry.FindStringSubmatch(l)
+		if m == nil {
+			out = append(out, l)
+			continue
+		}
+		name, value := m[4], strings.TrimSpace(m[7])
+		secret := alwaysSecret.MatchString(name) || longSecret.MatchString(name)
+		switch {
+		case !secret || empty(value):
+			out = append(out, l)
+		case blockScalar.MatchString(value):
+			blockIndent = len(m[2]) + len(m[3])
+			out = append(out, l)
+		case alwaysSecret.MatchString(name) || len(value) >= 16:
+			out = append(out, strings.TrimSuffix(l, m[7])+redacted)
+		default:
+			out = append(out, l)
 		}
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(out, "\n")
+}
+
+// diffPrefix splits a diff line's +, - or space from the rest. A config
+// that is not a diff is split the same way, which shifts every line's
+// indentation by one alike.
+func diffPrefix(l string) (prefix, body string) {
+	if l != "" && strings.ContainsRune("+- ", rune(l[0])) {
+		return l[:1], l[1:]
+	}
+	return "", l
+}
+
+// appendRedacted adds a redacted line, once for a run of them.
+func appendRedacted(out []string, last, line string) ([]string, string) {
+	if line == last {
+		return out, last
+	}
+	return append(out, line), line
+}
+
+// empty values reveal nothing and are shown as they are.
+func empty(v string) bool {
+	switch v {
+	case "", `""`, "''", "null", "~", "{}", "[]":
+		return true
+	}
+	return false
 }

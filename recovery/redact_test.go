@@ -1,6 +1,9 @@
 package recovery
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestRedactSecrets(t *testing.T) {
 	cases := map[string]string{
@@ -14,6 +17,56 @@ func TestRedactSecrets(t *testing.T) {
 	for in, want := range cases {
 		if got := redactSecrets(in); got != want {
 			t.Errorf("redactSecrets(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Issue 21, case 11: what main let through in the nodes' dry-run diff (and
+// so in -o json, which carries the same text): short passwords, registry
+// auths, and multi-line PEM keys, under a secret's name or any other.
+func TestRedactSecretsPasswordsAuthsAndPEM(t *testing.T) {
+	diff := `@@ -10,30 +10,30 @@
+     registries:
+         config:
+             registry.example.com:
+                 auth:
+                     username: ops
+-                    password: hunter2
++                    password: hunter3
+                     auth: b3BzOmh1bnRlcjI=
+                     identityToken: short
+     files:
+         - content: |
+             -----BEGIN EC PRIVATE KEY-----
+             MHcCAQEEIBkg4LVWM9nLQbEh8Dkz0M2tQ7JvGm7Yb1fJq2Kx9m3yoAoGCCqGSM49
+             AwEHoUQDQgAEx0pN
+             -----END EC PRIVATE KEY-----
+           path: /var/etc/key.pem
+     ca:
+         crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t
+         key: |
+             MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7
+             VJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNb
+     apiServer:
+         extraArgs:
+-            disable-admission-plugins: ""
++            disable-admission-plugins: ValidatingAdmissionWebhook
+             tls-private-key-file: /system/secrets/kubernetes/kube-apiserver/apiserver.key
+         password: ""`
+	got := redactSecrets(diff)
+	for _, secret := range []string{"hunter2", "hunter3", "b3BzOmh1bnRlcjI=", "MHcCAQEEIBkg4LVWM9", "AwEHoUQDQgAEx0pN", "MIIEvQIBADANBgkqhk", "VJTUt9Us8cKjMzEf"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("%q is shown:\n%s", secret, got)
+		}
+	}
+	for _, kept := range []string{
+		"-                    password: <redacted>", "+                    password: <redacted>", "                     auth: <redacted>",
+		"username: ops", "identityToken: short", "-----BEGIN EC PRIVATE KEY-----", "             <redacted>\n             -----END EC PRIVATE KEY-----",
+		"path: /var/etc/key.pem", "crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t", "         key: |\n             <redacted>\n     apiServer:",
+		"+            disable-admission-plugins: ValidatingAdmissionWebhook", "tls-private-key-file: /system/secrets/kubernetes/kube-apiserver/apiserver.key", `password: ""`,
+	} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("the redacted diff does not show %q:\n%s", kept, got)
 		}
 	}
 }
