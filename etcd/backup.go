@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -222,6 +223,10 @@ func ParseBackup(data []byte) (*Backup, error) {
 		Kind       string `json:"kind"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) && syn.Offset >= int64(len(data)) {
+			return nil, &BackupFileError{Err: fmt.Errorf("%w: truncated: the file ends after %d bytes, before the backup does", ErrMalformedBackup, len(data))}
+		}
 		return nil, &BackupFileError{Err: fmt.Errorf("%w: %v", ErrMalformedBackup, err)}
 	}
 	if head.APIVersion != BackupAPIVersion || head.Kind != BackupKind {

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,6 +183,18 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 var ReplayArgKeys = []string{"feature-gates", "runtime-config", "enable-admission-plugins", "disable-admission-plugins", "emulated-version", "storage-media-type"}
 
 // check refuses what cannot be replayed before anything starts.
+// olderRelease tells whether release a (vX.Y.Z) comes before b.
+func olderRelease(a, b string) bool {
+	num := func(v string) (out [3]int) {
+		for i, p := range strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3) {
+			out[i], _ = strconv.Atoi(p)
+		}
+		return out
+	}
+	x, y := num(a), num(b)
+	return slices.Compare(x[:], y[:]) < 0
+}
+
 func (o *ReplayOptions) check() error {
 	// Not urfave's Required: `breakglass lab replay` hands its arguments
 	// over unparsed, and the message here names the form wanted.
@@ -198,6 +211,10 @@ func (o *ReplayOptions) check() error {
 	}
 	if o.From == o.To {
 		return failure.Input("--to must be the version upgraded to", "--from and --to are both %s: that is a restart, not an upgrade", o.From)
+	}
+	if olderRelease(o.To, o.From) {
+		return failure.Input("swap them: --from "+o.To+" --to "+o.From+" (the replay plays upgrades)",
+			"--to %s is older than --from %s: that is a downgrade, which kube-apiserver does not support", o.To, o.From)
 	}
 	if len(o.Sources) == 0 {
 		return failure.Input("pass the cluster's admission objects: -f FILE (or - for standard input), --kubeconfig FILE, or --from-etcd", "nothing to replay")

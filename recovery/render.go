@@ -11,6 +11,10 @@ import (
 func RenderAdmissionPlan(w io.Writer, p *AdmissionPlan) {
 	verb := map[string]string{"disable": "disable admission plugins", "restore": "restore admission plugins"}[p.Operation]
 	fmt.Fprintf(w, "Plan: %s on %d node(s)\n", verb, len(p.Nodes)+len(p.Failed))
+	if d := p.opts.RevertAfter; p.Operation == "disable" && d > 0 && p.Changes() {
+		fmt.Fprintf(w, "  try mode (--revert-after %s): each node puts the plugins back by itself %s after it is changed (about %s), unless restored first\n",
+			shortDuration(d), shortDuration(d), time.Now().Add(d).Local().Format("15:04 MST"))
+	}
 	for _, n := range p.Nodes {
 		fmt.Fprintf(w, "  node %s (cluster %s, Talos %s)\n", n.Node, orNone(n.Cluster), n.TalosVersion)
 		if n.Action == "none" {
@@ -88,6 +92,18 @@ func ListOrNone(l []string) string {
 func orNone(s string) string {
 	if s == "" {
 		return "(unnamed)"
+	}
+	return s
+}
+
+// shortDuration is 30m rather than 30m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }

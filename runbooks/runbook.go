@@ -163,6 +163,8 @@ func LoadFileContext(ctx context.Context, path string) (*Runbook, error) {
 		return nil, err
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, &NotFoundError{Name: path, File: true, Known: BuiltinNames(), Err: err}
+	case errors.Is(err, fs.ErrPermission):
+		return nil, (&LoadError{Source: path, Msg: "cannot be read: permission denied"}).hint("make it readable to this user (ls -l " + path + "), or copy it somewhere that is")
 	case err != nil:
 		return nil, fmt.Errorf("read runbook: %w", err)
 	}

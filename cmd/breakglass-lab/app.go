@@ -60,8 +60,8 @@ func newApp(s streams, name string) *cli.App {
 }
 
 func usageHint(help string) cli.OnUsageErrorFunc {
-	return func(_ *cli.Context, err error, _ bool) error {
-		return failure.Input("see: "+help, "%s", err.Error())
+	return func(c *cli.Context, err error, _ bool) error {
+		return failure.Input("see: "+help, "%s", command.ExplainParseError(c, err.Error()))
 	}
 }
 

@@ -2,14 +2,16 @@ package main
 
 import (
 	"fmt"
-	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/command"
+	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
@@ -38,6 +40,9 @@ func labCommands(s streams) []*cli.Command {
 			},
 			Action: func(c *cli.Context) error {
 				if err := checkNodes(c.Int("nodes")); err != nil {
+					return err
+				}
+				if err := checkScenario(c.String("scenario")); err != nil {
 					return err
 				}
 				return lab.Up(c.Context, lab.UpOptions{Nodes: c.Int("nodes"), Scenario: c.String("scenario"), Dir: labDir(c), Out: s.Out})
@@ -219,11 +224,25 @@ func replayFromEtcd(c *cli.Context, s streams) (lab.ReplaySource, error) {
 	return lab.ReplaySource{Name: "etcd " + strings.Join(opts.Endpoints, ","), Data: data}, nil
 }
 
+// checkNodes refuses a node count the lab's addresses do not hold: its
+// nodes are 127.0.0.11 to 127.0.0.13.
 func checkNodes(n int) error {
-	if n < 1 || n > 9 {
-		return failure.Input("use --nodes 1 or --nodes 3", "--nodes must be between 1 and 9")
+	if n < 1 || n > 3 {
+		return failure.Input("use --nodes 1 or --nodes 3", "--nodes %d is out of range: from 1 to 3 (the lab's nodes are 127.0.0.11-13)", n)
 	}
 	return nil
+}
+
+// checkScenario refuses a scenario the lab does not know, naming those it does.
+func checkScenario(name string) error {
+	if name == "" || slices.Contains(lab.Scenarios(), name) {
+		return nil
+	}
+	hint := "--scenario " + strings.Join(lab.Scenarios(), "|")
+	if m := closest.Name(name, lab.Scenarios()); m != "" {
+		hint = "did you mean --scenario " + m + "?"
+	}
+	return failure.Input(hint, "unknown scenario %q (known: %s)", termsafe.String(name), strings.Join(lab.Scenarios(), ", "))
 }
 
 // labDir is --dir, or a folder under the temporary directory; resolved here

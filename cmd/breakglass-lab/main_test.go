@@ -29,15 +29,23 @@ func TestErrorsAndExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"breakglass-lab", "up", "--nodes", "0"}, 2,
-			"breakglass: --nodes must be between 1 and 9\nhint: use --nodes 1 or --nodes 3\n"},
+			"breakglass: --nodes 0 is out of range: from 1 to 3 (the lab's nodes are 127.0.0.11-13)\nhint: use --nodes 1 or --nodes 3\n"},
+		{[]string{"breakglass-lab", "up", "--nodes", "9"}, 2,
+			"breakglass: --nodes 9 is out of range: from 1 to 3 (the lab's nodes are 127.0.0.11-13)\nhint: use --nodes 1 or --nodes 3\n"},
+		{[]string{"breakglass-lab", "up", "--scenario", "nope"}, 2,
+			"breakglass: unknown scenario \"nope\" (known: " + strings.Join(lab.Scenarios(), ", ") + ")\nhint: --scenario " + strings.Join(lab.Scenarios(), "|") + "\n"},
+		{[]string{"breakglass-lab", "up", "--scenario", "kyverno-servicecdir"}, 2,
+			"breakglass: unknown scenario \"kyverno-servicecdir\" (known: " + strings.Join(lab.Scenarios(), ", ") + ")\nhint: did you mean --scenario kyverno-servicecidr?\n"},
+		{[]string{"breakglass-lab", "replay", "--from", "v1.34.4", "--to", "v1.32.13", "-f", "-"}, 2,
+			"breakglass: --to v1.32.13 is older than --from v1.34.4: that is a downgrade, which kube-apiserver does not support\nhint: swap them: --from v1.32.13 --to v1.34.4 (the replay plays upgrades)\n"},
 		{[]string{"breakglass-lab", "bench", "--nodes", "1", "--nodes", "10"}, 2,
-			"breakglass: --nodes must be between 1 and 9\nhint: use --nodes 1 or --nodes 3\n"},
+			"breakglass: --nodes 10 is out of range: from 1 to 3 (the lab's nodes are 127.0.0.11-13)\nhint: use --nodes 1 or --nodes 3\n"},
 		{[]string{"breakglass-lab", "rehearse", "-o", "yaml"}, 2,
 			"breakglass: unknown output format \"yaml\"\nhint: use -o text or -o json\n"},
 		{[]string{"breakglass-lab", "--output", "yaml", "bench"}, 2,
 			"breakglass: unknown output format \"yaml\"\nhint: use -o text or -o json\n"},
 		{[]string{"breakglass-lab", "replay", "--timeout", "abc"}, 2,
-			"breakglass: invalid value \"abc\" for flag -timeout: parse error\nhint: see: breakglass-lab replay --help\n"},
+			"breakglass: invalid value \"abc\" for flag -timeout: want a duration like 90s, 5m or 1h30m\nhint: see: breakglass-lab replay --help\n"},
 		{[]string{"breakglass-lab", "replay", "--apiserver-arg", "feature-gates"}, 2,
 			"breakglass: invalid value \"feature-gates\" for flag -apiserver-arg: want KEY=VALUE, e.g. feature-gates=MutatingAdmissionPolicy=true\nhint: see: breakglass-lab replay --help\n"},
 		{[]string{"breakglass-lab", "replay", "--apiserver-arg", "feature-gates=A=true", "--apiserver-arg", "feature-gates=B=true"}, 2,
@@ -123,7 +131,7 @@ func TestBreakglassMirrorsTheLab(t *testing.T) {
 		t.Fatal("docs/breakglass-lab.md has no '# COMMANDS' section")
 	}
 	mirrored, lab := sections(labSection, "### "), sections(own, "## ")
-	for _, c := range labCommands(streams{}) {
+	for _, c := range append(labCommands(streams{}), versionCommand(streams{})) {
 		if mirrored[c.Name] != lab[c.Name] {
 			t.Errorf("breakglass lab %s:\n%s\nbreakglass-lab %s:\n%s\n(update cmd/breakglass/lab.go, then make docs)", c.Name, mirrored[c.Name], c.Name, lab[c.Name])
 		}

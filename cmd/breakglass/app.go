@@ -163,6 +163,7 @@ func run(ctx context.Context, args []string, s streams) int {
 	err := app.RunContext(ctx, command.Normalize(app, args))
 	path, _ := app.Metadata[commandPathKey].(string)
 	err = asInterrupted(ctx, path, err)
+	err = permissionAsBadInput(path, err)
 	if err == nil {
 		return int(failure.OK)
 	}

@@ -6,9 +6,11 @@ package main
 // dialled or written.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,12 +18,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/closest"
+	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -138,8 +143,8 @@ func instrumentCommand(c *cli.Command, path string) {
 // usageHint turns urfave/cli's parse errors into usage errors whose hint is
 // the command's help.
 func usageHint(help string) cli.OnUsageErrorFunc {
-	return func(_ *cli.Context, err error, _ bool) error {
-		return usageError{strings.TrimPrefix(err.Error(), "breakglass: "), "see: " + help}
+	return func(c *cli.Context, err error, _ bool) error {
+		return usageError{command.ExplainParseError(c, strings.TrimPrefix(err.Error(), "breakglass: ")), "see: " + help}
 	}
 }
 
@@ -198,8 +203,11 @@ func checkCommandLine(c *cli.Context, path string) error {
 	if err := checkEtcdFlags(c); err != nil {
 		return err
 	}
+	if err := checkAddresses(c); err != nil {
+		return err
+	}
 	if slices.Contains(stateCommands, path) {
-		if err := checkStateDir(c.String("state-dir")); err != nil {
+		if err := checkStateDir(c.String("state-dir"), writesState(path)); err != nil {
 			return err
 		}
 	}
@@ -410,9 +418,24 @@ func checkEtcdFlags(c *cli.Context) error {
 	return nil
 }
 
+// checkAddresses refuses a -n or -e value that no address or host name can
+// be (a control character, a space): sent as gRPC metadata it would split
+// the output of every line that names the node.
+func checkAddresses(c *cli.Context) error {
+	for _, flag := range []string{"nodes", "endpoints"} {
+		for _, v := range flaglist.Split(c.StringSlice(flag)...) {
+			if strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0 {
+				return usageError{fmt.Sprintf("--%s %s: not an address or host name (it holds a control character or a space)", flag, termsafe.String(v)),
+					"give addresses or host names, comma-separated: --" + flag + " 10.5.0.2,10.5.0.3"}
+			}
+		}
+	}
+	return nil
+}
+
 // checkStateDir refuses a state directory that cannot be one; a missing
 // one is created when first needed.
-func checkStateDir(dir string) error {
+func checkStateDir(dir string, write bool) error {
 	if dir == "" {
 		return nil
 	}
@@ -424,19 +447,94 @@ func checkStateDir(dir string) error {
 		return usageError{fmt.Sprintf("state directory %s cannot be used: %v", dir, errors.Unwrap(err)), "give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)"}
 	}
 	// What breakglass keeps there (README, State directory) must be directories too.
+	dirs := []string{dir}
 	for _, sub := range []string{"incidents", "clusters", "etcd"} {
 		p := filepath.Join(dir, sub)
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
 			return usageError{fmt.Sprintf("state directory %s cannot be used: %s is not a directory", dir, p),
 				fmt.Sprintf("move %s away, or give another --state-dir (or BREAKGLASS_STATE_DIR)", p)}
+		} else if err == nil {
+			dirs = append(dirs, p)
+		}
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // created when first needed
+	}
+	// Readable, and writable by a command that writes there: found now, not
+	// as a raw system error once a journal is half written.
+	for _, d := range dirs {
+		err := readableDir(d)
+		if err == nil && write {
+			err = writableDir(d)
+		}
+		if err != nil {
+			return usageError{fmt.Sprintf("state directory %s cannot be used: %v", dir, err),
+				"run breakglass as the user who owns it (ls -ld " + d + "), or give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)"}
 		}
 	}
 	return nil
 }
 
+// readableDir lists one entry of d.
+func readableDir(d string) error {
+	f, err := os.Open(d)
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	defer f.Close()
+	if _, err := f.Readdirnames(1); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %w", d, errors.Unwrap(err))
+	}
+	return nil
+}
+
+// writableDir creates and removes a file in d: the one test of write
+// permission that holds for every user, file system and ACL.
+func writableDir(d string) error {
+	f, err := os.CreateTemp(d, ".breakglass-write-check-*")
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// writesState tells whether the command at path writes into the state
+// directory (journals, records, backups).
+func writesState(path string) bool {
+	return path == "etcd backup" || slices.Contains(journaledCommands, path)
+}
+
 // checkDurations is kept for the commands that still call it; every
 // command's flags are checked before its action (checkCommandLine).
 func checkDurations(c *cli.Context) error { return checkFlagValues(c) }
+
+// startsAsBackup tells whether data, JSON that does not parse, begins as a
+// breakglass backup does: an object whose first fields name its apiVersion
+// or kind (what a truncated or damaged backup still has).
+func startsAsBackup(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	for {
+		key, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var val any
+		if err := dec.Decode(&val); err != nil {
+			return false
+		}
+		switch key {
+		case "apiVersion":
+			return val == etcd.BackupAPIVersion
+		case "kind":
+			return val == etcd.BackupKind
+		}
+	}
+}
 
 // checkBackupFile refuses, as bad input, a FILE that is no breakglass
 // backup at all (absent, a directory, empty, not JSON, not ours) before
@@ -463,7 +561,11 @@ func checkBackupFile(path string) error {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}
-	if json.Unmarshal(data, &head) != nil || (head.APIVersion == "" && head.Kind == "") {
+	if err := json.Unmarshal(data, &head); err != nil && startsAsBackup(data) {
+		// Ours, cut short or damaged: a backup that fails verification (exit 10).
+		_, err = etcd.ReadBackup(path)
+		return err
+	} else if err != nil || (head.APIVersion == "" && head.Kind == "") {
 		return usageError{fmt.Sprintf("%s is not a breakglass backup file (want JSON of kind %s)", path, etcd.BackupKind), hint}
 	}
 	// A backup that fails verification (checksums, keys, names) is refused

@@ -2,7 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"slices"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
@@ -25,4 +29,19 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// permissionAsBadInput makes a file a read-only command was not allowed to
+// read bad input with a hint (exit 2) instead of an unexpected error: the
+// command changed nothing, and the next step is the operator's. A command
+// that changes something keeps its error: its failure may come after a
+// change, where "nothing was changed" would be false.
+func permissionAsBadInput(path string, err error) error {
+	var pe *fs.PathError
+	if err == nil || slices.Contains(journaledCommands, path) || failure.Code(err) != int(failure.Unexpected) ||
+		!errors.Is(err, fs.ErrPermission) || !errors.As(err, &pe) {
+		return err
+	}
+	return usageError{fmt.Sprintf("%s: %s cannot be read: permission denied", path, pe.Path),
+		"run breakglass as the user who owns it (ls -l " + pe.Path + "), or give it a file or --state-dir it can read"}
 }

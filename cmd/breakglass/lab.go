@@ -57,6 +57,12 @@ func labCommand(s streams) *cli.Command {
 				Flags:           labflags.Replay(),
 				Action:          handOverLab(s, "replay"),
 			},
+			{
+				Name:            "version",
+				Usage:           "print the breakglass-lab version",
+				SkipFlagParsing: true,
+				Action:          handOverLab(s, "version"),
+			},
 		},
 	}
 }

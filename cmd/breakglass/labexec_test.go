@@ -64,6 +64,8 @@ func TestLabHandOverArguments(t *testing.T) {
 		{"lab up --help", "up --help"},
 		{"lab replay --from v1.32.13 --to v1.34.4 -f w.yaml --fix", "replay --from v1.32.13 --to v1.34.4 -f w.yaml --fix"},
 		{"lab replay -f -", "replay -f -"},
+		{"lab version", "version"}, // documented (docs/breakglass-lab.md); unknown to breakglass on main
+		{"-o json lab version", "--output json version"},
 	} {
 		t.Run(tc.args, func(t *testing.T) {
 			code, stdout, stderr := runInProcess(t, strings.Fields(tc.args)...)

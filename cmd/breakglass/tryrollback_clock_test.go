@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -67,5 +68,27 @@ func TestRestoreOwnTryChangeWhateverTheLocalClock(t *testing.T) {
 	}
 	if !bytes.Equal(node.RunningConfig(), before) {
 		t.Error("the running config is not what it was before the disable")
+	}
+}
+
+// Issue 21, weak inputs: the plan before a --revert-after disable says it
+// is applied in try mode and when the nodes put the plugins back. On main
+// it said neither: only the outcome, after the change, named the time.
+func TestDisablePlanSaysTryModeAndWhen(t *testing.T) {
+	c, err := talostest.NewCluster(t.Context(), talostest.ClusterOptions{ControlPlanes: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	talosconfig, err := c.Talosconfig(role.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runArgs(t, "--talosconfig", talosconfig, "-n", c.Nodes[0].IP, "--dry-run", "admission", "disable", "--revert-after", "30m")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^  try mode \(--revert-after 30m\): each node puts the plugins back by itself 30m after it is changed \(about \d\d:\d\d .*\), unless restored first$`).MatchString(out + errOut) {
+		t.Errorf("the plan does not say try mode and when:\n%s%s", out, errOut)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -67,4 +69,43 @@ func Interruptible() context.Context {
 		fmt.Fprintln(os.Stderr, "breakglass: interrupted: stopping cleanly (press Ctrl-C again to abort at once)")
 	}()
 	return ctx
+}
+
+// bareParseError is the flag package's word for a value it could not read.
+var bareParseError = regexp.MustCompile(`^(invalid value ".*" for flag -([A-Za-z0-9-]+)): parse error$`)
+
+// ExplainParseError says what a duration or number flag wants where the
+// flag package says only "parse error" (--revert-after banana); other
+// messages are returned as they are. c is where urfave/cli parsed: the
+// flag is its command's or the app's.
+func ExplainParseError(c *cli.Context, msg string) string {
+	m := bareParseError.FindStringSubmatch(msg)
+	if m == nil || c == nil {
+		return msg
+	}
+	var flags [][]cli.Flag
+	if c.Command != nil {
+		flags = append(flags, c.Command.Flags)
+	}
+	if c.App != nil {
+		flags = append(flags, c.App.Flags)
+	}
+	for _, fs := range flags {
+		for _, f := range fs {
+			if !slices.Contains(f.Names(), m[2]) {
+				continue
+			}
+			switch f.(type) {
+			case *cli.DurationFlag:
+				return m[1] + ": want a duration like 90s, 5m or 1h30m"
+			case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+				return m[1] + ": want a whole number, like 3"
+			case *cli.Float64Flag:
+				return m[1] + ": want a number, like 0.5"
+			case *cli.BoolFlag:
+				return m[1] + ": want true or false"
+			}
+		}
+	}
+	return msg
 }
