@@ -107,8 +107,9 @@ type Lock struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	lost     error // why the lock is no longer held; nil while it is
-	released bool
+	lost     error     // why the lock is no longer held; nil while it is
+	released bool      // given back by Release
+	answered time.Time // when etcd last renewed the lease
 }
 
 // AcquireLock takes the cluster lock or says who holds it.
@@ -149,20 +150,52 @@ func (c *Client) AcquireLock(ctx context.Context, holder LockHolder) (*Lock, err
 		_, _ = c.kv.Revoke(context.WithoutCancel(ctx), lease.ID)
 		return nil, fmt.Errorf("keep the cluster lock: %w", c.wrap(err))
 	}
-	l := &Lock{c: c, lease: lease.ID, holder: holder, cancel: cancel}
+	l := &Lock{c: c, lease: lease.ID, holder: holder, cancel: cancel, answered: time.Now()}
 	go l.keepAlive(kctx, ka)
 	go l.watch(kctx, resp.Header.Revision)
 	return l, nil
 }
 
-// Lost is nil while the lock is held, and otherwise a *LockLostError that
-// says why it was lost and how to continue (failure.Conflict). A change
-// made without the lock could race another run: check it before each one.
+// Lost is nil while the lock is known to be held, and otherwise a
+// *LockLostError that says why it was lost and how to continue
+// (failure.Conflict). A change made without the lock could race another
+// run: check it before each one. What the lock's watch and keep-alives
+// found is known at once; etcd is asked too (bounded by ctx and 2 s), so
+// that a break or a revoke of a moment ago is seen. When etcd does not
+// answer, the lock is still held while its lease lasts: etcd gives it to
+// nobody else before the lease's TTL has passed since the last renewal.
 // A nil Lock (none was taken) is never lost.
-func (l *Lock) Lost() error {
+func (l *Lock) Lost(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
+	if err := l.known(); err != nil {
+		return err
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := l.c.kv.Get(gctx, lockKey)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil // interrupted: still held, and the run stops anyway
+	case err != nil:
+		l.mu.Lock()
+		silent := time.Since(l.answered)
+		l.mu.Unlock()
+		if silent < lockTTL-time.Second {
+			return nil
+		}
+		l.loseWith(fmt.Sprintf("etcd has not renewed its lease for %s, as long as the lease lasts (%s)", silent.Round(time.Second), shortError(l.c.wrap(err))) + l.c.certNote())
+	case len(resp.Kvs) == 0:
+		l.loseWith(l.deleteReason())
+	case clientv3.LeaseID(resp.Kvs[0].Lease) != l.lease:
+		l.loseWith("the lock was taken by someone else: " + holderOf(resp.Kvs[0].Value))
+	}
+	return l.known()
+}
+
+// known is what the watch and the keep-alives found.
+func (l *Lock) known() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lost == nil && l.released {
@@ -186,6 +219,9 @@ func (l *Lock) loseWith(reason string) {
 // did not hear from this run for its TTL), or the lock was released.
 func (l *Lock) keepAlive(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
 	for range ka {
+		l.mu.Lock()
+		l.answered = time.Now()
+		l.mu.Unlock()
 	}
 	if ctx.Err() != nil {
 		return // released
@@ -214,11 +250,16 @@ func (l *Lock) leaseEndReason() string {
 	case err == nil:
 		return "etcd stopped answering its keep-alives"
 	}
-	reason := fmt.Sprintf("etcd did not answer its keep-alives for %s, so its lease expired (%s)", lockTTL, shortError(l.c.wrap(err)))
-	if na := l.c.certNotAfter; !na.IsZero() && time.Now().After(na) {
-		reason += fmt.Sprintf("; the client certificate expired at %s, so etcd refuses every new connection with it", na.Local().Format(time.RFC3339))
+	return fmt.Sprintf("etcd did not answer its keep-alives for %s, so its lease expired (%s)", lockTTL, shortError(l.c.wrap(err))) + l.c.certNote()
+}
+
+// certNote says, once the client certificate has expired (a minted one
+// lasts an hour), that etcd refuses every new connection with it.
+func (c *Client) certNote() string {
+	if na := c.certNotAfter; !na.IsZero() && time.Now().After(na) {
+		return fmt.Sprintf("; the client certificate expired at %s, so etcd refuses every new connection with it", na.Local().Format(time.RFC3339))
 	}
-	return reason
+	return ""
 }
 
 // watch follows the lock key from the revision that created it: deleted

@@ -23,22 +23,29 @@ func connectTo(t *testing.T, srv *etcdtest.Server) *Client {
 	return c
 }
 
-// waitLost waits for the lock to say it is lost: the outcome, not its
-// timing, is what is checked (the deadline is far beyond any answer).
-func waitLost(t *testing.T, l *Lock) *LockLostError {
+// asLost is err as a *LockLostError of category conflict, or fails.
+func asLost(t *testing.T, err error) *LockLostError {
+	t.Helper()
+	var lost *LockLostError
+	if !errors.As(err, &lost) || !errors.Is(err, failure.Conflict) {
+		t.Fatalf("Lost = %v (%T), want a *LockLostError of category conflict", err, err)
+	}
+	return lost
+}
+
+// waitKnown waits until the lock's watch or keep-alives have found, by
+// themselves, that it is lost: the outcome, not its timing, is what is
+// checked (the deadline is far beyond any answer).
+func waitKnown(t *testing.T, l *Lock) *LockLostError {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for l.Lost() == nil {
+	for l.known() == nil {
 		if time.Now().After(deadline) {
-			t.Fatal("the lock never said it was lost")
+			t.Fatal("the lock never found by itself that it was lost")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var lost *LockLostError
-	if err := l.Lost(); !errors.As(err, &lost) || !errors.Is(err, failure.Conflict) {
-		t.Fatalf("Lost() = %v (%T), want a *LockLostError of category conflict", err, err)
-	}
-	return lost
+	return asLost(t, l.known())
 }
 
 var alice = LockHolder{By: "alice@laptop", Incident: "20260101-000000-abcd", Command: "recover"}
@@ -55,7 +62,7 @@ func TestLockLostWhenLeaseRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Lost(); err != nil {
+	if err := l.Lost(t.Context()); err != nil {
 		t.Fatalf("a lock just taken: Lost() = %v", err)
 	}
 	resp, err := other.KV().Get(ctx, lockKey)
@@ -65,10 +72,13 @@ func TestLockLostWhenLeaseRevoked(t *testing.T) {
 	if _, err := other.KV().Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
-	lost := waitLost(t, l)
+	// Asked right after (before the next change), etcd says so; and the
+	// lock finds it by itself too, without being asked.
+	lost := asLost(t, l.Lost(t.Context()))
 	if !strings.Contains(lost.Reason, "revoked or expired") {
 		t.Errorf("reason %q does not say the lease ended", lost.Reason)
 	}
+	waitKnown(t, l)
 	hints := strings.Join(lost.Hints(), "\n")
 	if !strings.Contains(hints, "breakglass lock status") || !strings.Contains(hints, "breakglass resume "+alice.Incident) {
 		t.Errorf("hints do not say how to continue:\n%s", hints)
@@ -79,11 +89,11 @@ func TestLockLostWhenLeaseRevoked(t *testing.T) {
 		t.Fatalf("bob after the revoke: %v", err)
 	}
 	defer bob.Release(ctx)
-	if l.Lost() == nil {
+	if l.Lost(t.Context()) == nil {
 		t.Fatal("lost, then bob took it: Lost() = nil")
 	}
-	if bob.Lost() != nil {
-		t.Fatalf("bob's lock: Lost() = %v", bob.Lost())
+	if bob.Lost(t.Context()) != nil {
+		t.Fatalf("bob's lock: Lost() = %v", bob.Lost(t.Context()))
 	}
 }
 
@@ -100,32 +110,51 @@ func TestLockLostWhenBroken(t *testing.T) {
 	if _, err := other.BreakLock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if lost := waitLost(t, l); !strings.Contains(lost.Reason, "breakglass lock break") {
+	if lost := asLost(t, l.Lost(t.Context())); !strings.Contains(lost.Reason, "breakglass lock break") {
 		t.Errorf("reason %q does not say it was broken", lost.Reason)
+	}
+	if lost := waitKnown(t, l); !strings.Contains(lost.Reason, "breakglass lock break") {
+		t.Errorf("found by itself: reason %q does not say it was broken", lost.Reason)
 	}
 }
 
-// etcd stops answering: once the lease's TTL has passed without a
-// keep-alive answer the lock is lost, and when the client certificate has
-// expired meanwhile (a minted one lasts an hour) the reason says that no
-// reconnect can succeed.
+// etcd stops answering. For as long as the lease lasts the lock is still
+// held (etcd gives it to nobody else before the lease runs out): a blip is
+// no loss. Once the lease's TTL has passed without a keep-alive answer it
+// is lost, and when the client certificate has expired meanwhile (a minted
+// one lasts an hour) the reason says that no reconnect can succeed.
 func TestLockLostWhenEtcdStopsAnswering(t *testing.T) {
-	defer func(ttl time.Duration) { lockTTL = ttl }(lockTTL)
-	lockTTL = 2 * time.Second
 	srv := etcdtest.StartTLS(t)
 	mine := connectTo(t, srv)
-	ctx := context.Background()
-	l, err := mine.AcquireLock(ctx, alice)
+	l, err := mine.AcquireLock(t.Context(), alice)
 	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	l.mu.Lock()
+	l.answered = time.Now() // its last renewal: just before etcd went silent
+	l.mu.Unlock()
+	if err := l.Lost(t.Context()); err != nil {
+		t.Errorf("etcd silent for a moment, the lease (%s) still running: Lost = %v", lockTTL, err)
+	}
+
+	defer func(ttl time.Duration) { lockTTL = ttl }(lockTTL)
+	lockTTL = 2 * time.Second
+	srv = etcdtest.StartTLS(t)
+	mine = connectTo(t, srv)
+	if l, err = mine.AcquireLock(t.Context(), alice); err != nil {
 		t.Fatal(err)
 	}
 	mine.certNotAfter = time.Now().Add(-time.Minute)
 	srv.Close()
-	lost := waitLost(t, l)
+	lost := waitKnown(t, l)
 	for _, want := range []string{"did not answer its keep-alives for 2s", "client certificate expired at"} {
 		if !strings.Contains(lost.Reason, want) {
 			t.Errorf("reason %q does not say %q", lost.Reason, want)
 		}
+	}
+	if err := l.Lost(t.Context()); err != lost {
+		t.Errorf("Lost = %v, want what the keep-alives found", err)
 	}
 }
 
@@ -143,11 +172,11 @@ func TestLockReleasedIsNotHeld(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Lost(); err == nil || !strings.Contains(err.Error(), "released") {
+	if err := l.Lost(t.Context()); err == nil || !strings.Contains(err.Error(), "released") {
 		t.Fatalf("after release: Lost() = %v", err)
 	}
 	var none *Lock
-	if err := none.Lost(); err != nil {
+	if err := none.Lost(t.Context()); err != nil {
 		t.Fatalf("nil lock: Lost() = %v", err)
 	}
 }
