@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 )
 
 // Issue 21, case 9: the first SIGINT or SIGTERM stops a command whatever it
@@ -147,4 +150,59 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// The read-only commands that wait on the network stop at the first
+// signal too: audit from a kubeconfig or from etcd, etcd webhooks and lock
+// status against an etcd that accepts connections and never answers. The
+// signal comes once the command is connected (the listener accepted).
+func TestInterruptedWhileWaitingOnTheNetwork(t *testing.T) {
+	ca, err := etcdtest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueClient("breakglass", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string][]byte{"ca.crt": ca.CertPEM, "client.crt": certPEM, "client.key": keyPEM}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	etcdFlags := func(addr string) []string {
+		return []string{"--etcd-endpoints", "https://" + addr, "--etcd-cacert", filepath.Join(dir, "ca.crt"),
+			"--etcd-cert", filepath.Join(dir, "client.crt"), "--etcd-key", filepath.Join(dir, "client.key")}
+	}
+	for _, tc := range []struct {
+		name string
+		args func(addr string) []string
+	}{
+		{"audit --kubeconfig", func(addr string) []string {
+			kc := filepath.Join(t.TempDir(), "kubeconfig")
+			b64 := base64.StdEncoding.EncodeToString
+			text := fmt.Sprintf("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: https://%s\n    certificate-authority-data: %s\n"+
+				"contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    client-certificate-data: %s\n    client-key-data: %s\n",
+				addr, b64(ca.CertPEM), b64(certPEM), b64(keyPEM))
+			if err := os.WriteFile(kc, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"audit", "--kubeconfig", kc}
+		}},
+		{"audit --from-etcd", func(addr string) []string { return append([]string{"audit", "--from-etcd"}, etcdFlags(addr)...) }},
+		{"etcd webhooks", func(addr string) []string { return append([]string{"etcd", "webhooks"}, etcdFlags(addr)...) }},
+		{"lock status", func(addr string) []string { return append([]string{"lock", "status"}, etcdFlags(addr)...) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HOME", t.TempDir())
+			silent, accepted := silentNode(t)
+			errOut := &lockedBuffer{}
+			code := interruptInProcess(t, tc.args(silent), streams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: errOut}, accepted, syscall.SIGINT)
+			if code != 8 || !strings.Contains(errOut.String(), "interrupted by SIGINT") {
+				t.Errorf("exit %d, want 8 saying interrupted:\n%s", code, errOut)
+			}
+		})
+	}
 }
