@@ -48,6 +48,17 @@ func waitKnown(t *testing.T, l *Lock) *LockLostError {
 	return asLost(t, l.known())
 }
 
+// heldLock is alice's lock on a fresh etcd, and another client of it.
+func heldLock(t *testing.T) (*Lock, *Client) {
+	t.Helper()
+	srv := etcdtest.StartTLS(t)
+	l, err := connectTo(t, srv).AcquireLock(context.Background(), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, connectTo(t, srv)
+}
+
 var alice = LockHolder{By: "alice@laptop", Incident: "20260101-000000-abcd", Command: "recover"}
 
 // Issue 21, case 7: a lease revoked mid-run (the way etcd ends it after 30 s
@@ -55,13 +66,8 @@ var alice = LockHolder{By: "alice@laptop", Incident: "20260101-000000-abcd", Com
 // lost, and the error says how to continue. On main, the keep-alive's end
 // was drained and ignored: the run went on without the lock.
 func TestLockLostWhenLeaseRevoked(t *testing.T) {
-	srv := etcdtest.StartTLS(t)
-	mine, other := connectTo(t, srv), connectTo(t, srv)
 	ctx := context.Background()
-	l, err := mine.AcquireLock(ctx, alice)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, other := heldLock(t)
 	if err := l.Lost(t.Context()); err != nil {
 		t.Fatalf("a lock just taken: Lost() = %v", err)
 	}
@@ -100,13 +106,8 @@ func TestLockLostWhenLeaseRevoked(t *testing.T) {
 // A lock broken with `breakglass lock break` while its holder's lease is
 // still kept alive: the keep-alives alone would never tell.
 func TestLockLostWhenBroken(t *testing.T) {
-	srv := etcdtest.StartTLS(t)
-	mine, other := connectTo(t, srv), connectTo(t, srv)
 	ctx := context.Background()
-	l, err := mine.AcquireLock(ctx, alice)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, other := heldLock(t)
 	if _, err := other.BreakLock(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestInterruptedWhileReadingInput(t *testing.T) {
 			t.Setenv("BREAKGLASS_STATE_DIR", filepath.Join(dir, "state"))
 			fifo := filepath.Join(dir, "input")
 			ready := fifoWithReader(t, fifo)
-			errOut := &lockedBuffer{}
+			errOut := newNotifyWriter("\x00never")
 			code := interruptInProcess(t, tc.args(fifo), streams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: errOut}, ready, syscall.SIGTERM)
 			if code != 8 || !strings.Contains(errOut.String(), "interrupted by SIGTERM") {
 				t.Errorf("exit %d, want 8 saying interrupted:\n%s", code, errOut)
@@ -124,7 +124,7 @@ func TestInterruptedAuditInCEL(t *testing.T) {
 	}
 	manifest := strings.Replace(webhookYAML, "  rules:\n", "  matchConditions:\n  - name: costly\n    expression: '"+expr+"'\n  rules:\n", 1)
 	in := &eofReader{r: strings.NewReader(manifest), eof: make(chan struct{})}
-	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	out, errOut := newNotifyWriter("\x00never"), newNotifyWriter("\x00never")
 	code := interruptInProcess(t, []string{"audit", "-f", "-"}, streams{In: in, Out: out, Err: errOut}, in.eof, syscall.SIGTERM)
 	if code != 8 || !strings.Contains(errOut.String(), "interrupted by SIGTERM") {
 		t.Errorf("exit %d, want 8 saying interrupted:\n%s", code, errOut)
@@ -132,24 +132,6 @@ func TestInterruptedAuditInCEL(t *testing.T) {
 	if out.String() != "" {
 		t.Errorf("the interrupted audit printed a report:\n%s", out)
 	}
-}
-
-// lockedBuffer is a stream written by the command and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // The read-only commands that wait on the network stop at the first
@@ -198,7 +180,7 @@ func TestInterruptedWhileWaitingOnTheNetwork(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("HOME", t.TempDir())
 			silent, accepted := silentNode(t)
-			errOut := &lockedBuffer{}
+			errOut := newNotifyWriter("\x00never")
 			code := interruptInProcess(t, tc.args(silent), streams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: errOut}, accepted, syscall.SIGINT)
 			if code != 8 || !strings.Contains(errOut.String(), "interrupted by SIGINT") {
 				t.Errorf("exit %d, want 8 saying interrupted:\n%s", code, errOut)

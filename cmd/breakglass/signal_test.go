@@ -118,15 +118,7 @@ func interruptInProcess(t *testing.T, args []string, s streams, ready <-chan str
 // connecting (apiserver wait, recover: which then opens no incident), and
 // at a confirmation (the journal says interrupted, by what).
 func TestInterruptedExits8(t *testing.T) {
-	c, err := talostest.NewCluster(t.Context(), talostest.ClusterOptions{ControlPlanes: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	talosconfig, err := c.Talosconfig(role.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, talosconfig := oneNode(t)
 	node := c.Nodes[0].IP
 
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {

@@ -22,15 +22,7 @@ import (
 // ahead of the node's, found the rollback "past", took the difference for
 // someone's TRY change and refused (exit 6).
 func TestRestoreOwnTryChangeWhateverTheLocalClock(t *testing.T) {
-	c, err := talostest.NewCluster(t.Context(), talostest.ClusterOptions{ControlPlanes: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	talosconfig, err := c.Talosconfig(role.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, talosconfig := oneNode(t)
 	node := c.Nodes[0]
 	state := t.TempDir()
 	before := node.RunningConfig()
@@ -75,6 +67,19 @@ func TestRestoreOwnTryChangeWhateverTheLocalClock(t *testing.T) {
 // is applied in try mode and when the nodes put the plugins back. On main
 // it said neither: only the outcome, after the change, named the time.
 func TestDisablePlanSaysTryModeAndWhen(t *testing.T) {
+	c, talosconfig := oneNode(t)
+	code, out, errOut := runArgs(t, "--talosconfig", talosconfig, "-n", c.Nodes[0].IP, "--dry-run", "admission", "disable", "--revert-after", "30m")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^  try mode \(--revert-after 30m\): each node puts the plugins back by itself 30m after it is changed \(about \d\d:\d\d .*\), unless restored first$`).MatchString(out + errOut) {
+		t.Errorf("the plan does not say try mode and when:\n%s%s", out, errOut)
+	}
+}
+
+// oneNode is an emulated control-plane node and an os:admin talosconfig for it.
+func oneNode(t *testing.T) (*talostest.Cluster, string) {
+	t.Helper()
 	c, err := talostest.NewCluster(t.Context(), talostest.ClusterOptions{ControlPlanes: 1, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -84,11 +89,5 @@ func TestDisablePlanSaysTryModeAndWhen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runArgs(t, "--talosconfig", talosconfig, "-n", c.Nodes[0].IP, "--dry-run", "admission", "disable", "--revert-after", "30m")
-	if code != 0 {
-		t.Fatalf("exit %d\n%s%s", code, out, errOut)
-	}
-	if !regexp.MustCompile(`(?m)^  try mode \(--revert-after 30m\): each node puts the plugins back by itself 30m after it is changed \(about \d\d:\d\d .*\), unless restored first$`).MatchString(out + errOut) {
-		t.Errorf("the plan does not say try mode and when:\n%s%s", out, errOut)
-	}
+	return c, talosconfig
 }
