@@ -109,9 +109,12 @@ func TestReplayRefusesBadRequests(t *testing.T) {
 		{"no versions", ReplayOptions{Sources: src, KubeBinDir: bin}, "needs the version the cluster runs (--from)", failure.BadInput},
 		{"bad version", ReplayOptions{From: "1.32", To: "v1.34.4", Sources: src, KubeBinDir: bin}, "not a Kubernetes release", failure.BadInput},
 		{"same versions", ReplayOptions{From: "v1.34.4", To: "1.34.4", Sources: src, KubeBinDir: bin}, "not an upgrade", failure.BadInput},
+		// Issue 21: a downgrade was not refused on main.
+		{"downgrade", ReplayOptions{From: "v1.34.4", To: "v1.32.13", Sources: src, KubeBinDir: bin}, "--to v1.32.13 is older than --from v1.34.4: that is a downgrade", failure.BadInput},
+		{"downgrade within a minor", ReplayOptions{From: "v1.34.10", To: "v1.34.4", Sources: src, KubeBinDir: bin}, "is older than --from v1.34.10", failure.BadInput},
 		{"nothing to replay", ReplayOptions{From: "v1.32.13", To: "v1.34.4", KubeBinDir: bin}, "nothing to replay", failure.BadInput},
 		{"timeout too short", ReplayOptions{From: "v1.32.13", To: "v1.34.4", Sources: src, KubeBinDir: bin, Timeout: time.Second}, "from 10s to 1h", failure.BadInput},
-		{"binary missing", ReplayOptions{From: "v1.32.13", To: "v1.34.4", Sources: src, KubeBinDir: bin}, "no kube-apiserver binary for [v1.32.13 v1.34.4]", failure.LabNoBinaries},
+		{"binary missing", ReplayOptions{From: "v1.32.13", To: "v1.34.4", Sources: src, KubeBinDir: bin}, "no kube-apiserver binary for v1.32.13, v1.34.4", failure.LabNoBinaries},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Replay(t.Context(), c.opts)
