@@ -16,10 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/role"
-
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
 // silentNode accepts TCP connections and never answers; accepted receives
@@ -203,15 +200,7 @@ func TestSecondSignalAborts(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	c, err := talostest.NewCluster(t.Context(), talostest.ClusterOptions{ControlPlanes: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	talosconfig, err := c.Talosconfig(role.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, talosconfig := oneNode(t)
 	silent, accepted := silentNode(t)
 	start := func() (*exec.Cmd, *bufio.Scanner) {
 		cmd := exec.Command(bin, "--talosconfig", talosconfig, "--state-dir", t.TempDir(), "-e", silent, "-n", c.Nodes[0].IP, "apiserver", "wait", "--timeout", "10m")
@@ -244,7 +233,7 @@ func TestSecondSignalAborts(t *testing.T) {
 	waitLine(sc, "interrupted by SIGTERM: stopping cleanly")
 	for sc.Scan() {
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 8 {
 		t.Errorf("after SIGTERM: %v, want exit 8", err)
