@@ -31,30 +31,35 @@ type AdmissionOptions struct {
 	AllowPendingChange bool
 	ToolVersion        string
 	Progress           func(node, msg string) // optional: one line per step, per node
+	// Target is how the commands the plan names reach these nodes.
+	Target Target
 }
 
 // NodeChange is the plan, then the outcome, for one node.
 type NodeChange struct {
-	Node              string     `json:"node"`
-	Cluster           string     `json:"cluster"`
-	TalosVersion      string     `json:"talosVersion"`
-	Action            string     `json:"action"` // disable, restore, none
-	Reason            string     `json:"reason,omitempty"`
-	DisabledBefore    []string   `json:"disabledBefore"`
-	DisabledAfter     []string   `json:"disabledAfter"`
-	RemovedFromEnable []string   `json:"removedFromEnable,omitempty"`
-	Method            string     `json:"method,omitempty"` // text or merge
-	NodeDiff          string     `json:"nodeDiff,omitempty"`
-	ConfigHashBefore  string     `json:"configHashBefore"`
-	ConfigHashAfter   string     `json:"configHashAfter,omitempty"`
-	ByteExact         bool       `json:"byteExact,omitempty"`     // restore: the config is again exactly what it was before disable
-	Unknowns          []string   `json:"unknowns,omitempty"`      // what breakglass cannot know (restore without a record)
-	RollbackAt        *time.Time `json:"rollbackAt,omitempty"`    // try mode: when the node reverts by itself
-	PendingChange     string     `json:"pendingChange,omitempty"` // someone else's TRY or STAGED change on the node
-	Warnings          []string   `json:"warnings,omitempty"`      // what the node's validation warned about when it applied
-	Outcome           string     `json:"outcome"`                 // planned, applied, running, failed
-	Error             string     `json:"error,omitempty"`
-	Elapsed           Duration   `json:"elapsed,omitempty"`
+	Node              string   `json:"node"`
+	Cluster           string   `json:"cluster"`
+	TalosVersion      string   `json:"talosVersion"`
+	Action            string   `json:"action"` // disable, restore, none
+	Reason            string   `json:"reason,omitempty"`
+	DisabledBefore    []string `json:"disabledBefore"`
+	DisabledAfter     []string `json:"disabledAfter"`
+	RemovedFromEnable []string `json:"removedFromEnable,omitempty"`
+	Method            string   `json:"method,omitempty"` // text or merge
+	NodeDiff          string   `json:"nodeDiff,omitempty"`
+	ConfigHashBefore  string   `json:"configHashBefore"`
+	ConfigHashAfter   string   `json:"configHashAfter,omitempty"`
+	ByteExact         bool     `json:"byteExact,omitempty"` // restore: the config is again exactly what it was before disable
+	Unknowns          []string `json:"unknowns,omitempty"`  // what breakglass cannot know (restore without a record)
+	// Drift (restore): the keys someone changed since the disable, and what
+	// the restore makes of them: it takes out only what breakglass added.
+	Drift         []configedit.Drift `json:"drift,omitempty"`
+	RollbackAt    *time.Time         `json:"rollbackAt,omitempty"`    // try mode: when the node reverts by itself
+	PendingChange string             `json:"pendingChange,omitempty"` // someone else's TRY or STAGED change on the node
+	Warnings      []string           `json:"warnings,omitempty"`      // what the node's validation warned about when it applied
+	Outcome       string             `json:"outcome"`                 // planned, applied, running, failed
+	Error         string             `json:"error,omitempty"`
+	Elapsed       Duration           `json:"elapsed,omitempty"`
 
 	newConfig []byte
 	record    *AdmissionRecord // disable: to save before applying; restore: the one to drop
@@ -165,7 +170,7 @@ func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts Admission
 		if !n.pendingRollback.IsZero() && opts.RevertAfter > 0 {
 			// A second try would roll back to the first one's result, and
 			// the first one's rollback would be lost.
-			return fmt.Errorf("%w: a try-mode change is pending on this node until %s; restore it first (breakglass admission restore) or wait", ErrConflict, n.pendingRollback.Local().Format(time.RFC3339))
+			return fmt.Errorf("%w: a try-mode change is pending on this node until %s; restore it first (%s) or wait", ErrConflict, n.pendingRollback.Local().Format(time.RFC3339), opts.Target.NodesCmd("admission restore"))
 		}
 		n.Action, n.newConfig = "disable", res.Config
 		n.ConfigHashAfter = talos.HashConfig(res.Config)
@@ -222,9 +227,11 @@ func PlanRestore(ctx context.Context, tc *talos.Client, st State, opts Admission
 			n.pendingRollback, n.tryRecord = rollbackPending(rec, cfg), rec
 			out = cfg.Bytes
 			for i := len(rec.Edits) - 1; i >= 0; i-- {
-				if out, err = configedit.Restore(out, rec.Edits[i]); err != nil {
+				u, err := configedit.Undo(out, rec.Edits[i])
+				if err != nil {
 					return err
 				}
+				out, n.Drift = u.Config, append(n.Drift, u.Drift...)
 			}
 			n.record = rec
 			n.ByteExact = talos.HashConfig(out) == rec.ConfigHashBefore
@@ -292,7 +299,7 @@ func planEach(ctx context.Context, tc *talos.Client, op string, opts AdmissionOp
 		p.Nodes = append(p.Nodes, changes[i])
 	}
 	if op == "disable" && p.Changes() {
-		p.Warnings = append(p.Warnings, "while the plugins are disabled, "+bypassed(opts.Plugins)+" bypassed. Restore as soon as the API server is healthy: breakglass admission restore")
+		p.Warnings = append(p.Warnings, "while the plugins are disabled, "+bypassed(opts.Plugins)+" bypassed. Restore as soon as the API server is healthy: "+opts.Target.NodesCmd("admission restore"))
 	}
 	if len(p.Nodes) == 0 {
 		return p, p.PlanErr()

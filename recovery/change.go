@@ -1,9 +1,9 @@
 package recovery
 
-// Standalone changes (admission disable, admission restore) are runs of the
-// same engine as a guided recovery, of one step each: planned, shown,
-// confirmed, locked, journaled, applied and verified the same way, so that
-// resume and revert know them too.
+// Standalone changes (admission disable|restore, etcd delete|restore, lock
+// break) are runs of the same engine as a guided recovery, of one step
+// each: planned, shown, confirmed, locked, journaled, applied and verified
+// by the same loop, so that resume and revert know them too.
 
 import (
 	"context"
@@ -20,26 +20,28 @@ const (
 	standaloneRestore     = "admission restore"
 	standaloneDelete      = "etcd delete"
 	standaloneEtcdRestore = "etcd restore"
+	standaloneLockBreak   = "lock break"
 )
 
 // standalone tells whether an incident is a standalone change: named so,
 // or journaled before standalone changes recorded their options.
 func standalone(meta IncidentMeta) bool {
-	return len(meta.Options) == 0 || slices.Contains([]string{standaloneDisable, standaloneRestore, standaloneDelete, standaloneEtcdRestore}, meta.Runbook)
+	return len(meta.Options) == 0 || slices.Contains([]string{standaloneDisable, standaloneRestore, standaloneDelete, standaloneEtcdRestore, standaloneLockBreak}, meta.Runbook)
 }
 
 // standaloneNext is what resume says to do instead for a standalone change:
 // run the same command again (each is idempotent), or undo it.
-func standaloneNext(command, id string) string {
-	switch command {
+func standaloneNext(meta IncidentMeta, id string) string {
+	t := Target{Context: meta.Context, Nodes: meta.Nodes}
+	switch meta.Runbook {
 	case standaloneDisable:
-		return "run it again (it is idempotent): breakglass admission disable; or undo it: breakglass revert " + id
+		return "run it again (it is idempotent): " + t.NodesCmd("admission disable") + "; or undo it: " + t.Cmd("revert "+id)
 	case standaloneRestore:
-		return "run it again (it is idempotent): breakglass admission restore"
+		return "run it again (it is idempotent): " + t.NodesCmd("admission restore")
 	case standaloneDelete:
-		return "run it again (it is idempotent): breakglass etcd delete NAME...; or put the objects back: breakglass revert " + id + " --objects"
+		return "run it again (it is idempotent): " + t.NodesCmd("etcd delete NAME...") + "; or put the objects back: " + t.Cmd("revert "+id+" --objects")
 	case standaloneEtcdRestore:
-		return "run it again (it is idempotent): breakglass etcd restore FILE"
+		return "run it again (it is idempotent): " + t.NodesCmd("etcd restore FILE")
 	}
 	return "see what it did: breakglass journal show " + id
 }
@@ -58,6 +60,7 @@ type AdmissionChange struct {
 	AllowPendingChange bool
 	Etcd               EtcdOptions // where the cluster lock is
 	ToolVersion        string
+	CommandLine        string // as typed, without --dry-run
 }
 
 // DisableAdmission runs `admission disable` as an incident of one step.
@@ -76,7 +79,7 @@ func RestoreAdmission(ctx context.Context, tc *talos.Client, st State, fx Effect
 
 func (c AdmissionChange) options(command string, step Step) RecoverOptions {
 	return RecoverOptions{Runbook: command, Command: command, Steps: []Step{step}, Plugins: c.Plugins, NoWait: c.NoWait, WaitTimeout: Duration(c.WaitTimeout),
-		AllowPendingChange: c.AllowPendingChange, Etcd: c.Etcd, ToolVersion: c.ToolVersion}
+		AllowPendingChange: c.AllowPendingChange, Etcd: c.Etcd, ToolVersion: c.ToolVersion, CommandLine: c.CommandLine}
 }
 
 // EtcdChange is what `etcd delete|restore` take from the command line.
@@ -90,6 +93,7 @@ type EtcdChange struct {
 	ForceCluster bool
 	Etcd         EtcdOptions
 	ToolVersion  string
+	CommandLine  string // as typed, without --dry-run
 }
 
 // DeleteObjects runs `etcd delete` as an incident of one step: the objects
@@ -99,7 +103,7 @@ func DeleteObjects(ctx context.Context, tc *talos.Client, st State, fx Effects, 
 	step := Step{Name: "delete", Confirm: true, Params: &runbooks.EtcdDeleteParams{Kind: runbooks.ObjectKind(orDefault(c.Kind, "all")), Names: c.Names},
 		Description: "Remove the named admission objects from etcd after a verified backup."}
 	return Recover(ctx, tc, st, fx, ui, RecoverOptions{Runbook: standaloneDelete, Command: standaloneDelete, Steps: []Step{step},
-		BackupDir: c.BackupDir, Snapshot: c.Snapshot, Etcd: c.Etcd, ToolVersion: c.ToolVersion})
+		BackupDir: c.BackupDir, Snapshot: c.Snapshot, Etcd: c.Etcd, ToolVersion: c.ToolVersion, CommandLine: c.CommandLine})
 }
 
 // RestoreBackup runs `etcd restore FILE` as an incident of one step:
@@ -108,7 +112,17 @@ func RestoreBackup(ctx context.Context, tc *talos.Client, st State, fx Effects, 
 	step := Step{Name: "restore", Confirm: true, Params: &EtcdRestoreParams{Backups: []string{c.File}},
 		Description: "Put back the keys of the backup that are absent, byte for byte."}
 	return Recover(ctx, tc, st, fx, ui, RecoverOptions{Runbook: standaloneEtcdRestore, Command: standaloneEtcdRestore, Steps: []Step{step},
-		ForceCluster: c.ForceCluster, Etcd: c.Etcd, ToolVersion: c.ToolVersion})
+		ForceCluster: c.ForceCluster, Etcd: c.Etcd, ToolVersion: c.ToolVersion, CommandLine: c.CommandLine})
+}
+
+// BreakLock runs `lock break` as an incident of one step: who holds the
+// lock shown, confirmed, then the lock removed. It takes no lock itself.
+func BreakLock(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, c EtcdChange) (*RecoverResult, error) {
+	step := Step{Name: "break", Confirm: true, Params: &LockBreakParams{},
+		Description: "Remove the cluster lock, whoever holds it: only when that run is gone."}
+	fx.Lock = false
+	return Recover(ctx, tc, st, fx, ui, RecoverOptions{Runbook: standaloneLockBreak, Command: standaloneLockBreak, Steps: []Step{step},
+		Etcd: c.Etcd, ToolVersion: c.ToolVersion, CommandLine: c.CommandLine})
 }
 
 // Outcome is the typed result of the run's step of type T, if it ran.

@@ -25,6 +25,7 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/runbooks"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 // engineHooks are what a test does at the UI's calls; nil hooks answer
@@ -34,6 +35,7 @@ type engineHooks struct {
 	confirm     func(question string) error
 	confirmText func(question, word string) error
 	progress    func(node, msg string)
+	show        func(text string) // a plan shown before its question
 }
 
 // testUI is a recovery.UI that answers through hooks and remembers the
@@ -75,20 +77,23 @@ func (u *testUI) Progress(node, msg string) {
 	}
 }
 
-func (u *testUI) Show(text string) {}
-
-func (u *testUI) Confirm(ctx context.Context, question string) error {
-	u.logf("   confirm: %s", question)
-	if u.hooks.confirm != nil {
-		return u.hooks.confirm(question)
+func (u *testUI) Show(v recovery.View) {
+	if u.hooks.show != nil {
+		u.hooks.show(v.String())
 	}
-	return nil
 }
 
-func (u *testUI) ConfirmTyped(ctx context.Context, question, word string) error {
-	u.logf("   confirm typed %q: %s", word, question)
-	if u.hooks.confirmText != nil {
-		return u.hooks.confirmText(question, word)
+func (u *testUI) Confirm(ctx context.Context, q recovery.Question) error {
+	if q.Word != "" {
+		u.logf("   confirm typed %q: %s", q.Word, q.Text)
+		if u.hooks.confirmText != nil {
+			return u.hooks.confirmText(q.Text, q.Word)
+		}
+		return nil
+	}
+	u.logf("   confirm: %s", q.Text)
+	if u.hooks.confirm != nil {
+		return u.hooks.confirm(q.Text)
 	}
 	return nil
 }
@@ -151,11 +156,13 @@ func (e *engineEnv) state() recovery.State { return recovery.State{Dir: e.stateD
 
 // effects are what a run may change, as the commands choose them: nothing
 // on --dry-run.
-func (e *engineEnv) effects(dryRun bool) recovery.Effects {
+func (e *engineEnv) effects(dryRun bool) recovery.Effects { return e.effectsOf(e.tc, dryRun) }
+
+func (e *engineEnv) effectsOf(tc *talos.Client, dryRun bool) recovery.Effects {
 	if dryRun {
 		return recovery.Effects{}
 	}
-	return recovery.Live(e.tc)
+	return recovery.Live(tc)
 }
 
 // recoverRun runs the built-in webhook-deadlock runbook, as recover does
@@ -180,8 +187,30 @@ func recoverRun(t *testing.T, env *engineEnv, req recoverRequest) (runOutcome, e
 // resumeRun is `breakglass resume ID` ("" for the newest interrupted one).
 func resumeRun(t *testing.T, env *engineEnv, id string, hooks engineHooks) (runOutcome, error) {
 	t.Helper()
-	ui := newTestUI(t, hooks)
-	res, err := recovery.Resume(t.Context(), env.tc, env.state(), env.effects(false), ui, id)
+	return resumeWith(t, env, resumeRequest{ID: id, Hooks: hooks})
+}
+
+// resumeRequest is a `breakglass resume` as typed: the incident, -n,
+// --context, --nodes-gone, --dry-run, through which Talos client.
+type resumeRequest struct {
+	ID        string
+	Nodes     []string
+	Context   string
+	NodesGone []string
+	DryRun    bool
+	Talos     *talos.Client // default env.tc
+	Hooks     engineHooks
+}
+
+func resumeWith(t *testing.T, env *engineEnv, req resumeRequest) (runOutcome, error) {
+	t.Helper()
+	tc := req.Talos
+	if tc == nil {
+		tc = env.tc
+	}
+	ui := newTestUI(t, req.Hooks)
+	res, err := recovery.Resume(t.Context(), tc, env.state(), env.effectsOf(tc, req.DryRun), ui,
+		recovery.IncidentOptions{ID: req.ID, Nodes: req.Nodes, Context: req.Context, NodesGone: req.NodesGone})
 	return outcomeOf(res, ui), err
 }
 
@@ -190,7 +219,8 @@ func resumeRun(t *testing.T, env *engineEnv, id string, hooks engineHooks) (runO
 func revertRun(t *testing.T, env *engineEnv, id string, objects, dryRun bool, hooks engineHooks) (runOutcome, error) {
 	t.Helper()
 	ui := newTestUI(t, hooks)
-	res, err := recovery.Revert(t.Context(), env.tc, env.state(), env.effects(dryRun), ui, id, objects, env.etcdOptions(), "engine-test")
+	res, err := recovery.Revert(t.Context(), env.tc, env.state(), env.effects(dryRun), ui,
+		recovery.IncidentOptions{ID: id, Objects: objects, Etcd: env.etcdOptions(), ToolVersion: "engine-test"})
 	return outcomeOf(res, ui), err
 }
 
@@ -242,9 +272,7 @@ func exitKind(err error) string {
 }
 
 // declined is what the terminal UI answers to "no" at a confirmation.
-func declined() error {
-	return fmt.Errorf("%w: not confirmed, nothing was changed", recovery.ErrAborted)
-}
+func declined() error { return recovery.Declined("not confirmed") }
 
 // admissionRecords lists the nodes for which the state directory holds a
 // record of disabled plugins.

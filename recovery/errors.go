@@ -19,6 +19,27 @@ var (
 	ErrInvalidInput = failure.New(failure.BadInput, "invalid input")
 )
 
+// ErrNotConfirmed is the operator's no at a confirmation (see Declined);
+// it is an ErrAborted.
+var ErrNotConfirmed error = notConfirmed{}
+
+type notConfirmed struct{}
+
+func (notConfirmed) Error() string { return "not confirmed" }
+func (notConfirmed) Unwrap() error { return ErrAborted }
+
+// Declined is a UI's answer for the operator's no: its words ("not
+// confirmed", "NAME was not typed"), an ErrNotConfirmed. What it means for
+// the run the engine decides (it never says nothing was changed by itself).
+func Declined(format string, args ...any) error {
+	return &declinedError{msg: fmt.Sprintf(format, args...)}
+}
+
+type declinedError struct{ msg string }
+
+func (e *declinedError) Error() string { return e.msg }
+func (e *declinedError) Unwrap() error { return ErrNotConfirmed }
+
 // NodeFailures is what went wrong on some of the target nodes. When other
 // nodes succeeded it is a partial failure; a run is never reported as a
 // success while one node failed.

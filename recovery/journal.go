@@ -28,16 +28,20 @@ type IncidentMeta struct {
 	By          string          `json:"by"` // user@host
 	Cluster     string          `json:"cluster,omitempty"`
 	Nodes       []string        `json:"nodes"`
+	Context     string          `json:"context,omitempty"` // the talosconfig context it ran through
 	Runbook     string          `json:"runbook"`
 	Options     json.RawMessage `json:"options,omitempty"` // what resume needs to continue the same way
 	ToolVersion string          `json:"toolVersion"`
 	DryRun      bool            `json:"dryRun,omitempty"`
+	// JournalVersion 2: a change applied is journaled as an apply record
+	// (after its confirmation); earlier journals have none.
+	JournalVersion int `json:"journalVersion,omitempty"`
 }
 
 // Entry is one journal record.
 type Entry struct {
 	Time    time.Time       `json:"time"`
-	Kind    string          `json:"kind"` // incident, begin, end, note
+	Kind    string          `json:"kind"` // incident, begin, apply, end, note, finish
 	Step    string          `json:"step,omitempty"`
 	Action  string          `json:"action,omitempty"`
 	Outcome string          `json:"outcome,omitempty"` // ok, skipped, failed, aborted (end records)
@@ -56,7 +60,8 @@ const (
 	OutcomeAborted = "aborted"
 )
 
-// Journal appends to one incident's journal.
+// Journal appends to one incident's journal. A journal without a file (a
+// dry run of an existing incident) writes nothing.
 type Journal struct {
 	ID   string
 	Dir  string
@@ -74,6 +79,7 @@ func (s State) NewIncident(meta IncidentMeta, now time.Time) (*Journal, error) {
 	_, _ = rand.Read(rnd[:])
 	meta.ID = now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rnd[:])
 	meta.Started = now.UTC()
+	meta.JournalVersion = 2
 	if meta.By == "" {
 		meta.By = whoami()
 	}
@@ -112,22 +118,6 @@ func (s State) ReadIncident(id string) (string, []Entry, error) {
 		return "", nil, invalidInput("list them with: breakglass journal list", "no incident %q", id)
 	}
 	return dir, entries, err
-}
-
-// OpenIncident reopens an incident's journal to append to it (resume,
-// revert). An empty id means the newest incident. A damaged journal is
-// refused, saying what can still be done without it.
-func (s State) OpenIncident(id string) (*Journal, []Entry, error) {
-	dir, entries, err := s.ReadIncident(id)
-	var damage *JournalDamageError
-	if errors.As(err, &damage) {
-		return nil, nil, &damagedIncidentError{id: filepath.Base(dir), dir: dir, damage: damage}
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	j, err := openJournal(dir, *entries[0].Meta)
-	return j, entries, err
 }
 
 func openJournal(dir string, meta IncidentMeta) (*Journal, error) {
@@ -188,6 +178,14 @@ func setAsideTorn(f *os.File) (string, error) {
 // Meta is the incident record.
 func (j *Journal) Meta() IncidentMeta { return j.meta }
 
+// Path is the journal file, "" when it writes none.
+func (j *Journal) Path() string {
+	if j.f == nil {
+		return ""
+	}
+	return filepath.Join(j.Dir, "journal.jsonl")
+}
+
 // Append writes one record and fsyncs it: after a crash, the journal holds
 // every step that started.
 func (j *Journal) Append(e Entry) error {
@@ -200,6 +198,9 @@ func (j *Journal) Append(e Entry) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
 	if _, err := j.f.Write(append(b, '\n')); err != nil {
 		return err
 	}
@@ -207,7 +208,12 @@ func (j *Journal) Append(e Entry) error {
 }
 
 // Close closes the journal file.
-func (j *Journal) Close() error { return j.f.Close() }
+func (j *Journal) Close() error {
+	if j.f == nil {
+		return nil
+	}
+	return j.f.Close()
+}
 
 // ReadJournal reads a journal. A last record cut short by a crash (no
 // newline, not JSON) is ignored: the record before it is the last one that

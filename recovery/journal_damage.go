@@ -31,6 +31,37 @@ func (e *JournalDamageError) Hints() []string {
 	return []string{"its readable records: breakglass journal show " + incidentIDOf(e.Path)}
 }
 
+// Shown is the damage as `journal show` reports it after printing the
+// records it could read: where they stop, and how to look at the rest of
+// the file (not the command that just ran).
+func (e *JournalDamageError) Shown(records int) error {
+	return &shownDamageError{damage: e, records: records}
+}
+
+type shownDamageError struct {
+	damage  *JournalDamageError
+	records int
+}
+
+func (e *shownDamageError) Error() string {
+	if e.records == 0 {
+		return e.damage.Error() + "; no record before it could be read"
+	}
+	return fmt.Sprintf("%v; the %d record(s) above are those before it", e.damage, e.records)
+}
+
+// Unwrap is bad input, not the damage itself: its hint is the command
+// that was just run.
+func (e *shownDamageError) Unwrap() error { return failure.BadInput }
+
+func (e *shownDamageError) Hints() []string {
+	look := "look at the file itself: less " + e.damage.Path
+	if e.damage.Line > 0 {
+		look = fmt.Sprintf("the rest of the file, as written: tail -n +%d %s", e.damage.Line, e.damage.Path)
+	}
+	return []string{look, "the admission flags do not need the journal: breakglass admission status, then breakglass admission restore"}
+}
+
 // damagedIncidentError is resume or revert refused on a damaged journal:
 // what they cannot do, and what still works without the journal.
 type damagedIncidentError struct {

@@ -8,51 +8,67 @@ import (
 )
 
 // RenderAdmissionPlan writes a plan for the operator to read before confirming.
-func RenderAdmissionPlan(w io.Writer, p *AdmissionPlan) {
+func RenderAdmissionPlan(w io.Writer, p *AdmissionPlan) { fmt.Fprint(w, AdmissionView(p).String()) }
+
+// AdmissionView is a plan as the operator reads it, one part per node.
+func AdmissionView(p *AdmissionPlan) View {
 	verb := map[string]string{"disable": "disable admission plugins", "restore": "restore admission plugins"}[p.Operation]
-	fmt.Fprintf(w, "Plan: %s on %d node(s)\n", verb, len(p.Nodes)+len(p.Failed))
+	v := View{Head: fmt.Sprintf("Plan: %s on %d node(s)\n", verb, len(p.Nodes)+len(p.Failed))}
 	if d := p.opts.RevertAfter; p.Operation == "disable" && d > 0 && p.Changes() {
-		fmt.Fprintf(w, "  try mode (--revert-after %s): each node puts the plugins back by itself %s after it is changed (about %s), unless restored first\n",
+		v.Head += fmt.Sprintf("  try mode (--revert-after %s): each node puts the plugins back by itself %s after it is changed (about %s), unless restored first\n",
 			shortDuration(d), shortDuration(d), time.Now().Add(d).Local().Format("15:04 MST"))
 	}
 	for _, n := range p.Nodes {
-		fmt.Fprintf(w, "  node %s (cluster %s, Talos %s)\n", n.Node, orNone(n.Cluster), n.TalosVersion)
-		if n.Action == "none" {
-			fmt.Fprintf(w, "    nothing to do: %s\n", n.Reason)
-			continue
-		}
-		fmt.Fprintf(w, "    disable-admission-plugins: %s -> %s\n", ListOrNone(n.DisabledBefore), ListOrNone(n.DisabledAfter))
-		if len(n.RemovedFromEnable) > 0 {
-			fmt.Fprintf(w, "    enable-admission-plugins: %s taken out (kube-apiserver refuses a plugin in both lists)\n", strings.Join(n.RemovedFromEnable, ","))
-		}
-		if n.Reason != "" {
-			fmt.Fprintf(w, "    note: %s\n", n.Reason)
-		}
-		if n.PendingChange != "" {
-			fmt.Fprintf(w, "    WARNING: %s\n", n.PendingChange)
-		}
-		for _, u := range n.Unknowns {
-			fmt.Fprintf(w, "    note: %s\n", u)
-		}
-		if p.Operation == "restore" && n.ByteExact {
-			fmt.Fprintln(w, "    the config will be byte-identical to what it was before disable")
-		}
-		if n.Method == "merge" {
-			fmt.Fprintln(w, "    edit: strategic merge (the config's layout could not be edited in place; comments are lost)")
-		}
-		if d := strings.TrimSpace(n.NodeDiff); d != "" {
-			fmt.Fprintln(w, "    the node's dry run:")
-			for _, line := range strings.Split(d, "\n") {
-				fmt.Fprintf(w, "      | %s\n", line)
-			}
-		}
+		v.Parts = append(v.Parts, ViewPart{Node: n.Node, Title: fmt.Sprintf("  node %s (cluster %s, Talos %s)\n", n.Node, orNone(n.Cluster), n.TalosVersion), Body: nodePlan(p, n)})
 	}
+	var foot strings.Builder
 	for _, f := range p.Failed {
-		fmt.Fprintf(w, "  node %s: cannot be planned (see below); it will not be changed\n", f)
+		fmt.Fprintf(&foot, "  node %s: cannot be planned (see below); it will not be changed\n", f)
 	}
 	for _, warn := range p.Warnings {
-		fmt.Fprintf(w, "WARNING: %s\n", warn)
+		fmt.Fprintf(&foot, "WARNING: %s\n", warn)
 	}
+	v.Foot = foot.String()
+	return v
+}
+
+// nodePlan is one node's part of a plan, without the node's name.
+func nodePlan(p *AdmissionPlan, n *NodeChange) string {
+	var w strings.Builder
+	if n.Action == "none" {
+		fmt.Fprintf(&w, "    nothing to do: %s\n", n.Reason)
+		return w.String()
+	}
+	fmt.Fprintf(&w, "    disable-admission-plugins: %s -> %s\n", ListOrNone(n.DisabledBefore), ListOrNone(n.DisabledAfter))
+	if len(n.RemovedFromEnable) > 0 {
+		fmt.Fprintf(&w, "    enable-admission-plugins: %s taken out (kube-apiserver refuses a plugin in both lists)\n", strings.Join(n.RemovedFromEnable, ","))
+	}
+	if n.Reason != "" {
+		fmt.Fprintf(&w, "    note: %s\n", n.Reason)
+	}
+	for _, d := range n.Drift {
+		fmt.Fprintf(&w, "    CHANGED SINCE THE DISABLE: %s held %s after it, holds %s now; the restore takes out only what breakglass added and puts back only what it took out: %s\n",
+			d.Key, ListOrNone(d.Left), ListOrNone(d.Now), ListOrNone(d.After))
+	}
+	if n.PendingChange != "" {
+		fmt.Fprintf(&w, "    WARNING: %s\n", n.PendingChange)
+	}
+	for _, u := range n.Unknowns {
+		fmt.Fprintf(&w, "    note: %s\n", u)
+	}
+	if p.Operation == "restore" && n.ByteExact {
+		fmt.Fprintln(&w, "    the config will be byte-identical to what it was before disable")
+	}
+	if n.Method == "merge" {
+		fmt.Fprintln(&w, "    edit: strategic merge (the config's layout could not be edited in place; comments are lost)")
+	}
+	if d := strings.TrimSpace(n.NodeDiff); d != "" {
+		fmt.Fprintln(&w, "    the node's dry run:")
+		for _, line := range strings.Split(d, "\n") {
+			fmt.Fprintf(&w, "      | %s\n", line)
+		}
+	}
+	return w.String()
 }
 
 // RenderAdmissionOutcome writes what happened on each node.
@@ -71,7 +87,8 @@ func RenderAdmissionOutcome(w io.Writer, p *AdmissionPlan) {
 		}
 	}
 	if p.Operation == "disable" {
-		fmt.Fprintln(w, "Next: wait for the API server (breakglass apiserver wait), then put the plugins back: breakglass admission restore")
+		t := p.opts.Target
+		fmt.Fprintf(w, "Next: wait for the API server (%s), then put the plugins back: %s\n", t.NodesCmd("apiserver wait"), t.NodesCmd("admission restore"))
 		for _, n := range p.Nodes {
 			if n.RollbackAt != nil {
 				fmt.Fprintf(w, "Without a restore, the nodes revert by themselves at %s (try mode).\n", n.RollbackAt.Local().Format(time.RFC3339))

@@ -91,9 +91,9 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 // left undone.
 func (r *run) finishCommand(s Step, err error) string {
 	if p, ok := s.Params.(*runbooks.EtcdDeleteParams); ok {
-		return fmt.Sprintf("step %s failed (%s); finish it with: breakglass etcd delete --kind %s %s", s.Name, shortErr(err), orDefault(string(p.Kind), "all"), strings.Join(p.Names, " "))
+		return fmt.Sprintf("step %s failed (%s); finish it with: %s", s.Name, shortErr(err), r.target.NodesCmd("etcd delete --kind "+orDefault(string(p.Kind), "all")+" "+strings.Join(p.Names, " ")))
 	}
-	return fmt.Sprintf("step %s failed (%s); run it again with: breakglass resume %s", s.Name, shortErr(err), r.journal.ID)
+	return fmt.Sprintf("step %s failed (%s); run it again with: %s", s.Name, shortErr(err), r.target.Cmd("resume "+r.journal.ID))
 }
 
 // undoneError is a run that did everything but something the operator

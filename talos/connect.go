@@ -137,6 +137,26 @@ func (c *Client) Nodes() []string {
 	return c.nodes
 }
 
+// ContextName is the talosconfig context the client uses ("" for a nil
+// client).
+func (c *Client) ContextName() string {
+	if c == nil {
+		return ""
+	}
+	return c.context
+}
+
+// WithNodes is the same connection targeting other nodes (an incident's
+// recorded ones). The copy shares the connection: close only the original.
+func (c *Client) WithNodes(nodes []string) *Client {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	cp.nodes = append([]string(nil), nodes...)
+	return &cp
+}
+
 // Role is the highest Talos role of the talosconfig's client certificate
 // (os:admin, os:operator, os:reader, os:etcd:backup), or "" if unknown.
 func (c *Client) Role() string { return c.role }

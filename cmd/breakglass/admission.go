@@ -107,6 +107,7 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 		AllowPendingChange: c.Bool("allow-pending-change"),
 		Etcd:               etcdOptions(c),
 		ToolVersion:        version,
+		CommandLine:        typedCommand(c, tc),
 	}
 	run := recovery.DisableAdmission
 	if op == "restore" {
@@ -117,6 +118,7 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 		return err
 	}
 	fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", res.Incident)
+	err = withIncident(err, res)
 	outcome, ran := recovery.Outcome[*recovery.AdmissionResult](res)
 	var p *recovery.AdmissionPlan
 	if ran {

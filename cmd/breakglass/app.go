@@ -157,12 +157,16 @@ func extraCommands(s streams) []*cli.Command {
 
 var commandRegistry []func(streams) *cli.Command
 
+// argsKey is where the command line as typed is kept in the app's metadata.
+const argsKey = "args"
+
 // run executes the command line and returns the process exit code.
 func run(ctx context.Context, args []string, s streams) int {
 	app := newApp(s)
+	app.Metadata[argsKey] = args // as typed: what a dry run says to run for real
 	err := app.RunContext(ctx, command.Normalize(app, args))
 	path, _ := app.Metadata[commandPathKey].(string)
-	err = asInterrupted(ctx, path, err)
+	err = asInterrupted(ctx, err)
 	err = permissionAsBadInput(path, err)
 	if err == nil {
 		return int(failure.OK)

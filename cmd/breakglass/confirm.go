@@ -12,49 +12,63 @@ import (
 
 // confirmer asks the operator before anything changes. --yes answers for
 // them; with no answer on standard input (a script, CI) it refuses rather
-// than guess.
+// than guess. A confirmation is a question: an answer it cannot read (a
+// mistyped name, "yse") is asked again, a few times; "no" is a no. What a
+// no means for the run, the engine says.
 type confirmer struct {
 	in  *bufio.Reader
 	out io.Writer
 	yes bool
 }
 
+// confirmTries is how many answers a question reads before taking the
+// last unreadable one as a no.
+const confirmTries = 3
+
 func newConfirmer(s streams, yes bool) *confirmer {
 	return &confirmer{in: bufio.NewReader(s.In), out: s.Err, yes: yes}
 }
 
-// Confirm asks a yes/no question; anything but yes aborts.
-func (c *confirmer) Confirm(ctx context.Context, question string) error {
+// Confirm asks q: a yes or no, or the word to type.
+func (c *confirmer) Confirm(ctx context.Context, q recovery.Question) error {
 	if c.yes {
 		return nil
 	}
-	fmt.Fprintf(c.out, "%s [y/N] ", question)
-	answer, err := c.readLine(ctx)
-	if err != nil {
-		return err
+	prompt := q.Text + " [y/N] "
+	if q.Word != "" {
+		prompt = fmt.Sprintf("%s\nType %q to continue: ", q.Text, q.Word)
 	}
-	switch strings.ToLower(answer) {
-	case "y", "yes":
-		return nil
+	for try := 1; ; try++ {
+		fmt.Fprint(c.out, prompt)
+		answer, err := c.readLine(ctx)
+		if err != nil {
+			return err
+		}
+		yes, no := answer == q.Word, false
+		switch strings.ToLower(answer) {
+		case "", "n", "no":
+			no = true
+		case "y", "yes":
+			yes = yes || q.Word == ""
+		}
+		switch {
+		case yes:
+			return nil
+		case no && q.Word != "":
+			return recovery.Declined("%q was not typed", q.Word)
+		case no:
+			return recovery.Declined("not confirmed")
+		case try == confirmTries && q.Word != "":
+			return recovery.Declined("%q was not typed (%d tries)", q.Word, try)
+		case try == confirmTries:
+			return recovery.Declined("not confirmed (%d unreadable answers)", try)
+		case q.Word != "":
+			fmt.Fprintf(c.out, "%q is not %q; type it exactly (or no to decline).\n", answer, q.Word)
+			prompt = fmt.Sprintf("Type %q to continue: ", q.Word)
+		default:
+			fmt.Fprintf(c.out, "answer yes or no.\n")
+		}
 	}
-	return fmt.Errorf("%w: not confirmed, nothing was changed", recovery.ErrAborted)
-}
-
-// ConfirmTyped asks the operator to type a word (an object's name) before a
-// destructive step; --yes still answers for them.
-func (c *confirmer) ConfirmTyped(ctx context.Context, question, word string) error {
-	if c.yes {
-		return nil
-	}
-	fmt.Fprintf(c.out, "%s\nType %q to continue: ", question, word)
-	answer, err := c.readLine(ctx)
-	if err != nil {
-		return err
-	}
-	if answer != word {
-		return fmt.Errorf("%w: %q was not typed, nothing was changed", recovery.ErrAborted, word)
-	}
-	return nil
 }
 
 func (c *confirmer) readLine(ctx context.Context) (string, error) {
@@ -69,7 +83,7 @@ func (c *confirmer) readLine(ctx context.Context) (string, error) {
 	}()
 	select {
 	case <-ctx.Done():
-		return "", fmt.Errorf("%w: interrupted at the confirmation, nothing was changed", recovery.ErrAborted)
+		return "", fmt.Errorf("%w: interrupted at the confirmation", recovery.ErrAborted)
 	case r := <-ch:
 		if r.err != nil && r.line == "" {
 			return "", &noAnswerError{}
@@ -80,9 +94,7 @@ func (c *confirmer) readLine(ctx context.Context) (string, error) {
 
 type noAnswerError struct{}
 
-func (noAnswerError) Error() string {
-	return "no answer on standard input to the confirmation: nothing was changed"
-}
+func (noAnswerError) Error() string { return "no answer on standard input to the confirmation" }
 func (noAnswerError) Unwrap() error { return recovery.ErrAborted }
 func (noAnswerError) Hints() []string {
 	return []string{"run it in a terminal to answer, or add --yes to proceed without asking (automation)"}

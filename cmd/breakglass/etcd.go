@@ -334,12 +334,12 @@ func withEtcdChange(c *cli.Context, s streams, change recovery.EtcdChange,
 	if tc != nil {
 		defer tc.Close()
 	}
-	change.Etcd, change.ToolVersion = f.options(), version
+	change.Etcd, change.ToolVersion, change.CommandLine = f.options(), version, typedCommand(c, tc)
 	res, err := run(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), newChangeUI(s, g), change)
 	if res != nil {
 		fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", res.Incident)
 	}
-	return g, res, err
+	return g, res, withIncident(err, res)
 }
 
 func runEtcdDelete(c *cli.Context, s streams) error {

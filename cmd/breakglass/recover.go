@@ -67,6 +67,7 @@ func runRecover(c *cli.Context, s streams) error {
 		Delete: splitCSV(c.StringSlice("delete")), DeleteKind: c.String("kind"),
 		AllowPendingChange: c.Bool("allow-pending-change"), Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
 	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
+		opts.CommandLine = typedCommand(c, tc)
 		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, opts)
 	})
 }
@@ -77,14 +78,18 @@ func resumeCommand(s streams) *cli.Command {
 		Usage:     "continue an interrupted incident from its last completed step",
 		ArgsUsage: "[INCIDENT-ID]",
 		Description: "Reads the incident journal (the newest incident when no ID is given) and runs the steps that\n" +
-			"did not complete, with the options the incident was started with. Steps are idempotent: a\n" +
-			"step that had already taken effect notices it.\n\n" + exitCodeHelp(),
+			"did not complete, with the options the incident was started with, on the nodes it recorded, after\n" +
+			"checking they are the same cluster (its name, etcd's cluster ID): another -n or --context is\n" +
+			"refused unless --nodes-gone names the recorded nodes that are gone. Steps are idempotent: a\n" +
+			"step that had already taken effect notices it. --dry-run reads the journal and writes nothing,\n" +
+			"not even the journal; an incident that was a dry run is never resumed for real.\n\n" + exitCodeHelp(),
+		Flags: []cli.Flag{nodesGoneFlag()},
 		Action: func(c *cli.Context) error {
 			if err := checkIncident(c, true); err != nil {
 				return err
 			}
 			return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
-				return recovery.Resume(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, c.Args().First())
+				return recovery.Resume(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, incidentOptions(c, g))
 			})
 		},
 	}
@@ -95,20 +100,54 @@ func revertCommand(s streams) *cli.Command {
 		Name:      "revert",
 		Usage:     "undo what an incident changed: the admission flag, and removed objects when asked",
 		ArgsUsage: "[INCIDENT-ID]",
-		Description: "Puts disable/enable-admission-plugins back to the recorded values on every node. With --objects,\n" +
-			"also restores the objects the incident removed from etcd, from their verified backups, creating\n" +
-			"only keys that are absent. Idempotent.\n\n" + exitCodeHelp(),
-		Flags: append(etcdConnFlags(),
+		Description: "Puts disable/enable-admission-plugins back to the recorded values on the incident's nodes (the\n" +
+			"same checks of cluster and nodes as resume). With --objects, also restores the objects the\n" +
+			"incident removed from etcd, from every verified backup it wrote, creating only keys that are\n" +
+			"absent. Idempotent. --dry-run reads the journal and writes nothing.\n\n" + exitCodeHelp(),
+		Flags: append(etcdConnFlags(), nodesGoneFlag(),
 			&cli.BoolFlag{Name: "objects", Usage: "also restore the objects the incident removed from etcd"}),
 		Action: func(c *cli.Context) error {
 			if err := checkIncident(c, false); err != nil {
 				return err
 			}
 			return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
-				return recovery.Revert(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, c.Args().First(), c.Bool("objects"), etcdOptions(c), version)
+				return recovery.Revert(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, incidentOptions(c, g))
 			})
 		},
 	}
+}
+
+func nodesGoneFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "nodes-gone", Usage: "the incident's recorded nodes that are gone for good: left out, and said so"}
+}
+
+// incidentOptions are resume's and revert's: the incident, and what the
+// command line says of its cluster.
+func incidentOptions(c *cli.Context, g globalOptions) recovery.IncidentOptions {
+	return recovery.IncidentOptions{ID: c.Args().First(), Nodes: g.Nodes, Context: g.Context, NodesGone: unique(splitCSV(c.StringSlice("nodes-gone"))),
+		Objects: c.Bool("objects"), Etcd: etcdOptions(c), ToolVersion: version}
+}
+
+// typedCommand is the command line as typed, without --dry-run, and with
+// the nodes when it named none: what a dry run says to run for real.
+func typedCommand(c *cli.Context, tc *talos.Client) string {
+	args, _ := c.App.Metadata[argsKey].([]string)
+	out := []string{"breakglass"}
+	nodes := false
+	for _, a := range args[min(1, len(args)):] {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case strings.HasPrefix(a, "-") && name == "dry-run":
+			continue
+		case strings.HasPrefix(a, "-") && (name == "n" || name == "nodes"):
+			nodes = true
+		}
+		out = append(out, recovery.ShellWord(a))
+	}
+	if !nodes && len(tc.Nodes()) > 0 {
+		out = append(out, "-n", recovery.ShellWord(strings.Join(tc.Nodes(), ",")))
+	}
+	return strings.Join(out, " ")
 }
 
 // checkIncident refuses a damaged incident before anything is dialled.
@@ -140,6 +179,7 @@ func guided(s streams, g globalOptions, tc *talos.Client, fn func(globalOptions,
 	if res == nil {
 		return err
 	}
+	err = withIncident(err, res)
 	if g.json() {
 		if werr := writeJSON(s.Out, res); werr != nil {
 			return werr
@@ -152,7 +192,10 @@ func guided(s streams, g globalOptions, tc *talos.Client, fn func(globalOptions,
 
 func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
 	fmt.Fprintf(w, "\nIncident %s: %s in %s", res.Incident, res.Outcome, time.Duration(res.Elapsed).Round(time.Millisecond))
-	if res.DryRun {
+	switch {
+	case res.DryRun && res.Journal == "":
+		fmt.Fprint(w, " (dry run: nothing was changed, nothing written)")
+	case res.DryRun:
 		fmt.Fprint(w, " (dry run: nothing was changed)")
 	}
 	fmt.Fprintln(w)
@@ -162,7 +205,12 @@ func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
 	for _, u := range res.Undone {
 		fmt.Fprintf(w, "NOT DONE: %s\n", u)
 	}
-	fmt.Fprintf(w, "Journal: %s\n", res.Journal)
+	for _, l := range res.LeftBehind {
+		fmt.Fprintf(w, "LEFT BEHIND: %s\n", l)
+	}
+	if res.Journal != "" {
+		fmt.Fprintf(w, "Journal: %s\n", res.Journal)
+	}
 	for _, n := range res.Next {
 		fmt.Fprintf(w, "Next: %s\n", n)
 	}
@@ -223,6 +271,10 @@ func journalCommand(s streams) *cli.Command {
 				ArgsUsage: "[INCIDENT-ID]",
 				Action: func(c *cli.Context) error {
 					g, entries, err := readIncident(c)
+					var damage *recovery.JournalDamageError
+					if errors.As(err, &damage) {
+						err = damage.Shown(len(entries)) // after the records it could read
+					}
 					if len(entries) == 0 {
 						return err
 					}
@@ -305,7 +357,7 @@ func lockCommand(s streams) *cli.Command {
 						case h == nil:
 							fmt.Fprintln(s.Out, "the cluster lock is free")
 						default:
-							fmt.Fprintf(s.Out, "held by %s\n", holderText(h))
+							fmt.Fprintf(s.Out, "held by %s\n", recovery.HolderText(h))
 						}
 						return nil
 					})
@@ -316,38 +368,27 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "remove the cluster lock whoever holds it (when its holder is gone)",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					return withLockHolder(c, func(g globalOptions, ec *etcd.Client, h *etcd.LockHolder, unreadable *etcd.UnreadableLockError) error {
-						switch {
-						case unreadable != nil:
-							fmt.Fprintf(s.Out, "The lock holds a value breakglass cannot read (another tool, or another version of breakglass?): %s\n", unreadable.Shown())
-						case h == nil:
-							fmt.Fprintln(s.Out, "the cluster lock is free: nothing to break")
-							return nil
-						default:
-							fmt.Fprintf(s.Out, "The lock is held by %s.\n", holderText(h))
+					g, res, err := withEtcdChange(c, s, recovery.EtcdChange{}, recovery.BreakLock)
+					if res == nil {
+						return err
+					}
+					out, ran := recovery.Outcome[*recovery.LockBreakResult](res)
+					switch {
+					case !ran:
+					case g.json():
+						if werr := writeJSON(s.Out, out); werr != nil {
+							return werr
 						}
-						if g.DryRun {
-							fmt.Fprintln(s.Out, "Dry run: the lock was not broken.")
-							return nil
-						}
-						if err := newConfirmer(s, g.Yes).Confirm(c.Context, "Break it? Only if that run is really gone."); err != nil {
-							return err
-						}
-						if _, err := ec.BreakLock(c.Context); err != nil {
-							return err
-						}
-						fmt.Fprintln(s.Out, "lock broken")
-						return nil
-					})
+					case out.Broken || out.Holder == nil && out.Unreadable == "":
+						fmt.Fprintln(s.Out, out.Message())
+					case g.DryRun:
+						fmt.Fprintln(s.Out, "Dry run: the lock was not broken.")
+					}
+					return err
 				},
 			},
 		},
 	}
-}
-
-// holderText names a lock holder; its words come from etcd, made safe.
-func holderText(h *etcd.LockHolder) string {
-	return fmt.Sprintf("%s (%s, incident %s) since %s", termsafe.String(h.By), termsafe.String(h.Command), termsafe.String(h.Incident), h.Since.Local().Format(time.RFC3339))
 }
 
 // withLockHolder connects to etcd and reads who holds the cluster lock, or

@@ -133,7 +133,7 @@ func TestResumeStandaloneSaysWhatToDo(t *testing.T) {
 		t.Setenv("BREAKGLASS_STATE_DIR", state)
 		code, _, stderr := runCLIIn(t, admin, "resume 20260101-000000-aaaa --yes")
 		if code != 2 || !strings.Contains(stderr, "incident 20260101-000000-aaaa is a standalone admission disable: there is nothing to resume") ||
-			!strings.Contains(stderr, "hint: run it again (it is idempotent): breakglass admission disable; or undo it: breakglass revert 20260101-000000-aaaa") {
+			!strings.Contains(stderr, "hint: run it again (it is idempotent): breakglass admission disable -n 127.0.0.11; or undo it: breakglass revert 20260101-000000-aaaa") {
 			t.Errorf("exit %d:\n%s", code, stderr)
 		}
 		if strings.Contains(stderr, "JSON") {

@@ -7,10 +7,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/recovery"
 )
 
 // interruptedError is the cause of a run's cancellation by SIGINT or
@@ -59,7 +59,7 @@ func runInterruptible(args []string, s streams) int {
 // so, whatever error the interrupted call returned (a gRPC "canceled", a
 // timeout, a partial result), keeping that error's words and hints. The
 // lab's own exit code is the lab's.
-func asInterrupted(ctx context.Context, command string, err error) error {
+func asInterrupted(ctx context.Context, err error) error {
 	var sig interruptedError
 	if !errors.As(context.Cause(ctx), &sig) {
 		return err
@@ -68,13 +68,18 @@ func asInterrupted(ctx context.Context, command string, err error) error {
 	if errors.As(err, &lab) {
 		return err
 	}
-	return &interruptedRun{sig: sig, err: err, journaled: slices.Contains(journaledCommands, command)}
+	run := &interruptedRun{sig: sig, err: err}
+	var in *inIncident
+	if errors.As(err, &in) {
+		run.incident = in.id
+	}
+	return run
 }
 
 type interruptedRun struct {
-	sig       interruptedError
-	err       error // nil: the command finished as the signal came
-	journaled bool  // the command keeps an incident journal
+	sig      interruptedError
+	err      error  // nil: the command finished as the signal came
+	incident string // the incident this run wrote into, if any
 }
 
 // commandPathKey is where the running command's path ("etcd delete") is
@@ -82,8 +87,8 @@ type interruptedRun struct {
 const commandPathKey = "command"
 
 // journaledCommands change the cluster and keep an incident journal; the
-// others read only, and their interruption changed nothing.
-var journaledCommands = []string{"admission disable", "admission restore", "recover", "resume", "revert", "runbook run", "etcd delete", "etcd restore"}
+// others read only.
+var journaledCommands = []string{"admission disable", "admission restore", "recover", "resume", "revert", "runbook run", "etcd delete", "etcd restore", "lock break"}
 
 func (e *interruptedRun) Error() string {
 	if e.err == nil || errors.Is(e.err, e.sig) {
@@ -95,10 +100,32 @@ func (e *interruptedRun) Error() string {
 // Unwrap is the interruption only, so the exit code is 8 and not the
 // interrupted call's; its hints are kept below.
 func (e *interruptedRun) Unwrap() error { return e.sig }
+
+// Hints are the interrupted call's, and where this run journaled what it
+// did: only an incident it wrote into (a run that opened none, or wrote
+// nothing, points at no journal).
 func (e *interruptedRun) Hints() []string {
 	h := failure.Hints(e.err)
-	if !e.journaled {
+	if e.incident == "" {
 		return h
 	}
-	return append(h, "what was done is in the journal: breakglass journal show")
+	return append(h, "what was done is in the journal: breakglass journal show "+e.incident)
+}
+
+// inIncident is a command's error marked with the incident its run wrote
+// into, for what an interruption says.
+type inIncident struct {
+	err error
+	id  string
+}
+
+func (e *inIncident) Error() string { return e.err.Error() }
+func (e *inIncident) Unwrap() error { return e.err }
+
+// withIncident marks err with the incident res wrote into, if any.
+func withIncident(err error, res *recovery.RecoverResult) error {
+	if err == nil || res == nil || res.Journal == "" {
+		return err
+	}
+	return &inIncident{err: err, id: res.Incident}
 }

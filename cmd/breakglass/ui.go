@@ -111,30 +111,25 @@ func (u *terminalUI) Progress(node, msg string) {
 	fmt.Fprintf(u.w, "  %s  %s: %s\n", time.Now().Format("15:04:05.000"), node, msg)
 }
 
-func (u *terminalUI) Show(text string) {
+func (u *terminalUI) Show(v recovery.View) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.spinner {
 		fmt.Fprint(u.w, "\r\033[K")
 	}
-	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimRight(v.String(), "\n"), "\n") {
 		fmt.Fprintf(u.w, "    %s\n", l)
 	}
 }
 
-// Confirm and ConfirmTyped stop the spinner while the operator reads and
-// answers, and start it again for the rest of the step (the apply and the
-// wait after a confirmation take seconds).
-func (u *terminalUI) Confirm(ctx context.Context, q string) error {
+// Confirm stops the spinner while the operator reads and answers, and
+// starts it again for the rest of the step (the apply and the wait after a
+// confirmation take seconds).
+func (u *terminalUI) Confirm(ctx context.Context, q recovery.Question) error {
 	u.pauseSpinner()
 	defer u.startSpinner()
-	return u.conf.Confirm(ctx, "  "+q)
-}
-
-func (u *terminalUI) ConfirmTyped(ctx context.Context, q, word string) error {
-	u.pauseSpinner()
-	defer u.startSpinner()
-	return u.conf.ConfirmTyped(ctx, "  "+q, word)
+	q.Text = "  " + q.Text
+	return u.conf.Confirm(ctx, q)
 }
 
 // changeUI is how a standalone change (a run of one step) talks: its plan
@@ -154,12 +149,11 @@ func newChangeUI(s streams, g globalOptions) *changeUI {
 func (u *changeUI) Begin(int, int, recovery.Step)                    {}
 func (u *changeUI) End(recovery.Step, string, time.Duration, string) {}
 func (u *changeUI) Progress(node, msg string)                        { u.progress(node, msg) }
-func (u *changeUI) Show(text string) {
+func (u *changeUI) Show(v recovery.View) {
 	if !u.json {
-		fmt.Fprint(u.out, text)
+		fmt.Fprint(u.out, v.String())
 	}
 }
-func (u *changeUI) Confirm(ctx context.Context, q string) error { return u.conf.Confirm(ctx, q) }
-func (u *changeUI) ConfirmTyped(ctx context.Context, q, word string) error {
-	return u.conf.ConfirmTyped(ctx, q, word)
+func (u *changeUI) Confirm(ctx context.Context, q recovery.Question) error {
+	return u.conf.Confirm(ctx, q)
 }

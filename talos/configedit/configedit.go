@@ -233,48 +233,118 @@ func Disable(config []byte, opts Options) (Result, error) {
 	return res, nil
 }
 
-// Restore puts back the values in rec exactly, leaving every other key as it is now (an operator may
-// have changed other keys since). If nothing else changed and Disable used the text method,
-// Restore(Disable(x).Config, rec) == x byte for byte. After the merge method only the values come
-// back: the comments the merge dropped do not.
+// Restore is Undo's config.
 func Restore(config []byte, rec Record) ([]byte, error) {
+	u, err := Undo(config, rec)
+
+	return u.Config, err
+}
+
+// Undone is what Undo made of a config.
+type Undone struct {
+	Config []byte
+	// Drift lists the keys Disable changed that hold something else now than what Disable left
+	// (someone's edit since): Undo then takes out only the plugins Disable added, and puts back
+	// only those it took out, keeping the rest of what the key holds now.
+	Drift []Drift
+}
+
+// Drift is one key that changed since Disable.
+type Drift struct {
+	Key   string   `json:"key"`
+	Left  []string `json:"left"`  // the plugins Disable left in the key
+	Now   []string `json:"now"`   // the plugins it holds now
+	After []string `json:"after"` // the plugins it holds after Undo
+}
+
+// Undo removes exactly what Disable added and puts back exactly what it took out, leaving every other
+// key as it is now (an operator may have changed other keys since). A key that still holds what
+// Disable left gets its original text back: if nothing else changed and Disable used the text
+// method, Undo(Disable(x).Config, rec).Config == x byte for byte. A key changed since (a plugin
+// someone added to disable-admission-plugins during the incident) keeps that change, and Drift says
+// so. After the merge method only the values come back: the comments the merge dropped do not.
+func Undo(config []byte, rec Record) (Undone, error) {
 	if rec.Version != RecordVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadRecord, rec.Version, RecordVersion)
+		return Undone{}, fmt.Errorf("%w: version %d, want %d", ErrBadRecord, rec.Version, RecordVersion)
 	}
 
 	if err := rec.check(); err != nil {
-		return nil, err
+		return Undone{}, err
 	}
 
 	if !rec.Disable.Changed && !rec.Enable.Changed {
-		return config, nil
+		return Undone{Config: config}, nil
 	}
 
 	cur, err := readArgs(config)
 	if err != nil {
-		return nil, err
+		return Undone{}, err
 	}
 
-	out, textErr := withLF(config, func(lf []byte) ([]byte, error) { return restoreText(lf, cur, rec) })
+	plan := undoPlan(cur, rec)
+
+	out, textErr := withLF(config, func(lf []byte) ([]byte, error) { return restoreText(lf, cur, rec, plan) })
 	if textErr == nil {
-		return out, nil
+		return Undone{Config: out, Drift: plan.drift}, nil
 	}
 
-	want := cur
+	out, mergeErr := mergeArgs(config, cur, plan.want)
+	if mergeErr != nil {
+		return Undone{}, &EditError{Op: "restore", Text: textErr, Merge: mergeErr}
+	}
+
+	return Undone{Config: out, Drift: plan.drift}, nil
+}
+
+// undo is what Undo writes: the meaning of the two keys after it, and which of them get their
+// recorded text back (exact) rather than a new value.
+type undo struct {
+	want                      args
+	exactDisable, exactEnable bool
+	drift                     []Drift
+}
+
+func undoPlan(cur args, rec Record) undo {
+	u := undo{want: cur}
+
 	if rec.Disable.Changed {
-		want.disable = rec.Disable.value()
+		orig := rec.Disable.value()
+		left, _ := orig.withPlugins(rec.Added)
+		after, _ := cur.disable.withoutPlugins(rec.Added)
+
+		switch {
+		case cur.disable.sameMeaning(left) || after.sameMeaning(orig):
+			u.want.disable, u.exactDisable = orig, true
+		default:
+			u.want.disable = after
+			u.drift = append(u.drift, Drift{Key: KeyDisable, Left: left.plugins(), Now: cur.disable.plugins(), After: after.plugins()})
+		}
 	}
 
 	if rec.Enable.Changed {
-		want.enable = rec.Enable.value()
+		orig := rec.Enable.value()
+		left, _ := orig.withoutPlugins(rec.RemovedFromEnable)
+		// Never put back into the enable list a plugin someone disabled since: kube-apiserver refuses
+		// the overlap (one that was there before Disable is put back as it was).
+		wasDisabled := rec.Disable.value().plugins()
+		if !rec.Disable.Changed {
+			wasDisabled = cur.disable.plugins()
+		}
+		back := slices.DeleteFunc(slices.Clone(rec.RemovedFromEnable), func(p string) bool {
+			return slices.Contains(u.want.disable.plugins(), p) && !slices.Contains(wasDisabled, p)
+		})
+		after, _ := cur.enable.withPlugins(back)
+
+		switch {
+		case (cur.enable.sameMeaning(left) || after.sameMeaning(orig)) && len(back) == len(rec.RemovedFromEnable):
+			u.want.enable, u.exactEnable = orig, true
+		default:
+			u.want.enable = after
+			u.drift = append(u.drift, Drift{Key: KeyEnable, Left: left.plugins(), Now: cur.enable.plugins(), After: after.plugins()})
+		}
 	}
 
-	out, mergeErr := mergeArgs(config, cur, want)
-	if mergeErr != nil {
-		return nil, &EditError{Op: "restore", Text: textErr, Merge: mergeErr}
-	}
-
-	return out, nil
+	return u
 }
 
 // RemovePlugins is a restore without a record (disable ran elsewhere): it removes just the named

@@ -403,16 +403,33 @@ func TestRestoreAfterDisableKeyChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Someone disabled one more plugin by hand: restore still puts back the recorded value.
+	// Someone disabled one more plugin by hand during the incident (issue 21, case 6): restore takes
+	// out only the plugin breakglass added, keeps theirs, and says how the key changed.
 	edited := strings.Replace(string(res.Config), "ValidatingAdmissionWebhook # set", "ValidatingAdmissionWebhook, MutatingAdmissionWebhook # set", 1)
 
-	back, err := Restore([]byte(edited), res.Record)
+	u, err := Undo([]byte(edited), res.Record)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	if string(back) != string(in) {
-		t.Fatalf("restore:\n%s", back)
+	want := strings.Replace(string(in), "PodNodeSelector # set", "PodNodeSelector, MutatingAdmissionWebhook # set", 1)
+	if want == string(in) {
+		t.Fatal("unexpected testdata")
+	}
+
+	if string(u.Config) != want {
+		t.Fatalf("restore:\n%s", u.Config)
+	}
+
+	if len(u.Drift) != 1 || u.Drift[0].Key != KeyDisable || !slices.Equal(u.Drift[0].Now, []string{"AlwaysPullImages", "PodNodeSelector", vaw, "MutatingAdmissionWebhook"}) ||
+		!slices.Equal(u.Drift[0].After, []string{"AlwaysPullImages", "PodNodeSelector", "MutatingAdmissionWebhook"}) {
+		t.Errorf("drift %+v", u.Drift)
+	}
+
+	// Nothing changed since: byte-exact, no drift.
+	u, err = Undo(res.Config, res.Record)
+	if err != nil || string(u.Config) != string(in) || len(u.Drift) > 0 {
+		t.Fatalf("undo of the untouched config: drift %+v, err %v, exact %v", u.Drift, err, string(u.Config) == string(in))
 	}
 }
 
@@ -424,7 +441,8 @@ func TestRestoreWhenKeyGone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Someone removed both keys by hand: restore writes them back (exactly, as the record has their text).
+	// Someone removed both keys by hand: restore puts back what breakglass took out of the enable list
+	// and leaves the rest as they left it (it added nothing they kept), saying so.
 	edited := strings.Replace(string(res.Config), "      enable-admission-plugins: \"NodeRestriction,AlwaysPullImages\"\n", "", 1)
 	edited = strings.Replace(edited, "      disable-admission-plugins: PodNodeSelector,ValidatingAdmissionWebhook\n", "      audit-log-maxage: \"30\"\n", 1)
 
@@ -441,9 +459,13 @@ func TestRestoreWhenKeyGone(t *testing.T) {
 	}
 
 	checkArgs(t, "restored", got, Args{
-		Disable: list(FormString, "PodNodeSelector"),
-		Enable:  list(FormString, "NodeRestriction", vaw, "AlwaysPullImages"),
+		Disable: list(FormAbsent),
+		Enable:  list(FormString, vaw),
 	})
+
+	if u, err := Undo([]byte(edited), res.Record); err != nil || len(u.Drift) != 2 {
+		t.Errorf("drift %+v, %v: want both keys", u.Drift, err)
+	}
 
 	if !strings.Contains(string(back), "audit-log-maxage") {
 		t.Errorf("restore lost the operator's key:\n%s", back)
@@ -777,7 +799,7 @@ func TestRestoreAfterReencode(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			if viaText, err := restoreText(reencoded, cur, res.Record); err != nil || string(viaText) != string(back) {
+			if viaText, err := restoreText(reencoded, cur, res.Record, undoPlan(cur, res.Record)); err != nil || string(viaText) != string(back) {
 				t.Errorf("text restore: err %v", err)
 			}
 

@@ -389,27 +389,26 @@ func disableText(config []byte, cur, want args, enableChanged bool) ([]byte, Rec
 	return b, rec, nil
 }
 
-// restoreText is Restore by text edit, undoing Disable's steps in reverse order.
-func restoreText(config []byte, cur args, rec Record) ([]byte, error) {
+// restoreText is Undo by text edit, undoing Disable's steps in reverse order: a key that still holds
+// what Disable left gets its recorded text back; one changed since gets the value u computed.
+func restoreText(config []byte, cur args, rec Record, u undo) ([]byte, error) {
 	b := config
-	want := cur
 	structure := keptStructure
 
 	steps := []struct {
-		key string
-		kr  KeyRecord
-		dst *argValue
+		key   string
+		kr    KeyRecord
+		exact bool
+		want  argValue
 	}{
-		{KeyEnable, rec.Enable, &want.enable},
-		{KeyDisable, rec.Disable, &want.disable},
+		{KeyEnable, rec.Enable, u.exactEnable, u.want.enable},
+		{KeyDisable, rec.Disable, u.exactDisable, u.want.disable},
 	}
 
 	for _, st := range steps {
 		if !st.kr.Changed {
 			continue
 		}
-
-		*st.dst = st.kr.value()
 
 		t, err := parseText(b)
 		if err != nil {
@@ -422,12 +421,17 @@ func restoreText(config []byte, cur args, rec Record) ([]byte, error) {
 		}
 
 		r := recordRenderer(st.key, st.kr)
+		if !st.exact {
+			r = valueRenderer(st.key, st.want)
+		}
 
 		switch {
-		case !st.kr.Present && i < 0:
+		case !st.want.present && i < 0:
 			continue
-		case !st.kr.Present:
+		case !st.want.present:
 			b, structure, err = t.dropKey(i, rec.CreatedExtraArgs, rec.CreatedAPIServer, rec.WasNull)
+		case !st.exact && i >= 0:
+			b, err = t.setValue(t.extra, i, st.want)
 		case t.apiNull != nil || t.extraNull != nil:
 			err = refuse("apiServer or extraArgs is null")
 		case t.api == nil:
@@ -445,7 +449,7 @@ func restoreText(config []byte, cur args, rec Record) ([]byte, error) {
 		}
 	}
 
-	if err := verifyEdit(config, b, cur, want, structure); err != nil {
+	if err := verifyEdit(config, b, cur, u.want, structure); err != nil {
 		return nil, err
 	}
 

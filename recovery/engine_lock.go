@@ -7,6 +7,7 @@ package recovery
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -41,7 +42,14 @@ func (r *run) lockBeforeSteps(ctx context.Context) error {
 	if warning != "" {
 		msg = "cluster lock NOT taken: " + warning
 	}
-	return r.journal.Append(Entry{Kind: "note", Message: msg})
+	note := Entry{Kind: "note", Message: msg}
+	if boundEtcdCluster(r.entries) == "" {
+		// The incident is bound to this etcd (see bind).
+		if id := r.etcdClusterID(ctx); id != "" {
+			note.Data, _ = json.Marshal(etcdCluster{EtcdClusterID: id})
+		}
+	}
+	return r.journal.Append(note)
 }
 
 // takeLock takes the cluster lock for this incident. First, on this host,
@@ -56,7 +64,7 @@ func (r *run) lockBeforeSteps(ctx context.Context) error {
 // know nobody is kept out.
 func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	if pid, alive := r.lockOwnerAlive(); alive {
-		return "", &incidentBusyError{incident: r.journal.ID, pid: pid}
+		return "", &incidentBusyError{incident: r.journal.ID, pid: pid, resume: r.target.Cmd("resume " + r.journal.ID)}
 	}
 	if err := WriteFileAtomic(r.lockPIDPath(), lockPIDRecord(os.Getpid()), 0o600); err != nil {
 		return "", fmt.Errorf("record this run's process in the incident: %w", err)
@@ -88,6 +96,7 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 type incidentBusyError struct {
 	incident string
 	pid      int
+	resume   string // the command that continues it
 }
 
 func (e *incidentBusyError) Error() string {
@@ -95,10 +104,13 @@ func (e *incidentBusyError) Error() string {
 }
 func (e *incidentBusyError) Unwrap() error { return ErrConflict }
 func (e *incidentBusyError) Hints() []string {
-	return []string{"let that run finish, or stop it with Ctrl-C, then: breakglass resume " + e.incident}
+	return []string{"let that run finish, or stop it with Ctrl-C, then: " + e.resume}
 }
 
 func (r *run) lockPIDPath() string { return filepath.Join(r.journal.Dir, "lock.pid") }
+
+// unclaim removes this run's lock.pid.
+func (r *run) unclaim() { _ = os.Remove(r.lockPIDPath()) }
 
 // lockOwnerAlive tells whether another process that runs this incident
 // (lock.pid) is alive. No record (a run killed just after taking the lock)

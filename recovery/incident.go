@@ -1,0 +1,216 @@
+package recovery
+
+// An incident is bound to its cluster and nodes: resume and revert act on
+// the nodes it recorded, after checking that they are still the recorded
+// cluster's (its name, and etcd's cluster ID), and refuse another -n,
+// --context or cluster unless told which recorded nodes are gone. A
+// rehearsal's incident (a dry run) is never resumed or reverted for real.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+)
+
+// Target is how a printed command reaches an incident's cluster: the
+// talosconfig context and the nodes it ran on, so that every hint can be
+// typed as is.
+type Target struct {
+	Context string
+	Nodes   []string
+}
+
+// Cmd is "breakglass SUB" for the incident's context (resume and revert
+// find the nodes in the incident).
+func (t Target) Cmd(sub string) string { return "breakglass " + sub + t.flags(false) }
+
+// NodesCmd is "breakglass SUB" for the incident's nodes and context.
+func (t Target) NodesCmd(sub string) string { return "breakglass " + sub + t.flags(true) }
+
+func (t Target) flags(nodes bool) string {
+	var b strings.Builder
+	if nodes && len(t.Nodes) > 0 {
+		b.WriteString(" -n " + ShellWord(strings.Join(t.Nodes, ",")))
+	}
+	if t.Context != "" {
+		b.WriteString(" --context " + ShellWord(t.Context))
+	}
+	return b.String()
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_.,:@%+=/-]+$`)
+
+// ShellWord quotes s for a shell when it needs it.
+func ShellWord(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// OpenIncident reopens an incident's journal to append to it (resume,
+// revert): refused when it is damaged (saying what can still be done) or
+// was a rehearsal. An empty id means the newest incident.
+func (s State) OpenIncident(id string) (*Journal, []Entry, error) {
+	return s.openFor(id, Effects{Lock: true, Etcd: etcd.RealWriter})
+}
+
+// openFor opens an incident for a resume or a revert with these effects: a
+// dry run gets a journal that writes nothing, as it reads the incident and
+// changes nothing of it.
+func (s State) openFor(id string, fx Effects) (*Journal, []Entry, error) {
+	dir, entries, err := s.ReadIncident(id)
+	var damage *JournalDamageError
+	if errors.As(err, &damage) {
+		return nil, nil, &damagedIncidentError{id: filepath.Base(dir), dir: dir, damage: damage}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	meta := *entries[0].Meta
+	if meta.DryRun {
+		return nil, nil, &rehearsalError{id: meta.ID, real: realCommand(meta)}
+	}
+	if fx.DryRun() {
+		return &Journal{ID: meta.ID, Dir: dir, meta: meta}, entries, nil
+	}
+	j, err := openJournal(dir, meta)
+	return j, entries, err
+}
+
+// rehearsalError: a dry run's incident, which nothing can continue for real.
+type rehearsalError struct{ id, real string }
+
+func (e *rehearsalError) Error() string {
+	return fmt.Sprintf("incident %s was a dry run (a rehearsal): nothing of it was applied, and it is never resumed or reverted for real", e.id)
+}
+func (e *rehearsalError) Unwrap() error   { return ErrInvalidInput }
+func (e *rehearsalError) Hints() []string { return []string{"run it for real: " + e.real} }
+
+// realCommand is the command that does for real what a rehearsal's
+// incident rehearsed.
+func realCommand(meta IncidentMeta) string {
+	var opts RecoverOptions
+	_ = json.Unmarshal(meta.Options, &opts)
+	if opts.CommandLine != "" {
+		return opts.CommandLine
+	}
+	command := orDefault(opts.Command, "recover")
+	if standalone(meta) {
+		command = meta.Runbook
+	}
+	return Target{Context: meta.Context, Nodes: meta.Nodes}.NodesCmd(command) + " (with the flags it had, without --dry-run)"
+}
+
+// bind holds a resume or revert to the incident's cluster and nodes: the
+// recorded nodes become the targets (less those said to be gone), after
+// checking that -n and --context, when given, name the incident's own, and
+// that the nodes and etcd belong to the recorded cluster.
+func (r *run) bind(ctx context.Context, o IncidentOptions, verb string) error {
+	meta := r.journal.Meta()
+	recorded := meta.Nodes
+	run := Target{Context: meta.Context}
+	for _, g := range o.NodesGone {
+		if !slices.Contains(recorded, g) {
+			return invalidInput("name only the incident's nodes: "+orDefault(strings.Join(recorded, ","), "(it recorded none)"),
+				"--nodes-gone %s is not a node of incident %s", g, meta.ID)
+		}
+	}
+	targets := without(recorded, o.NodesGone)
+	if len(recorded) > 0 && len(targets) == 0 {
+		return invalidInput("leave at least one of its nodes out of --nodes-gone", "--nodes-gone names every node of incident %s: nothing is left to act on", meta.ID)
+	}
+	if len(recorded) > 0 && len(o.Nodes) > 0 && !sameSet(o.Nodes, targets) {
+		hints := []string{"act on the incident's own nodes: " + run.Cmd(verb+" "+meta.ID) + " (no -n: the incident names them)"}
+		if others := without(recorded, o.Nodes); len(others) > 0 && len(without(o.Nodes, recorded)) == 0 {
+			hints = append(hints, "if "+strings.Join(others, ",")+" are gone for good, say so: "+run.Cmd(verb+" "+meta.ID)+" --nodes-gone "+strings.Join(others, ","))
+		}
+		return &inputError{msg: fmt.Sprintf("incident %s ran on nodes %s; -n names %s", meta.ID, strings.Join(targets, ","), strings.Join(o.Nodes, ",")), hints: hints}
+	}
+	if meta.Context != "" && r.tc != nil {
+		now := orDefault(o.Context, r.tc.ContextName())
+		if now != meta.Context {
+			return &inputError{msg: fmt.Sprintf("incident %s was run through talosconfig context %s; this command uses context %s", meta.ID, meta.Context, now),
+				hints: []string{"use the incident's context: " + run.Cmd(verb+" "+meta.ID)}}
+		}
+	}
+	if len(targets) > 0 && r.tc != nil {
+		r.tc = r.tc.WithNodes(targets)
+	}
+	r.target.Nodes, r.gone = targets, o.NodesGone
+	if len(targets) == 0 {
+		r.target.Nodes = r.tc.Nodes()
+	}
+	if meta.Cluster != "" && len(targets) > 0 {
+		if now := clusterName(ctx, r.tc); now != "" && now != meta.Cluster {
+			return invalidInput("run it against the cluster the incident was on (its talosconfig context "+orDefault(meta.Context, "-")+")",
+				"incident %s is of cluster %s; node %s belongs to cluster %s", meta.ID, meta.Cluster, targets[0], now)
+		}
+	}
+	if want := boundEtcdCluster(r.entries); want != "" {
+		ec, err := r.etcd(ctx)
+		if err != nil {
+			r.progress("etcd", "cannot check etcd's cluster ID against the incident's "+want+": "+shortErr(err))
+			return nil
+		}
+		info, err := ec.Cluster(ctx)
+		if err == nil && info.ClusterID.String() != want {
+			return invalidInput("reach the incident's etcd: its endpoints, or -n with its nodes",
+				"incident %s recorded etcd cluster %s; the etcd reached now is cluster %s", meta.ID, want, info.ClusterID)
+		}
+	}
+	return nil
+}
+
+// leftBehind says what a run that left recorded nodes out leaves there.
+func (r *run) leftBehind() []string {
+	var out []string
+	for _, n := range r.gone {
+		line := "node " + n + " was left out (--nodes-gone)"
+		if rec, err := r.st.LoadAdmission(r.journal.Meta().Cluster, n); err == nil && rec != nil {
+			line += fmt.Sprintf("; breakglass's record of its disabled plugins (%s) stays in %s; if it comes back, put them back with: %s",
+				strings.Join(rec.Plugins, ","), r.st.admissionPath(rec.Cluster, n), Target{Context: r.target.Context, Nodes: []string{n}}.NodesCmd("admission restore"))
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// etcdCluster is the data that binds an incident to its etcd: preflight's
+// result, or a note of a run without a preflight.
+type etcdCluster struct {
+	EtcdClusterID string `json:"etcdClusterID,omitempty"`
+}
+
+// boundEtcdCluster is the etcd cluster ID the incident recorded, "" if none.
+func boundEtcdCluster(entries []Entry) string {
+	id := ""
+	for _, e := range entries {
+		var d etcdCluster
+		if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) == nil && d.EtcdClusterID != "" {
+			id = d.EtcdClusterID
+		}
+	}
+	return id
+}
+
+// etcdClusterID is the ID of the etcd this run reaches, "" when it cannot
+// be reached.
+func (r *run) etcdClusterID(ctx context.Context) string {
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		return ""
+	}
+	info, err := ec.Cluster(ctx)
+	if err != nil {
+		return ""
+	}
+	return info.ClusterID.String()
+}

@@ -1,0 +1,82 @@
+package recovery
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/breakglass-dev/breakglass/runbooks"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+// PreflightResult: the nodes answered, are control planes, and the lock.
+type PreflightResult struct {
+	said
+	Cluster  string   `json:"cluster"`
+	Versions []string `json:"versions"`
+	Role     string   `json:"role"`
+	ToRemove []string `json:"toRemove,omitempty"`
+	Lock     string   `json:"lock,omitempty"` // taken, not taken
+	// EtcdClusterID binds the incident to its etcd (resume and revert check it).
+	EtcdClusterID string `json:"etcdClusterID,omitempty"`
+}
+
+// preflight checks, changing nothing, that every node answers with a role
+// that may patch and is a control plane, looks up the objects asked to be
+// removed, and takes the cluster lock.
+func (r *run) preflight(ctx context.Context, _ Step, _ *runbooks.PreflightParams) (*Plan, error) {
+	if err := r.tc.RequireAdmin("a guided recovery"); err != nil {
+		return nil, err
+	}
+	res := &PreflightResult{Role: r.tc.Role()}
+	plan := &Plan{Result: res}
+	for _, node := range r.tc.Nodes() {
+		v, err := r.tc.Version(ctx, node)
+		if err != nil {
+			return nil, err
+		}
+		mc, err := r.tc.ReadMachineConfig(ctx, node)
+		if err != nil {
+			return nil, err
+		}
+		facts, err := talos.ReadFacts(mc.Bytes)
+		if err != nil {
+			return nil, talos.NewNodeError(node, "read machine config", err)
+		}
+		if !facts.IsControlPlane() {
+			return nil, talos.NewNodeError(node, "check machine type", fmt.Errorf("%w (machine type %s)", talos.ErrNotControlPlane, facts.MachineType),
+				"target only the control-plane nodes: -n CP1,CP2,CP3")
+		}
+		r.cluster = facts.ClusterName
+		res.Versions = append(res.Versions, node+"="+v)
+		r.progress(node, fmt.Sprintf("Talos %s, control plane of cluster %s, kube-apiserver image %s", v, facts.ClusterName, facts.APIServerImage))
+	}
+	res.Cluster = r.cluster
+	msg := fmt.Sprintf("%d control-plane node(s) reachable, role %s", len(r.tc.Nodes()), r.tc.Role())
+	found, err := r.checkRequestedDeletes(ctx)
+	if err != nil {
+		return plan, err
+	}
+	if len(found) > 0 {
+		res.ToRemove = found
+		msg += "; found in etcd: " + strings.Join(found, ", ")
+	}
+	if !r.fx.Lock {
+		if r.fx.DryRun() {
+			msg += r.dryRunLockNote(ctx)
+		}
+		res.said = said(msg)
+		return plan, nil
+	}
+	warning, err := r.takeLock(ctx)
+	if err != nil {
+		return plan, err
+	}
+	res.EtcdClusterID = r.etcdClusterID(ctx)
+	if warning != "" {
+		res.Lock, res.said = "not taken", said(msg+"; cluster lock NOT taken (etcd unreachable)")
+		return plan, nil
+	}
+	res.Lock, res.said = "taken", said(msg+"; cluster lock taken")
+	return plan, nil
+}
