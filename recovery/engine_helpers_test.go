@@ -106,13 +106,14 @@ func (u *testUI) steps() []string {
 
 // runOutcome is what a guided run returned, in plain terms.
 type runOutcome struct {
-	Incident string
-	Outcome  string
-	DryRun   bool
-	Steps    []stepOutcome
-	Next     []string
-	Undone   []string
-	Begun    []string // the steps the UI saw begin, in order
+	Incident   string
+	Outcome    string
+	DryRun     bool
+	Steps      []stepOutcome
+	Next       []string
+	Undone     []string
+	LeftBehind []string
+	Begun      []string // the steps the UI saw begin, in order
 }
 
 type stepOutcome struct{ Name, Outcome, Message string }
@@ -132,7 +133,7 @@ func outcomeOf(res *recovery.RecoverResult, ui *testUI) runOutcome {
 	if res == nil {
 		return runOutcome{Begun: ui.steps()}
 	}
-	out := runOutcome{Incident: res.Incident, Outcome: res.Outcome, DryRun: res.DryRun, Next: res.Next, Undone: res.Undone, Begun: ui.steps()}
+	out := runOutcome{Incident: res.Incident, Outcome: res.Outcome, DryRun: res.DryRun, Next: res.Next, Undone: res.Undone, LeftBehind: res.LeftBehind, Begun: ui.steps()}
 	for _, s := range res.Steps {
 		out.Steps = append(out.Steps, stepOutcome{Name: s.Name, Outcome: s.Outcome, Message: s.Message})
 	}

@@ -261,6 +261,20 @@ var catalogue = []catCase{
 	{cmd: "resume", class: "state", args: "resume 20260101-000000-bbbb --yes", files: map[string]string{"state/incidents/20260101-000000-bbbb/journal.jsonl": "garbage\n"}, code: 2, msg: `is damaged`, hint: `breakglass journal show`},
 	{cmd: "revert", class: "state", args: "revert 20260101-000000-bbbb --yes", files: map[string]string{"state/incidents/20260101-000000-bbbb/journal.jsonl": "garbage\n"}, code: 2, msg: `is damaged`, hint: `breakglass admission restore`},
 
+	// --- the incident tells the truth (issue 21)
+	{cmd: "resume", class: "state", args: "resume 20260101-000000-dddd --yes", files: map[string]string{"state/incidents/20260101-000000-dddd/journal.jsonl": rehearsalJournal}, code: 2, msg: `incident 20260101-000000-dddd was a dry run \(a rehearsal\): nothing of it was applied, and it is never resumed or reverted for real`, hint: `run it for real: breakglass recover -n 127\.`},
+	{cmd: "revert", class: "state", args: "revert 20260101-000000-dddd --yes", files: map[string]string{"state/incidents/20260101-000000-dddd/journal.jsonl": rehearsalJournal}, code: 2, msg: `was a dry run`, hint: `run it for real`},
+	{cmd: "resume", class: "state", args: "resume 20260101-000000-dddd --dry-run", files: map[string]string{"state/incidents/20260101-000000-dddd/journal.jsonl": rehearsalJournal}, code: 2, msg: `was a dry run`, hint: `run it for real`},
+	{cmd: "resume", class: "node", args: "-n $NODE2 resume 20260101-000000-eeee --yes", files: map[string]string{"state/incidents/20260101-000000-eeee/journal.jsonl": interruptedJournal}, code: 2, msg: `incident 20260101-000000-eeee ran on nodes 127\.[0-9.]+; -n names 127\.`, hint: `no -n: the incident names them`},
+	{cmd: "revert", class: "node", args: "-n $NODE1,$NODE2 revert 20260101-000000-eeee --yes", files: map[string]string{"state/incidents/20260101-000000-eeee/journal.jsonl": interruptedJournal}, code: 2, msg: `ran on nodes .*; -n names`, hint: `breakglass revert 20260101-000000-eeee`},
+	{cmd: "resume", class: "node", args: "resume 20260101-000000-eeee --nodes-gone 10.9.9.9 --yes", files: map[string]string{"state/incidents/20260101-000000-eeee/journal.jsonl": interruptedJournal}, code: 2, msg: `--nodes-gone 10\.9\.9\.9 is not a node of incident 20260101-000000-eeee`, hint: `name only the incident's nodes`},
+	{cmd: "resume", class: "node", args: "resume 20260101-000000-eeee --nodes-gone $NODE1 --yes", files: map[string]string{"state/incidents/20260101-000000-eeee/journal.jsonl": interruptedJournal}, code: 2, msg: `--nodes-gone names every node`, hint: `leave at least one`},
+	{cmd: "journal show", class: "state", args: "journal show 20260101-000000-aaaa", files: map[string]string{"state/incidents/20260101-000000-aaaa/journal.jsonl": journalText + "garbage\n"}, code: 2, out: `incident`, msg: `damaged at line 2: .*the 1 record\(s\) above are those before it`, hint: `tail -n \+2 `},
+	{cmd: "etcd delete", class: "etcd", args: "etcd delete deadlock-webhook --etcd-endpoints $ETCD --etcd-cacert $ETCDCA --etcd-cert $ETCDCERT --etcd-key $ETCDKEY", stdin: "deadlock\n", code: 8, msg: `(?s)"deadlock" is not "deadlock-webhook"; type it exactly.*no answer on standard input to the confirmation, nothing was changed`, hint: `--yes`},
+	{cmd: "etcd delete", class: "etcd", args: "etcd delete deadlock-webhook --etcd-endpoints $ETCD --etcd-cacert $ETCDCA --etcd-cert $ETCDCERT --etcd-key $ETCDKEY", stdin: "deadlock\ndeadlockwebhook\ndeadlock_webhook\n", code: 8, msg: `"deadlock-webhook" was not typed \(3 tries\), nothing was changed`, hint: "-"},
+	{cmd: "admission disable", class: "node", args: "admission disable", stdin: "yse\n", code: 8, msg: `(?s)answer yes or no.*no answer on standard input to the confirmation, nothing was changed`, hint: `--yes`},
+	{cmd: "lock break", class: "etcd", args: "lock break --etcd-endpoints $ETCD --etcd-cacert $ETCDCA --etcd-cert $ETCDCERT --etcd-key $ETCDKEY --dry-run", code: 0, out: `the cluster lock is free: nothing to break`, hint: "-"},
+
 	// --- state directory problems
 	{cmd: "journal list", class: "state", args: "journal list --state-dir $DIR/file", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file is not a directory`, hint: `--state-dir`},
 	{cmd: "admission disable", class: "state", args: "admission disable --state-dir $DIR/file --yes", files: map[string]string{"file": "x"}, code: 2, msg: `state directory .*file is not a directory`, hint: `--state-dir`},
@@ -311,6 +325,17 @@ webhooks:
 `
 
 const journalText = `{"time":"2026-01-01T00:00:00Z","kind":"incident","meta":{"id":"20260101-000000-aaaa","started":"2026-01-01T00:00:00Z","by":"t@h","nodes":["127.0.0.11"],"runbook":"webhook-deadlock","options":{"runbook":"webhook-deadlock"},"toolVersion":"dev"}}
+`
+
+// rehearsalJournal is a `recover --dry-run` interrupted at its disable:
+// a rehearsal, never resumed for real.
+const rehearsalJournal = `{"time":"2026-01-01T00:00:00Z","kind":"incident","meta":{"id":"20260101-000000-dddd","started":"2026-01-01T00:00:00Z","by":"t@h","nodes":["$NODE1"],"runbook":"webhook-deadlock","options":{"runbook":"webhook-deadlock","command":"recover"},"toolVersion":"dev","dryRun":true}}
+{"time":"2026-01-01T00:00:01Z","kind":"begin","step":"disable","action":"admission.disable"}
+`
+
+// interruptedJournal is a recover on $NODE1 interrupted at its disable.
+const interruptedJournal = `{"time":"2026-01-01T00:00:00Z","kind":"incident","meta":{"id":"20260101-000000-eeee","started":"2026-01-01T00:00:00Z","by":"t@h","nodes":["$NODE1"],"runbook":"webhook-deadlock","options":{"runbook":"webhook-deadlock","command":"recover"},"toolVersion":"dev","journalVersion":2}}
+{"time":"2026-01-01T00:00:01Z","kind":"begin","step":"disable","action":"admission.disable"}
 `
 
 // standaloneFailed is an `admission disable` whose step failed: a
@@ -394,19 +419,6 @@ func TestCatalogue(t *testing.T) {
 
 func runCatalogueCase(t *testing.T, tc catCase, admin string, vars map[string]string) {
 	dir := t.TempDir()
-	for name, content := range tc.files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		mode := fs.FileMode(0o600)
-		if m, ok := tc.mode[name]; ok {
-			mode = m
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
 	subst := func(s string) string {
 		s = strings.ReplaceAll(s, "$DIR", dir)
 		// Longest names first: $ETCD is a prefix of $ETCDCERT.
@@ -419,6 +431,20 @@ func runCatalogueCase(t *testing.T, tc catCase, admin string, vars map[string]st
 			s = strings.ReplaceAll(s, k, vars[k])
 		}
 		return s
+	}
+	for name, content := range tc.files {
+		content = subst(content) // $NODE1 and the like in a journal
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		mode := fs.FileMode(0o600)
+		if m, ok := tc.mode[name]; ok {
+			mode = m
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Setenv("HOME", dir)
 	t.Setenv("XDG_STATE_HOME", "")

@@ -38,6 +38,12 @@ func TestDamagedJournalCommands(t *testing.T) {
 	if code != 2 || !strings.Contains(out, `disable \x1b[31mred`) || !strings.Contains(errOut, "damaged at line 3") {
 		t.Errorf("journal show: exit %d\n%s%s", code, out, errOut)
 	}
+	// It says where the readable records stop, and its hint is not the
+	// command that just ran (issue 21, case 10).
+	if !strings.Contains(errOut, "the 2 record(s) above are those before it") || !strings.Contains(errOut, "hint: the rest of the file, as written: tail -n +3 "+path) ||
+		strings.Contains(errOut, "hint: its readable records: breakglass journal show") {
+		t.Errorf("journal show of a damaged journal:\n%s", errOut)
+	}
 	for _, args := range [][]string{{"resume"}, {"resume", j.ID}, {"revert", j.ID}} {
 		// No talosconfig: a refusal that needed one would say so instead.
 		code, out, errOut := runInProcess(t, append([]string{"--state-dir", dir, "--talosconfig", filepath.Join(dir, "absent")}, args...)...)

@@ -1,0 +1,8 @@
+package recovery
+
+// SetFaultHook makes the engine call fn at its named fault points (a crash
+// simulated there), until the returned function is called.
+func SetFaultHook(fn func(point string)) (restore func()) {
+	faultHook = fn
+	return func() { faultHook = nil }
+}
