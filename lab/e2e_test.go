@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -129,16 +130,17 @@ func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 	}
 
 	state := recovery.State{Dir: filepath.Join(l.Dir, "state")}
-	disable := func(plugins ...string) {
+	// The plugins go off and on as `breakglass admission disable|restore --yes` does it.
+	ui := newMeasuringUI(io.Discard, func(string) {})
+	change := func(op func(context.Context, *talos.Client, recovery.State, recovery.Effects, recovery.UI, recovery.AdmissionChange) (*recovery.RecoverResult, error), plugins ...string) {
 		t.Helper()
-		p, err := recovery.PlanDisable(ctx, tc, state, recovery.AdmissionOptions{Plugins: plugins, Wait: true, WaitTimeout: 2 * time.Minute})
-		if err != nil {
-			t.Fatalf("plan disable %v: %v", plugins, err)
-		}
-		if err := p.Execute(ctx, tc, tc, state); err != nil {
-			t.Fatalf("disable %v: %v", plugins, err)
+		res, err := op(ctx, tc, state, recovery.Live(tc), ui, recovery.AdmissionChange{Plugins: plugins, WaitTimeout: 2 * time.Minute,
+			Etcd: recovery.EtcdOptions{Endpoints: l.Etcd.Endpoints}})
+		if err != nil || res.Outcome != "completed" {
+			t.Fatalf("admission change %v: %v (%+v)", plugins, err, res)
 		}
 	}
+	disable := func(plugins ...string) { t.Helper(); change(recovery.DisableAdmission, plugins...) }
 
 	// Only the validating plugin off: still deadlocked, now on the mutating webhook.
 	disable("ValidatingAdmissionWebhook")
@@ -184,13 +186,7 @@ func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, err := recovery.PlanRestore(ctx, tc, state, recovery.AdmissionOptions{Wait: true, WaitTimeout: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Execute(ctx, tc, tc, state); err != nil {
-		t.Fatalf("restore: %v", err)
-	}
+	change(recovery.RestoreAdmission)
 	if _, err := recovery.WaitReady(ctx, tc, recovery.HealthOptions{Timeout: 2 * time.Minute}); err != nil {
 		t.Fatalf("not ready after restore: %v", err)
 	}
@@ -226,7 +222,7 @@ func TestRehearse(t *testing.T) {
 			if len(rep.Deadlock) != nodes {
 				t.Errorf("deadlock seen on %d nodes, want %d", len(rep.Deadlock), nodes)
 			}
-			wantChecks := 5 + 4*nodes
+			wantChecks := 6 + 4*nodes // with the diagnosis's plan: the rehearsal runs recover
 			if len(rep.Checks) != wantChecks {
 				t.Errorf("%d checks, want %d", len(rep.Checks), wantChecks)
 			}
@@ -235,7 +231,7 @@ func TestRehearse(t *testing.T) {
 					t.Errorf("implausible measurement %+v", m)
 				}
 			}
-			for _, s := range []string{"timeline:", "measurements", "webhooks answer reviews again", "config byte-identical"} {
+			for _, s := range []string{"timeline:", "measurements", "webhooks answer reviews again", "config byte-identical", "[3/9] disable", "=> verify ok"} {
 				if !strings.Contains(out.String(), s) {
 					t.Errorf("report lacks %q", s)
 				}

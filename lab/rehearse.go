@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -47,6 +49,8 @@ func (e *RehearsalError) Hints() []string {
 // Rehearsal is the outcome of a rehearsal.
 type Rehearsal struct {
 	Nodes    int         `json:"nodes"`
+	Incident string      `json:"incident"` // the recovery's incident, in the lab's state directory
+	Plugins  []string    `json:"plugins"`  // what its diagnosis planned to disable
 	Deadlock []Deadlock  `json:"deadlock"`
 	Disable  Measurement `json:"disable"`
 	Restore  Measurement `json:"restore"`
@@ -83,10 +87,11 @@ type Measurement struct {
 }
 
 // Rehearse runs the kyverno-servicecidr scenario on a fresh lab, recovers
-// with the same code paths as `breakglass admission disable`, `apiserver
-// wait` and `admission restore`, and verifies the cluster is back exactly
-// as it was, minus the deadlock. The error is a *RehearsalError when a
-// check fails.
+// through the code path an on-call engineer runs, `breakglass recover
+// --yes` (recovery.Recover with the webhook-deadlock runbook: its
+// diagnosis decides the plugins), with a UI that times each step, and
+// verifies the cluster is back exactly as it was, minus the deadlock. The
+// error is a *RehearsalError when a check fails.
 func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	out := opts.Out
 	if out == nil {
@@ -150,29 +155,32 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 		before[ip] = cfg.Hash()
 	}
 	st := recovery.State{Dir: filepath.Join(lo.Dir, "state")}
-	progress := func(node, msg string) { fmt.Fprintf(out, "           %s: %s\n", node, msg) }
-	aopts := recovery.AdmissionOptions{Plugins: RecoveryPlugins, Wait: true, WaitTimeout: 3 * time.Minute, ToolVersion: opts.ToolVersion, Progress: progress}
-
-	rep.Disable, err = recoverStep(ctx, l, tc, tl, "disable "+strings.Join(RecoveryPlugins, ","), func() (*recovery.AdmissionPlan, error) {
-		return recovery.PlanDisable(ctx, tc, st, aopts)
-	}, st)
+	var answeredBefore int64
+	ui := newMeasuringUI(out, func(step string) {
+		if step == "restore" {
+			answeredBefore = l.Webhook.Answered()
+		}
+	})
+	res, err := rehearseRecover(ctx, l, tc, st, ui, opts.ToolVersion)
+	if res != nil {
+		rep.Incident, rep.Plugins = res.Incident, decided(res)
+	}
 	if err != nil {
 		return rep, err
 	}
-	var probeErr error
-	answeredBefore := l.Webhook.Answered()
-	_ = tl.Step("webhook backend back (the default ServiceCIDR exists)", func() error {
-		probeErr = waitServing(ctx, l.Webhook, time.Minute)
-		return probeErr
-	})
-	rep.Restore, err = recoverStep(ctx, l, tc, tl, "restore the recorded extraArgs", func() (*recovery.AdmissionPlan, error) {
-		return recovery.PlanRestore(ctx, tc, st, aopts)
-	}, st)
-	if err != nil {
+	if rep.Disable, err = ui.measure(l, tl, "disable "+strings.Join(rep.Plugins, ","), "disable", "wait-apiserver"); err != nil {
+		return rep, err
+	}
+	if w := ui.times("wait-webhook"); w != nil {
+		tl.Add("webhook backend back (the default ServiceCIDR exists)", w.begin, w.end)
+	}
+	if rep.Restore, err = ui.measure(l, tl, "restore the recorded extraArgs", "restore", "verify"); err != nil {
 		return rep, err
 	}
 	_ = tl.Step("verify", func() error {
 		rep.Checks = verify(ctx, l, tc, st, before, answeredBefore)
+		rep.Checks = append(rep.Checks, Check{Name: "the diagnosis planned the plugins the scenario needs", OK: sameSet(rep.Plugins, RecoveryPlugins),
+			Detail: fmt.Sprintf("planned %s, needs %s", strings.Join(rep.Plugins, ","), strings.Join(RecoveryPlugins, ","))})
 		return nil
 	})
 	rep.Wall = time.Since(start)
@@ -196,48 +204,117 @@ func DefaultKubelet() talostest.KubeletOptions {
 	return talostest.KubeletOptions{}
 }
 
-// recoverStep plans and executes one admission change through package
-// recovery, waits with recovery.WaitReady, and measures it against the
-// floor.
-func recoverStep(ctx context.Context, l *Lab, tc *talos.Client, tl *Timeline, name string,
-	plan func() (*recovery.AdmissionPlan, error), st recovery.State) (Measurement, error) {
-	var m Measurement
-	t0 := time.Now()
-	p, err := plan()
-	if err == nil {
-		err = p.PlanErr()
-	}
-	m.Plan = time.Since(t0)
+// rehearseRecover is `breakglass recover --yes` on the lab: the same
+// public operation, with the lab's etcd endpoints.
+func rehearseRecover(ctx context.Context, l *Lab, tc *talos.Client, st recovery.State, ui recovery.UI, toolVersion string) (*recovery.RecoverResult, error) {
+	rb, err := runbooks.Resolve("webhook-deadlock")
 	if err != nil {
-		tl.add(name+": plan", t0, time.Now(), err)
-		return m, err
+		return nil, err
 	}
-	if !p.Changes() {
-		err = fmt.Errorf("%s: the plan changes nothing", name)
-		tl.add(name+": plan", t0, time.Now(), err)
-		return m, err
+	res, err := recovery.Recover(ctx, tc, st, recovery.Live(tc), ui, recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb),
+		Etcd: recovery.EtcdOptions{Endpoints: l.Etcd.Endpoints}, ToolVersion: toolVersion, Command: "recover"})
+	if err == nil && res.Outcome != "completed" {
+		err = fmt.Errorf("recover ended %s", res.Outcome)
 	}
-	tl.Add(name+": plan (read configs, node dry-run)", t0, time.Now())
-	t1 := time.Now()
-	if err := p.Execute(ctx, tc, tc, st); err != nil {
-		tl.add(name+": apply and wait for the new static pod", t1, time.Now(), err)
-		return m, err
+	if err != nil {
+		return res, fmt.Errorf("recover: %w", err)
 	}
-	tl.Add(name+": apply and wait for the new static pod", t1, time.Now())
-	t2 := time.Now()
-	if _, err := recovery.WaitReady(ctx, tc, recovery.HealthOptions{Timeout: 3 * time.Minute}); err != nil {
-		tl.add(name+": wait until kube-apiserver is ready (readyz)", t2, time.Now(), err)
-		return m, err
+	return res, nil
+}
+
+// decided are the plugins the recovery's diagnosis planned.
+func decided(res *recovery.RecoverResult) []string {
+	if res.Decision == nil {
+		return nil
 	}
-	end := time.Now()
-	tl.Add(name+": wait until kube-apiserver is ready (readyz)", t2, end)
+	return res.Decision.Plugins
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// measuringUI is the rehearsal's recovery.UI: it answers yes to every
+// question, as --yes does, prints the steps and their progress, and times
+// each step's begin, its question (the plan is made then: configs read,
+// the nodes' dry run done) and its end.
+type measuringUI struct {
+	out     io.Writer
+	onBegin func(step string)
+	mu      sync.Mutex
+	current string
+	steps   map[string]*stepClock
+}
+
+type stepClock struct{ begin, asked, end time.Time }
+
+func newMeasuringUI(out io.Writer, onBegin func(string)) *measuringUI {
+	return &measuringUI{out: out, onBegin: onBegin, steps: map[string]*stepClock{}}
+}
+
+func (u *measuringUI) Begin(index, total int, s recovery.Step) {
+	u.mu.Lock()
+	u.current, u.steps[s.Name] = s.Name, &stepClock{begin: time.Now()}
+	u.mu.Unlock()
+	fmt.Fprintf(u.out, "           [%d/%d] %s\n", index, total, s.Name)
+	u.onBegin(s.Name)
+}
+
+func (u *measuringUI) End(s recovery.Step, outcome string, elapsed time.Duration, message string) {
+	u.mu.Lock()
+	if t := u.steps[s.Name]; t != nil {
+		t.end = time.Now()
+	}
+	u.mu.Unlock()
+	fmt.Fprintf(u.out, "           => %s %s (%s): %s\n", s.Name, outcome, round(elapsed), message)
+}
+
+func (u *measuringUI) Progress(node, msg string) {
+	fmt.Fprintf(u.out, "           %s: %s\n", node, msg)
+}
+
+func (u *measuringUI) Show(recovery.View) {}
+
+func (u *measuringUI) Confirm(context.Context, recovery.Question) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if t := u.steps[u.current]; t != nil && t.asked.IsZero() {
+		t.asked = time.Now()
+	}
+	return nil
+}
+
+func (u *measuringUI) times(step string) *stepClock {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.steps[step]
+}
+
+// measure is one admission change, from its step's begin to the end of the
+// wait that follows it, against the floor: the plan (until its question),
+// the apply and the wait for the new static pod (until the step's end), the
+// wait until kube-apiserver is ready (the wait step).
+func (u *measuringUI) measure(l *Lab, tl *Timeline, name, change, wait string) (Measurement, error) {
+	var m Measurement
+	c, w := u.times(change), u.times(wait)
+	if c == nil || w == nil || c.asked.IsZero() || c.end.IsZero() || w.end.IsZero() {
+		return m, fmt.Errorf("%s: the recovery did not run steps %s and %s through to their end", name, change, wait)
+	}
+	t0, t1, end := c.begin, c.asked, w.end
+	m.Plan = t1.Sub(t0)
+	tl.Add(name+": plan (read configs, node dry-run)", t0, t1)
+	tl.Add(name+": apply and wait for the new static pod", t1, c.end)
+	tl.Add(name+": wait until kube-apiserver is ready (readyz)", w.begin, end)
 	m.Total = end.Sub(t0)
 	var lastReady time.Time
 	for _, ip := range l.Nodes() {
 		// The lab's own 25ms readiness watch may record a moment after
 		// breakglass saw the node ready: give it a little time.
 		f, ok := floorOf(l.Runs(), ip, t0)
-		for wait := time.Now().Add(10 * time.Second); !ok && time.Now().Before(wait); {
+		for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); {
 			time.Sleep(25 * time.Millisecond)
 			f, ok = floorOf(l.Runs(), ip, t0)
 		}
@@ -248,9 +325,8 @@ func recoverStep(ctx context.Context, l *Lab, tc *talos.Client, tl *Timeline, na
 			m.Floor, m.Poll, m.Shutdown, m.Startup = floor, f.from.Sub(t1), f.shutdown, f.startup
 		}
 		m.Failed = append(m.Failed, f.failed...)
-		ready := f.ready
-		if ready.After(lastReady) {
-			lastReady = ready
+		if f.ready.After(lastReady) {
+			lastReady = f.ready
 		}
 	}
 	m.Overhead = m.Total - m.Floor
