@@ -597,7 +597,7 @@ func (r *run) next(res *RecoverResult, runErr error) []string {
 	case errors.As(runErr, &stop):
 		return append(out, stop.Next...)
 	case res.Outcome == "nothing-to-do":
-		return []string{"nothing was changed; check the webhooks anyway: breakglass audit --from-etcd"}
+		return []string{"nothing was changed; check the webhooks anyway: " + r.target.NodesCmd("audit --from-etcd")}
 	case r.opts.DryRun && r.journal.Path() == "":
 		out = append(out, "nothing was written, not even the journal; run it for real: "+r.opts.CommandLine)
 	case r.opts.DryRun:
@@ -618,7 +618,7 @@ func (r *run) next(res *RecoverResult, runErr error) []string {
 		out = append(out, "timeline for the postmortem: breakglass journal timeline "+id+" --format markdown")
 	}
 	if !r.opts.DryRun && runErr == nil {
-		out = append(out, "prevent a repeat: breakglass audit --from-etcd --fix")
+		out = append(out, "prevent a repeat: "+r.target.NodesCmd("audit --from-etcd --fix"))
 	}
 	return out
 }

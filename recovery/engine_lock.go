@@ -197,11 +197,11 @@ func (r *run) dryRunLockNote(ctx context.Context) string {
 	var w string
 	switch {
 	case errors.As(err, &unreadable):
-		w = unreadable.Error() + ": a real run would stop here (exit 6); if no breakglass run holds it, break it with: breakglass lock break"
+		w = unreadable.Error() + ": a real run would stop here (exit 6); if no breakglass run holds it, break it with: " + r.target.NodesCmd("lock break")
 	case err != nil || h == nil:
 		return ""
 	default:
-		w = (&etcd.LockHeldError{Holder: *h}).Error() + ": a real run would stop here (exit 6) until it is released, or broken with: breakglass lock break"
+		w = (&etcd.LockHeldError{Holder: *h}).Error() + ": a real run would stop here (exit 6) until it is released, or broken with: " + r.target.NodesCmd("lock break")
 	}
 	r.progress("etcd", "WARNING: "+w)
 	return "; WARNING: " + w
