@@ -663,11 +663,6 @@ func (e errSkip) Error() string { return e.reason }
 
 func skip(format string, args ...any) error { return errSkip{fmt.Sprintf(format, args...)} }
 
-func isSkip(err error) bool {
-	var sk errSkip
-	return errors.As(err, &sk)
-}
-
 func isNotDeadlock(err error) bool {
 	var stop *NotDeadlockError
 	return errors.As(err, &stop)
