@@ -60,7 +60,6 @@ func scriptCommands() map[string]func(ts *testscript.TestScript, neg bool, args 
 		"stopnode": cmdStopNode,
 		"podflag":  cmdPodFlag,
 		"rollback": cmdRollback,
-		"sleep":    cmdSleep,
 		"extraarg": cmdExtraArg,
 	}
 	for name, fn := range etcdscript.ScriptCommands() {
@@ -180,10 +179,18 @@ func cmdPodFlag(ts *testscript.TestScript, neg bool, args []string) {
 	fmt.Fprintf(ts.Stdout(), "%s=%s running=%v\n", args[1], v, st.Running)
 }
 
-// rollback NODE prints whether a try-mode rollback is pending.
+// rollback [-expire] NODE prints whether a try-mode rollback is pending;
+// -expire first makes the pending one happen now.
 func cmdRollback(ts *testscript.TestScript, neg bool, args []string) {
+	expire := len(args) == 2 && args[0] == "-expire"
+	if expire {
+		args = args[1:]
+	}
 	if len(args) != 1 {
-		ts.Fatalf("usage: rollback NODE")
+		ts.Fatalf("usage: rollback [-expire] NODE")
+	}
+	if expire && !nodeOf(ts, args[0]).ExpireRollback() {
+		ts.Fatalf("no rollback pending on %s", args[0])
 	}
 	pending, _ := nodeOf(ts, args[0]).RollbackPending()
 	fmt.Fprintf(ts.Stdout(), "pending=%v\n", pending)
@@ -193,16 +200,6 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-// sleep DURATION waits (for try-mode timeouts; nothing is timed by it).
-func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) != 1 {
-		ts.Fatalf("usage: sleep DURATION")
-	}
-	d, err := time.ParseDuration(args[0])
-	ts.Check(err)
-	time.Sleep(d)
-}
 
 // extraarg NODE KEY VALUE sets cluster.apiServer.extraArgs[KEY] on the node
 // (as an operator would have before the incident), applied without reboot

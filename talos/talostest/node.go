@@ -311,6 +311,26 @@ func (n *Node) RollbackPending() (bool, time.Time) {
 	return n.rollbackTimer != nil, n.rollbackDeadline
 }
 
+// ExpireRollback makes a pending TRY rollback happen now, as if its timeout
+// had passed: tests play the node's clock forward instead of sleeping on it,
+// so a slow machine cannot make a timeout pass early or late. It reports
+// whether a rollback was pending.
+func (n *Node) ExpireRollback() bool {
+	n.cfgMu.Lock()
+	t := n.rollbackTimer
+	n.cfgMu.Unlock()
+
+	if t == nil || !t.Reset(0) {
+		return false
+	}
+
+	for pending, _ := n.RollbackPending(); pending; pending, _ = n.RollbackPending() {
+		time.Sleep(time.Millisecond)
+	}
+
+	return true
+}
+
 // Rendered returns the kube-apiserver container rendered from the running config
 // (nil on a worker), and the error when the last render failed (the pod then stays as it was).
 func (n *Node) Rendered() (*ContainerConfig, error) {
