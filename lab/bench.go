@@ -47,6 +47,6 @@ func PrintBench(w io.Writer, reps []*Rehearsal) {
 	fmt.Fprintln(w, "floor: the node's own time from the apply to the new kube-apiserver's first /readyz 200 on the slowest")
 	fmt.Fprintln(w, "node (seen every 25ms), of which poll: waiting for the kubelet's next manifest poll (every 20s), stop: the")
 	fmt.Fprintln(w, "old one shutting down after SIGTERM, start: the new process to its first /readyz 200; breakglass: plan +")
-	fmt.Fprintln(w, "apply + wait until ready (it learns of the new pod from Talos's status, refreshed every 15s); notice: from")
-	fmt.Fprintln(w, "the last node's readiness to breakglass's wait returning.")
+	fmt.Fprintln(w, "apply + wait until ready (it sees the new pod in the node's container list through the Talos API, live,")
+	fmt.Fprintln(w, "then polls /readyz every 100ms); notice: from the last node's readiness to breakglass's wait returning.")
 }

@@ -110,12 +110,11 @@ func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 	// on Talos) and the kubelet restarts it: seen through the Talos API, whose
 	// StaticPodStatus refreshes every 15 s.
 	var st talos.PodStatus
-	err = tc.WatchAPIServer(withTimeout(t, ctx, 3*time.Minute), node, name, 200*time.Millisecond, func(o talos.PodObservation) bool {
-		st = o.Status
-		return o.Status.RestartCount >= 1
-	})
-	if err != nil {
-		t.Fatalf("no restart of the deadlocked kube-apiserver: %+v: %v", st, err)
+	for wctx := withTimeout(t, ctx, 3*time.Minute); st.RestartCount < 1; {
+		if st, err = tc.ReadAPIServerStatus(wctx, node, name); err != nil || wctx.Err() != nil {
+			t.Fatalf("no restart of the deadlocked kube-apiserver: %+v: %v", st, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("deadlocked kube-apiserver restarted by the kubelet: restarts %d, waiting %q", st.RestartCount, st.WaitingReason)
 	before := configHashes(t, ctx, tc, l.Nodes())

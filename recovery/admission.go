@@ -72,7 +72,9 @@ type NodeChange struct {
 	// still pending (see ownTryChange).
 	tryRecord *AdmissionRecord
 	nodeName  string
-	podBefore talos.PodStatus // the kube-apiserver pod before the change
+	// podsBefore are the kube-apiserver pods the node's runtime had when the
+	// plan was made: the wait after the apply looks for a pod not among them.
+	podsBefore []talos.RuntimePod
 }
 
 // AdmissionPlan is a computed change over the target nodes: shown, confirmed,
@@ -366,8 +368,11 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 	if n.nodeName, err = tc.NodeName(ctx, node); err != nil {
 		return nil, err
 	}
-	if st, err := tc.ReadAPIServerStatus(ctx, node, n.nodeName); err == nil {
-		n.podBefore = st
+	if opts.Wait {
+		// Without them any pod, the old one too, would look new to the wait.
+		if n.podsBefore, err = tc.ReadAPIServerPods(ctx, node, n.nodeName); err != nil {
+			return nil, err
+		}
 	}
 	return n, nil
 }
@@ -543,10 +548,12 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, apply Applier, tc *talo
 
 // waitForFlags waits until the node has re-rendered kube-apiserver with the
 // new flags and a container of the new pod runs. On Talos that takes the
-// kubelet's next poll of the static pods (every 20 s), the old pod's
-// shutdown (up to its 30 s grace) and Talos's next status refresh (every
-// 15 s). A restart of the old pod meanwhile also gives a new container ID:
-// only a new pod start time marks the new pod.
+// kubelet's next poll of the static pods (every 20 s) and the old pod's
+// shutdown (up to its 30 s grace). The node's container runtime says so at
+// once (the StaticPodStatus would say it up to 15 s later). The new pod is
+// one the runtime did not have when the plan was made: a changed manifest
+// makes a pod with a new UID, while a restart of the old pod (a new
+// container ID, the old flags) stays in the old one.
 func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts AdmissionOptions, say func(string, ...any)) error {
 	timeout := opts.WaitTimeout
 	if timeout == 0 {
@@ -555,11 +562,11 @@ func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts Adm
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last talos.PodObservation
-	phase := ""
+	phase, running := "", ""
 	err := tc.WatchAPIServer(wctx, n.Node, n.nodeName, 100*time.Millisecond, func(o talos.PodObservation) bool {
 		last = o
-		p := podPhase(o, n)
-		if p == phaseDone {
+		var p string
+		if p, running = podPhase(o, n); p == phaseDone {
 			return true
 		}
 		if p != phase {
@@ -570,58 +577,86 @@ func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts Adm
 	})
 	if err == nil {
 		n.Outcome = "running"
-		say("kube-apiserver runs in the new pod with disable-admission-plugins=%s (container %s)", ListOrNone(n.DisabledAfter), shortID(last.Status.ContainerID))
+		say("kube-apiserver runs in the new pod with disable-admission-plugins=%s (container %s)", ListOrNone(n.DisabledAfter), shortID(running))
 		return nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return &talos.NodeError{Node: n.Node, Op: "wait for kube-apiserver", Err: fmt.Errorf("%w after %s: %s (pod flags %v, running %v, waiting reason %q)",
-			ErrTimeout, timeout, phase, last.Pod.DisabledPlugins(), last.Status.Running, last.Status.WaitingReason)}
+		return &talos.NodeError{Node: n.Node, Op: "wait for kube-apiserver", Err: fmt.Errorf("%w after %s: %s (pod flags %v, runtime pods %s)",
+			ErrTimeout, timeout, phase, last.Pod.DisabledPlugins(), describePods(last.Pods))}
 	}
 	return err
 }
 
 const phaseDone = "done"
 
-// podPhase says what the wait is waiting for, from one look at the node.
-func podPhase(o talos.PodObservation, n *NodeChange) string {
-	switch {
-	case !sameSet(o.Pod.DisabledPlugins(), n.DisabledAfter):
-		return fmt.Sprintf("waiting for the node to re-render the static pod with disable-admission-plugins=%s", ListOrNone(n.DisabledAfter))
-	case !newPod(o.Status, o.Pod.RenderedAt, n.podBefore):
-		if o.Status.ContainerID != n.podBefore.ContainerID && o.Status.ContainerID != "" {
-			return "the old pod restarted (new container, old flags); still waiting for the kubelet to replace it"
-		}
-		return "static pod re-rendered; waiting for the kubelet to pick it up (it polls every 20 s), stop the old pod (up to 30 s) and for Talos to report the new one (every 15 s)"
-	case !o.Status.Running:
-		if o.Status.WaitingReason != "" {
-			return "new pod started; its container is waiting: " + o.Status.WaitingReason
-		}
-		return "new pod started; waiting for its container to run"
+// podPhase says what the wait is waiting for, from one look at the node,
+// and once done the new pod's running container.
+func podPhase(o talos.PodObservation, n *NodeChange) (string, string) {
+	if !sameSet(o.Pod.DisabledPlugins(), n.DisabledAfter) {
+		return fmt.Sprintf("waiting for the node to re-render the static pod with disable-admission-plugins=%s", ListOrNone(n.DisabledAfter)), ""
 	}
-	return phaseDone
+	pod, ok := newPod(o.Pods, n.podsBefore)
+	if !ok {
+		if oldPodRestarted(o.Pods, n.podsBefore) {
+			return "the old pod restarted (new container, old flags); still waiting for the kubelet to replace it", ""
+		}
+		return "static pod re-rendered; waiting for the kubelet to pick it up (it polls every 20 s) and stop the old pod (up to 30 s)", ""
+	}
+	c, ok := pod.Running()
+	if !ok {
+		if len(pod.Containers) > 0 {
+			return "new pod started; its container exited (the kubelet restarts it)", ""
+		}
+		return "new pod started; waiting for its container to run", ""
+	}
+	return phaseDone, c.ID
 }
 
-// newPod tells whether the status is of a pod the kubelet started after
-// the node re-rendered the manifest: a pod's start time stays the same
-// across container restarts, and only a new pod can start after the render.
-// Both times are the node's (a status read before the change may be up to
-// 15 s stale, so it is no baseline for times). Start times are whole
-// seconds: for a pod started in the very second of the render, the old pod
-// may have started in that second too; then only a container other than the
-// one seen before, not restarted (a restart of the old pod counts one more),
-// is the new pod.
-func newPod(st talos.PodStatus, renderedAt time.Time, before talos.PodStatus) bool {
-	if !st.Found || st.PodStartedAt.IsZero() || st.ContainerID == "" || renderedAt.IsZero() {
-		return false
+// newPod is the pod the runtime has now and did not have before. The
+// kubelet runs one pod of a name at a time (the new one starts once the old
+// one has stopped), so there is at most one.
+func newPod(now, before []talos.RuntimePod) (talos.RuntimePod, bool) {
+	for _, p := range now {
+		if !slices.ContainsFunc(before, func(b talos.RuntimePod) bool { return b.Key() == p.Key() }) {
+			return p, true
+		}
 	}
-	second := renderedAt.Truncate(time.Second)
-	switch {
-	case st.PodStartedAt.Before(second):
-		return false
-	case st.PodStartedAt.After(second):
-		return true
+	return talos.RuntimePod{}, false
+}
+
+// oldPodRestarted tells whether a pod from before runs a container it did
+// not have then.
+func oldPodRestarted(now, before []talos.RuntimePod) bool {
+	for _, p := range now {
+		c, ok := p.Running()
+		if !ok {
+			continue
+		}
+		for _, b := range before {
+			if b.Key() == p.Key() && !slices.ContainsFunc(b.Containers, func(x talos.RuntimeContainer) bool { return x.ID == c.ID }) {
+				return true
+			}
+		}
 	}
-	return st.ContainerID != before.ContainerID && st.RestartCount == 0
+	return false
+}
+
+// describePods says what the runtime had, for a timeout's error.
+func describePods(pods []talos.RuntimePod) string {
+	if len(pods) == 0 {
+		return "none"
+	}
+	var out []string
+	for _, p := range pods {
+		s := "pod " + shortID(p.Key())
+		if c, ok := p.Running(); ok {
+			s += " running " + shortID(c.ID)
+		} else {
+			s += " with no running container"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
 }
 
 func shortID(id string) string {

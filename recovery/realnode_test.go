@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -311,4 +312,71 @@ func TestWaitIgnoresPodStartedBeforeTheChange(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 	replaceAndSee(t, n, intermediate.UID, done)
+}
+
+// Talos refreshes the StaticPodStatus every 15 s, and the restore's old pod
+// is as ready as the new one: the wait learns of the new pod from the node's
+// container runtime instead, as soon as it runs. Here the status never
+// changes after the first refresh (it still shows the first pod, ready), and
+// disable and restore each end once the kubelet has started the new pod,
+// naming its container.
+func TestWaitSeesTheNewPodWithoutTheStatus(t *testing.T) {
+	kubelet := fast
+	kubelet.PollInterval, kubelet.StatusInterval = time.Hour, time.Hour // the test polls; the status stays
+	c, tc, st := realNodes(t, 1, kubelet, nil)
+	n := c.Nodes[0]
+	waitRunning(t, n, func(p talostest.PodState) bool { return p.Running })
+	n.RefreshPodStatus()
+	n.FreezePodStatus(true)
+
+	var mu sync.Mutex
+	var said []string
+	opts := AdmissionOptions{Wait: true, WaitTimeout: time.Minute, Progress: func(_, msg string) {
+		mu.Lock()
+		said = append(said, msg)
+		mu.Unlock()
+	}}
+	for _, step := range []struct {
+		name     string
+		plan     func() (*AdmissionPlan, error)
+		disabled bool
+	}{
+		{"disable", func() (*AdmissionPlan, error) { return PlanDisable(t.Context(), tc, st, opts) }, true},
+		{"restore", func() (*AdmissionPlan, error) { return PlanRestore(t.Context(), tc, st, opts) }, false},
+	} {
+		before := n.Pod()
+		p, err := step.plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- p.Execute(t.Context(), tc, tc, st) }()
+		for r, _ := n.Rendered(); r == nil || talostest.FlagHas(*r, "disable-admission-plugins", "ValidatingAdmissionWebhook") != step.disabled; r, _ = n.Rendered() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%s: the wait ended before the kubelet replaced the pod (err %v)", step.name, err)
+		case <-time.After(time.Second): // several looks at the old pod, still running
+		}
+		n.PollKubelet()
+		waitRunning(t, n, func(p talostest.PodState) bool { return p.Running && p.UID != before.UID })
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the wait did not see the new pod with the status unchanged", step.name)
+		}
+		mu.Lock()
+		last := said[len(said)-1]
+		mu.Unlock()
+		if want := "(container " + n.Pod().ContainerID[:12] + ")"; !strings.HasSuffix(last, want) {
+			t.Errorf("%s: said %q, want the new pod's container %s", step.name, last, want)
+		}
+	}
+	if status, err := tc.ReadAPIServerStatus(t.Context(), n.IP, n.Name); err != nil || !status.Ready {
+		t.Fatalf("status %+v, %v", status, err)
+	}
 }

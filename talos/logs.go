@@ -72,18 +72,16 @@ func (c *Client) EtcdSnapshot(ctx context.Context, node string, w io.Writer) err
 // reports the pod every 15 s). The list holds exited containers too, in no
 // particular order: when it cannot tell, it answers "" rather than guess.
 func (c *Client) RunningAPIServerContainer(ctx context.Context, node, nodeName string) (string, error) {
-	resp, err := c.api.Containers(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI)
+	pods, err := c.ReadAPIServerPods(ctx, node, nodeName)
 	if err != nil {
-		return "", c.nodeError(ctx, node, "list containers", err)
+		return "", err
 	}
 	var running, all []string
-	for _, m := range resp.GetMessages() {
-		for _, ct := range m.GetContainers() {
-			if ct.GetPodId() == "kube-system/kube-apiserver-"+nodeName && ct.GetName() == "kube-apiserver" {
-				all = append(all, ct.GetInternalId())
-				if ct.GetStatus() == "CONTAINER_RUNNING" {
-					running = append(running, ct.GetInternalId())
-				}
+	for _, p := range pods {
+		for _, ct := range p.Containers {
+			all = append(all, ct.ID)
+			if ct.Running {
+				running = append(running, ct.ID)
 			}
 		}
 	}

@@ -2,11 +2,14 @@ package talos
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 )
 
 func TestSupportsListArgs(t *testing.T) {
@@ -97,5 +100,46 @@ func TestParsePodStatus(t *testing.T) {
 	st := parsePodStatus(ps)
 	if !st.Found || st.Ready || st.Running || st.RestartCount != 4 || st.WaitingReason != "CrashLoopBackOff" || st.ContainerID != "containerd://abc" {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// A control-plane node's CRI list as machined sends it: every ready sandbox
+// followed by its containers, pods in map order, other pods between. Two
+// kube-apiserver sandboxes share the pod name; each container goes with the
+// sandbox before it.
+func TestAPIServerPodsFromTheCRIList(t *testing.T) {
+	const pod = "kube-system/kube-apiserver-cp1"
+	sandbox := func(podID, id, uid string) *machine.ContainerInfo {
+		return &machine.ContainerInfo{Namespace: "k8s.io", Id: podID, Name: podID, PodId: podID, InternalId: id, Uid: uid, Status: "SANDBOX_READY"}
+	}
+	ctr := func(podID, name, id, st string) *machine.ContainerInfo {
+		return &machine.ContainerInfo{Namespace: "k8s.io", Id: podID + ":" + name + ":" + id[:4], Name: name, PodId: podID, InternalId: id, Status: st}
+	}
+	list := []*machine.ContainerInfo{
+		sandbox("kube-system/kube-scheduler-cp1", "s1", "u1"),
+		ctr("kube-system/kube-scheduler-cp1", "kube-scheduler", "c1aaaa", "CONTAINER_RUNNING"),
+		sandbox(pod, "s2", "old"),
+		ctr(pod, "kube-apiserver", "c2aaaa", "CONTAINER_EXITED"),
+		ctr(pod, "kube-apiserver", "c3aaaa", "CONTAINER_RUNNING"),
+		sandbox("kube-system/kube-apiserver-cp10", "s9", "other"), // another node name that starts alike
+		ctr("kube-system/kube-apiserver-cp10", "kube-apiserver", "c9aaaa", "CONTAINER_RUNNING"),
+		sandbox("kube-system/kube-flannel-xyz", "s3", "u3"),
+		ctr("kube-system/kube-flannel-xyz", "kube-apiserver", "c4aaaa", "CONTAINER_RUNNING"), // a container of that name elsewhere
+		sandbox(pod, "s5", ""), // a Talos before 1.9: no UID
+		ctr(pod, "kube-apiserver", "c5aaaa", "CONTAINER_CREATED"),
+	}
+	got := apiServerPods(list, "cp1")
+	want := []RuntimePod{
+		{UID: "old", SandboxID: "s2", Containers: []RuntimeContainer{{ID: "c2aaaa"}, {ID: "c3aaaa", Running: true}}},
+		{SandboxID: "s5", Containers: []RuntimeContainer{{ID: "c5aaaa"}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("pods %+v\nwant %+v", got, want)
+	}
+	if c, ok := got[0].Running(); !ok || c.ID != "c3aaaa" || got[0].Key() != "old" {
+		t.Errorf("first pod: running %v %v, key %q", c, ok, got[0].Key())
+	}
+	if _, ok := got[1].Running(); ok || got[1].Key() != "s5" {
+		t.Errorf("second pod: a created container is not running; key %q (want the sandbox ID without a UID)", got[1].Key())
 	}
 }

@@ -86,9 +86,11 @@
 //     manifest. startTime has whole seconds: two pods started within the same second
 //     look alike (rare on a node, frequent with scaled times: tests whose client tells
 //     pods apart by startTime keep PollInterval over a second, e.g. 1.2s).
-//   - CRI: Containers lists each ready pod sandbox (Uid is the pod UID) and its
-//     containers, running and exited (the kubelet keeps the newest exited one), in
-//     random order on every call, as containerd lists them from maps. A replaced
+//   - CRI: Containers lists, live (the kubelet's state at the call, as machined asks
+//     containerd at every call), each ready pod sandbox (its Id is its PodId; Uid is
+//     the pod UID) followed by its containers, running and exited (the kubelet keeps
+//     the newest exited one); pods, and the containers of a pod, in random order on
+//     every call, as containerd lists them from maps. A replaced
 //     pod's sandbox is stopped, so its containers are not listed, but the runtime has
 //     them (and their logs) until the kubelet's garbage collection, every GCInterval
 //     [1m]. Logs for "kube-system/kube-apiserver-<node>:kube-apiserver" reads the
