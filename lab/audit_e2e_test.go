@@ -77,6 +77,7 @@ const (
 // default) unless BREAKGLASS_FIXPROOF_SERIAL=1. About 70 s on 2 cores,
 // 90 s serial.
 func TestAuditFixOnUpgrade(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	needBinaries(t)
 	bg := buildBreakglass(t)
 	serial := os.Getenv("BREAKGLASS_FIXPROOF_SERIAL") == "1"

@@ -53,7 +53,7 @@ func startLab(t *testing.T, nodes int, kubelet talostest.KubeletOptions) *Lab {
 	if kubelet == (talostest.KubeletOptions{}) {
 		kubelet = DefaultKubelet()
 	}
-	l, err := Start(ctx, Options{Dir: t.TempDir(), Nodes: nodes, KubeBinDir: bin, Kubelet: kubelet, Log: testWriter{t}})
+	l, err := Start(ctx, Options{Dir: t.TempDir(), Nodes: nodes, FirstIP: labFirstIP(), KubeBinDir: bin, Kubelet: kubelet, Log: testWriter{t}})
 	if err != nil {
 		t.Fatalf("start lab: %v", err)
 	}
@@ -80,6 +80,7 @@ func configHashes(t *testing.T, ctx context.Context, tc *talos.Client, nodes []s
 // blocks the default ServiceCIDR; with both off, kube-apiserver is ready;
 // the restore puts the config back byte for byte.
 func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	l := startLab(t, 1, DefaultKubelet())
 	ctx := context.Background()
 	tl := NewTimeline(testWriter{t})
@@ -209,11 +210,13 @@ func TestDeadlockAndBothWebhookPlugins(t *testing.T) {
 // TestRehearse runs the whole rehearsal, as `breakglass lab rehearse` does,
 // on one and on three nodes.
 func TestRehearse(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	for _, nodes := range []int{1, 3} {
 		t.Run(map[int]string{1: "1-node", 3: "3-nodes"}[nodes], func(t *testing.T) {
+			t.Parallel()
 			bin := needBinaries(t)
 			var out bytes.Buffer
-			rep, err := Rehearse(context.Background(), RehearseOptions{Nodes: nodes, Dir: t.TempDir(), KubeBinDir: bin, Out: &out})
+			rep, err := Rehearse(context.Background(), RehearseOptions{Nodes: nodes, Dir: t.TempDir(), KubeBinDir: bin, Out: &out, Lab: Options{FirstIP: labFirstIP()}})
 			t.Log("\n" + out.String())
 			if err != nil {
 				t.Fatal(err)
@@ -250,6 +253,7 @@ func withTimeout(t *testing.T, ctx context.Context, d time.Duration) context.Con
 // succeeds although the webhook backend is down the whole time, and the
 // webhooks still review everyone else's writes afterwards.
 func TestExcludedAPIServerUpgrades(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	l := startLab(t, 1, talostest.KubeletOptions{})
 	ctx := context.Background()
 	if _, err := RunScenario(ctx, l, ScenarioExcluded, NewTimeline(testWriter{t})); err != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/breakglass-dev/breakglass/recovery"
 )
 
-// buildBreakglass builds the real command into dir.
-// BREAKGLASS_TEST_BIN names a prebuilt binary instead (for a tree that is
-// mid-edit elsewhere).
+// buildBreakglass is the real command, built once for all the tests
+// (parallel_test.go). BREAKGLASS_TEST_BIN names a prebuilt binary instead
+// (for a tree that is mid-edit elsewhere).
 func buildBreakglass(t *testing.T) string {
 	t.Helper()
 	return buildBreakglassTB(t)
@@ -28,6 +28,7 @@ func buildBreakglass(t *testing.T) string {
 // original, or the change its record describes); in the end the recovery
 // must have converged: ready, configs byte-identical to the original.
 func TestKilledMidwayConverges(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	l := startLab(t, 3, DefaultKubelet())
 	bin := buildBreakglass(t)
 	ctx := context.Background()

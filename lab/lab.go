@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -51,9 +53,12 @@ const (
 // the real ones (50000, 6443, 2379). Every port is held for the lab's life
 // (talostest.PortReservation), so that restarts never lose it.
 type Options struct {
-	Dir       string // working directory: certificates, etcd data, talosconfig (required)
-	Nodes     int    // control-plane nodes; default 1
-	IPs       []string
+	Dir   string // working directory: certificates, etcd data, talosconfig (required)
+	Nodes int    // control-plane nodes; default 1
+	// FirstIP is the first node's loopback address, the others follow it
+	// (default FirstIP, 127.0.0.11); labs side by side each take their own.
+	FirstIP   string
+	IPs       []string // the nodes' addresses, given one by one (instead of FirstIP)
 	TalosPort int
 	APIPort   int
 	EtcdPort  int
@@ -116,7 +121,9 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	ips := opts.IPs
 	if len(ips) == 0 {
-		ips = defaultIPs(opts.Nodes)
+		if ips, err = NodeIPs(opts.FirstIP, opts.Nodes); err != nil {
+			return nil, err
+		}
 	}
 	if len(ips) < opts.Nodes {
 		return nil, fmt.Errorf("lab: %d addresses for %d nodes", len(ips), opts.Nodes)
@@ -452,13 +459,26 @@ func (l *Lab) applyServiceCIDR(ctx context.Context) error {
 	return nil
 }
 
-func defaultIPs(n int) []string {
-	ip := net.ParseIP(FirstIP).To4()
-	var out []string
-	for i := range n {
-		out = append(out, net.IPv4(ip[0], ip[1], ip[2], ip[3]+byte(i)).String())
+// NodeIPs are n consecutive loopback addresses from first ("": FirstIP),
+// within first's /24.
+func NodeIPs(first string, n int) ([]string, error) {
+	if first == "" {
+		first = FirstIP
 	}
-	return out
+	const hint = "take a first address in 127.0.0.0/8 with room for the nodes before .255 of its /24, e.g. --first-ip 127.0.1.11"
+	addr, err := netip.ParseAddr(first)
+	if err != nil || !addr.Is4() || !addr.IsLoopback() {
+		return nil, failure.Input(hint, "the first node address %q is not an IPv4 loopback address (127.0.0.0/8)", first)
+	}
+	if b := addr.As4(); b[3] == 0 || int(b[3])+n-1 > 254 {
+		return nil, failure.Input(hint, "%d node(s) from %s do not fit in %s", n, first, netip.PrefixFrom(addr, 24).Masked())
+	}
+	out := make([]string, 0, n)
+	for range n {
+		out = append(out, addr.String())
+		addr = addr.Next()
+	}
+	return out, nil
 }
 
 // reserve holds ip:port (0: a free port) until Close; the servers that

@@ -99,6 +99,7 @@ func minor(v string) string {
 // target sends itself must be in the audit's model for that (from, to).
 // A new version that writes something the model lacks fails here.
 func TestStartupRecordings(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	if testing.Short() {
 		t.Skip("end-to-end lab test: skipped with -short")
 	}

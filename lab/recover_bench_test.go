@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -92,19 +91,4 @@ func stepTimes(m guidedMeasurement) string {
 		parts = append(parts, fmt.Sprintf("%s %s", s, m.steps[s].Round(time.Millisecond)))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// buildBreakglassTB is buildBreakglass for benchmarks too.
-func buildBreakglassTB(tb testing.TB) string {
-	tb.Helper()
-	if b := os.Getenv("BREAKGLASS_TEST_BIN"); b != "" {
-		return b
-	}
-	bin := filepath.Join(tb.TempDir(), "breakglass")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/breakglass")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build ./cmd/breakglass: %v\n%s", err, out)
-	}
-	return bin
 }

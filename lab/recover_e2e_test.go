@@ -583,6 +583,7 @@ func (p *bg) wait(t *testing.T, d time.Duration) int {
 // holder and `lock status` shows it; then the end state, the journal
 // timeline, the JSON result, and the lock free again.
 func TestRecoverGuidedYes(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuided(t, 3)
 	args := append([]string{"recover", "--yes", "-o", "json",
 		"--plugins", strings.Join(RecoveryPlugins, ","), "--delete", ValidatingWebhookConfig}, g.etcdFlags()...)
@@ -712,6 +713,7 @@ func measureGuided(l *Lab, entries []recovery.Entry, t0 time.Time, wall time.Dur
 // through a terminal (a pty from util-linux script, so the spinner path
 // runs), typing the object's name to remove it from etcd.
 func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuided(t, 1)
 
 	// Every built-in runbook, dry run.
@@ -952,6 +954,7 @@ func shellQuote(args []string) string {
 // the state directory; in the end the recovery completes with configs
 // byte-identical, the object removed with its backup, and the lock free.
 func TestResumeAfterKill(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuided(t, 1)
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))

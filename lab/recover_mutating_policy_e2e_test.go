@@ -25,6 +25,7 @@ const (
 // flags back: ready with the plugin on, configs byte-identical, the policy
 // and its binding kept, still mutating.
 func TestRecoverMutatingPolicy(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuidedWith(t, 1, func(ctx context.Context, l *Lab) error {
 		_, err := RunScenario(ctx, l, ScenarioMutatingPolicy, NewTimeline(testWriter{t}))
 		return err

@@ -83,6 +83,7 @@ func policyScenario(t *testing.T) func(context.Context, *Lab) error {
 // binding gone with its verified backup, the policy kept, the default
 // ServiceCIDR created, the lock free.
 func TestRecoverPolicyDeadlock(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuidedWith(t, 1, policyScenario(t), denyPolicyKey, denyBindingKey)
 	ctx := context.Background()
 	base := append([]string{"recover", "--runbook", "policy-deadlock", "-o", "json", "--delete", denyBinding}, g.etcdFlags()...)

@@ -18,6 +18,7 @@ import (
 // configuration named by name, no --plugins, no --runbook: the diagnosis
 // turns both webhook plugins off, and the object of the other kind is found.
 func TestRecoverAsTyped(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuided(t, 3)
 
 	bad := g.run("", append([]string{"recover", "--yes", "--delete", "no-such-object"}, g.etcdFlags()...)...)
@@ -59,6 +60,7 @@ func TestRecoverAsTyped(t *testing.T) {
 
 // `breakglass recover --yes`, nothing else, on one node: it completes.
 func TestRecoverNoFlags(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuided(t, 1)
 	r := g.run("", append([]string{"recover", "--yes", "-o", "json"}, g.etcdFlags()...)...)
 	t.Logf("recover stderr:\n%s", r.stderr)
@@ -92,6 +94,7 @@ func TestRecoverNoFlags(t *testing.T) {
 // disabled) is not an admission deadlock: recover changes nothing and
 // exits with diagnose's code for another failure (22).
 func TestRecoverNotADeadlock(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuidedWith(t, 1, func(ctx context.Context, l *Lab) error {
 		if err := l.WaitReady(ctx, 3*time.Minute); err != nil {
 			return err
@@ -148,6 +151,7 @@ func waitCrashLoop(ctx context.Context, tc *talos.Client, l *Lab) error {
 // command that fixes it, instead of waiting out its timeout. That command,
 // then resume, finish the recovery.
 func TestRecoverPersistingDeadlock(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuided(t, 1)
 	t0 := time.Now()
 	r := g.run("", append([]string{"recover", "--yes", "--plugins", "ValidatingAdmissionWebhook"}, g.etcdFlags()...)...)
@@ -194,6 +198,7 @@ func TestRecoverPersistingDeadlock(t *testing.T) {
 // run still puts the plugins back, then ends as a partial failure (exit 5)
 // naming what is left undone and the command that finishes it.
 func TestRecoverRequestedDeleteFails(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	g := newGuided(t, 1)
 	before := g.incidents()
 	p := g.start(nil, append([]string{"recover", "--yes", "-o", "json", "--delete", MutatingWebhookConfig}, g.etcdFlags()...)...)

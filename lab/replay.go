@@ -40,6 +40,7 @@ type ReplayOptions struct {
 	Timeout    time.Duration
 	KubeBinDir string    // default FindKubeBinDir
 	Dir        string    // scratch directory; default a new temporary one, removed after
+	FirstIP    string    // the node's loopback address; default FirstIP
 	Log        io.Writer // one line per step; nil: discard
 	// APIServerArgs are the cluster's own cluster.apiServer.extraArgs that
 	// change what is served (ReplayArgKeys), set on the node before FROM's
@@ -280,7 +281,7 @@ func replayOnce(ctx context.Context, opts ReplayOptions, name string, objs []rep
 		}
 	}
 	logf("kube-apiserver %s on a scratch node and etcd", opts.From)
-	l, err := Start(ctx, Options{Dir: dir, Nodes: 1, Version: opts.From, KubeBinDir: opts.KubeBinDir, TimeScale: opts.TimeScale})
+	l, err := Start(ctx, Options{Dir: dir, Nodes: 1, FirstIP: opts.FirstIP, Version: opts.From, KubeBinDir: opts.KubeBinDir, TimeScale: opts.TimeScale})
 	if err != nil {
 		return nil, err
 	}

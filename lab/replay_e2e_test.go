@@ -13,6 +13,7 @@ import (
 // replayed on real binaries: as given it deadlocks, with the fix `audit
 // --fix` prints it starts, and the audit predicted both.
 func TestReplayKyvernoLike(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	replayKyvernoLike(t, OldVersion, NewVersion, OutcomeDeadlock)
 }
 
@@ -20,6 +21,7 @@ func TestReplayKyvernoLike(t *testing.T) {
 // ServiceCIDR and IPAddresses, but 1.37 updates bootstrap RBAC roles through
 // the catch-all mutating webhook, and the post-start hook gives up.
 func TestReplayNewestPair(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	replayKyvernoLike(t, "v1.36.3", "v1.37.2", OutcomeDeadlock)
 }
 
@@ -35,7 +37,7 @@ func replayKyvernoLike(t *testing.T, from, to, want string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	rep, err := Replay(ctx, ReplayOptions{From: from, To: to, Sources: []ReplaySource{{Name: "kyverno-like.yaml", Data: data}},
-		Fix: true, KubeBinDir: bin, Log: testWriter{t}})
+		Fix: true, KubeBinDir: bin, FirstIP: labFirstIP(), Log: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +87,7 @@ func checkKyvernoLikeDeadlock(t *testing.T, asGiven *ReplayRun) {
 // upgrade deadlocks with no webhook at all, the audit's policy fix lets it
 // start, and the audit predicted both.
 func TestReplayPolicy(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	bin := needBinaries(t)
 	data, err := os.ReadFile("testdata/deny-servicecidr-policy.yaml")
 	if err != nil {
@@ -93,7 +96,7 @@ func TestReplayPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	rep, err := Replay(ctx, ReplayOptions{From: OldVersion, To: NewVersion, Sources: []ReplaySource{{Name: "deny-servicecidr-policy.yaml", Data: data}},
-		Fix: true, KubeBinDir: bin, Log: testWriter{t}})
+		Fix: true, KubeBinDir: bin, FirstIP: labFirstIP(), Log: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +115,12 @@ func TestReplayPolicy(t *testing.T) {
 // deadlocks, the audit's policy fix lets it start, and the audit
 // predicted both.
 func TestReplayMutatingPolicy(t *testing.T) {
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	bin := needBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	rep, err := Replay(ctx, ReplayOptions{From: OldVersion, To: NewVersion, Sources: []ReplaySource{{Name: "mutating-policy.yaml", Data: MutatingPolicyManifest}},
-		APIServerArgs: MutatingPolicyArgs, Fix: true, KubeBinDir: bin, Log: testWriter{t}})
+		APIServerArgs: MutatingPolicyArgs, Fix: true, KubeBinDir: bin, FirstIP: labFirstIP(), Log: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}

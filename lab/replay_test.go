@@ -166,3 +166,26 @@ func TestMutatingPolicyManifest(t *testing.T) {
 		t.Errorf("objects %v, want %v", got, want)
 	}
 }
+
+// A lab's addresses: consecutive from the first, loopback only, within its /24.
+func TestNodeIPs(t *testing.T) {
+	for _, tc := range []struct {
+		first string
+		n     int
+		want  []string
+	}{
+		{"", 3, []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}},
+		{"127.0.4.11", 2, []string{"127.0.4.11", "127.0.4.12"}},
+		{"127.9.9.254", 1, []string{"127.9.9.254"}},
+		{"127.0.1.253", 3, nil},
+		{"127.0.1.0", 1, nil},
+		{"10.0.0.11", 1, nil},
+		{"::1", 1, nil},
+		{"localhost", 1, nil},
+	} {
+		got, err := NodeIPs(tc.first, tc.n)
+		if !slices.Equal(got, tc.want) || (tc.want == nil) != errors.Is(err, failure.BadInput) {
+			t.Errorf("NodeIPs(%q, %d) = %v, %v; want %v", tc.first, tc.n, got, err, tc.want)
+		}
+	}
+}

@@ -29,7 +29,7 @@ func labCommands(s streams) []*cli.Command {
 		{
 			Name:  "up",
 			Usage: "start a lab in the foreground (Ctrl-C stops it) and print what to try",
-			Description: "Starts N emulated Talos control-plane nodes on 127.0.0.11.. with the real ports (Talos API\n" +
+			Description: "Starts N emulated Talos control-plane nodes on 127.0.0.11.. (--first-ip) with the real ports (Talos API\n" +
 				"50000, kube-apiserver 6443, etcd 2379), each with its etcd member and a real kube-apiserver\n" +
 				"as its static pod. With --scenario, plays it until the incident is there.\n" +
 				"Writes DIR/talosconfig (os:admin) and DIR/kubeconfig; recreates the lab's own files in DIR.",
@@ -37,6 +37,7 @@ func labCommands(s streams) []*cli.Command {
 				nodes,
 				&cli.StringFlag{Name: "scenario", Usage: "scenario to play: " + strings.Join(lab.Scenarios(), ", ")},
 				&cli.StringFlag{Name: "dir", DefaultText: "$TMPDIR/breakglass-lab", Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
+				&cli.StringFlag{Name: "first-ip", Value: lab.FirstIP, Usage: "the first node's loopback address, the others follow it (a second lab on the real ports needs its own, e.g. 127.0.1.11)"},
 			},
 			Action: func(c *cli.Context) error {
 				if err := checkNodes(c.Int("nodes")); err != nil {
@@ -45,7 +46,11 @@ func labCommands(s streams) []*cli.Command {
 				if err := checkScenario(c.String("scenario")); err != nil {
 					return err
 				}
-				return lab.Up(c.Context, lab.UpOptions{Nodes: c.Int("nodes"), Scenario: c.String("scenario"), Dir: labDir(c), Out: s.Out})
+				if _, err := lab.NodeIPs(c.String("first-ip"), c.Int("nodes")); err != nil {
+					return err
+				}
+				return lab.Up(c.Context, lab.UpOptions{Nodes: c.Int("nodes"), Scenario: c.String("scenario"), Dir: labDir(c), Out: s.Out,
+					Lab: lab.Options{FirstIP: c.String("first-ip")}})
 			},
 		},
 		{

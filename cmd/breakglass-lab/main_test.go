@@ -38,6 +38,12 @@ func TestErrorsAndExitCodes(t *testing.T) {
 			"breakglass: unknown scenario \"kyverno-servicecdir\" (known: " + strings.Join(lab.Scenarios(), ", ") + ")\nhint: did you mean --scenario kyverno-servicecidr?\n"},
 		{[]string{"breakglass-lab", "replay", "--from", "v1.34.4", "--to", "v1.32.13", "-f", "-"}, 2,
 			"breakglass: --to v1.32.13 is older than --from v1.34.4: that is a downgrade, which kube-apiserver does not support\nhint: swap them: --from v1.32.13 --to v1.34.4 (the replay plays upgrades)\n"},
+		{[]string{"breakglass-lab", "up", "--first-ip", "10.0.0.11"}, 2,
+			"breakglass: the first node address \"10.0.0.11\" is not an IPv4 loopback address (127.0.0.0/8)\n" +
+				"hint: take a first address in 127.0.0.0/8 with room for the nodes before .255 of its /24, e.g. --first-ip 127.0.1.11\n"},
+		{[]string{"breakglass-lab", "up", "--nodes", "3", "--first-ip", "127.0.1.253"}, 2,
+			"breakglass: 3 node(s) from 127.0.1.253 do not fit in 127.0.1.0/24\n" +
+				"hint: take a first address in 127.0.0.0/8 with room for the nodes before .255 of its /24, e.g. --first-ip 127.0.1.11\n"},
 		{[]string{"breakglass-lab", "bench", "--nodes", "1", "--nodes", "10"}, 2,
 			"breakglass: --nodes 10 is out of range: from 1 to 3 (the lab's nodes are 127.0.0.11-13)\nhint: use --nodes 1 or --nodes 3\n"},
 		{[]string{"breakglass-lab", "rehearse", "-o", "yaml"}, 2,

@@ -33,6 +33,7 @@ func labCommand(s streams) *cli.Command {
 					nodes,
 					&cli.StringFlag{Name: "scenario", Usage: "scenario to play: kyverno-servicecidr, kyverno-servicecidr-excluded, mutating-policy-servicecidr"},
 					&cli.StringFlag{Name: "dir", DefaultText: "$TMPDIR/breakglass-lab", Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
+					&cli.StringFlag{Name: "first-ip", Value: "127.0.0.11", Usage: "the first node's loopback address, the others follow it (a second lab on the real ports needs its own, e.g. 127.0.1.11)"},
 				},
 				Action: handOverLab(s, "up"),
 			},
