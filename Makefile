@@ -1,14 +1,17 @@
 # breakglass: build, test, rehearse. See README.md.
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X main.version=$(VERSION)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The commit's date, in UTC, never the clock's: the same commit builds the same bytes.
+BUILD_DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
 # The lab's kube-apiserver binaries live in the user's cache, once per machine
 # ($BREAKGLASS_KUBE_BIN_DIR, else ${XDG_CACHE_HOME:-~/.cache}/breakglass/kube-apiserver).
 KUBE_BIN := $(shell lab/scripts/build-kube-apiserver.sh --print-dir)
 # The pair the rehearsal replays (lab.OldVersion -> lab.NewVersion).
 REHEARSE_VERSIONS := v1.32.13 v1.34.4
 
-.PHONY: all build build-lab test test-all test-short rehearse kube-apiserver kube-apiserver-rehearse bench fuzz lint clean docs startup
+.PHONY: all build build-lab dist test test-all test-short rehearse kube-apiserver kube-apiserver-rehearse bench fuzz lint clean docs startup
 
 all: build
 
@@ -20,6 +23,12 @@ build: build-lab
 
 build-lab:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/breakglass-lab ./cmd/breakglass-lab
+
+# The release: breakglass for linux and darwin (amd64, arm64) and breakglass-lab for linux (amd64,
+# arm64), static, stripped and reproducible (two builds of a commit give the same bytes), into dist/
+# with SHA256SUMS (scripts/dist.sh).
+dist:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) BUILD_DATE=$(BUILD_DATE) scripts/dist.sh dist
 
 # The lab's real kube-apiserver binaries (v1.32.13 to v1.37.2, one module each under lab/kubeapiserver), built from the
 # Go module proxy once per machine into the user's cache (rebuilt when their module or the Go toolchain changes).
@@ -67,4 +76,4 @@ startup: build
 	scripts/startup.sh bin/breakglass bin/breakglass-lab
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

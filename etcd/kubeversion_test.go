@@ -33,12 +33,22 @@ func TestKubeletVersionsAndKeyExists(t *testing.T) {
 		return &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: name},
 			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: version}}}
 	}
-	var pb bytes.Buffer
-	if err := protobuf.NewSerializer(s, s).Encode(node("cp1", "v1.33.5"), &pb); err != nil {
-		t.Fatal(err)
+	encode := func(obj runtime.Object) string {
+		var pb bytes.Buffer
+		if err := protobuf.NewSerializer(s, s).Encode(obj, &pb); err != nil {
+			t.Fatal(err)
+		}
+		return pb.String()
 	}
+	cp1 := encode(node("cp1", "v1.33.5"))
+	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Name: "v1.30.0"}}
 	for k, v := range map[string]string{
-		"/registry/minions/cp1":             pb.String(),
+		"/registry/minions/cp1":             cp1,
+		"/registry/minions/cp1-again":       encode(node("cp1-again", "v1.33.5")),
+		"/registry/minions/cp4":             encode(node("cp4", "")), // no version: not evidence
+		"/registry/minions/cp5":             cp1[:len(cp1)-3],        // truncated
+		"/registry/minions/cp6":             encode(pod),             // not a Node
+		"/registry/minions/cp7":             `{"apiVersion":"v1","kind":"Pod","status":{"nodeInfo":{"kubeletVersion":"v1.30.0"}}}`,
 		"/registry/minions/cp2":             `{"apiVersion":"v1","kind":"Node","metadata":{"name":"cp2"},"status":{"nodeInfo":{"kubeletVersion":"v1.32.9"}}}`,
 		"/registry/minions/cp3":             "k8s:enc:secretbox:v1:key1:xxxx",
 		"/registry/servicecidrs/kubernetes": "{}",

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/breakglass-dev/breakglass/internal/buildinfo"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/lab"
@@ -21,8 +21,10 @@ type streams struct {
 	Out, Err io.Writer
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and buildDate are stamped at build time (make build,
+// make dist: -ldflags "-X main.version=... -X main.commit=... -X
+// main.buildDate=..."); buildinfo fills in what the toolchain recorded.
+var version, commit, buildDate = "dev", "", ""
 
 // defaultName is the program's name in help and the generated docs. When
 // breakglass hands `breakglass lab ...` over, it passes "breakglass lab" as
@@ -100,16 +102,17 @@ func writeJSON(w io.Writer, v any) error {
 func versionCommand(s streams) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print the breakglass-lab version",
+		Usage: "print the breakglass-lab version, commit, build date and Go version",
 		Action: func(c *cli.Context) error {
 			js, err := jsonOutput(c)
 			if err != nil {
 				return err
 			}
+			info := buildinfo.Read(version, commit, buildDate)
 			if js {
-				return writeJSON(s.Out, map[string]string{"version": version})
+				return writeJSON(s.Out, info)
 			}
-			_, err = fmt.Fprintf(s.Out, "breakglass-lab %s\n", version)
+			_, err = io.WriteString(s.Out, info.Text("breakglass-lab"))
 			return err
 		},
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -88,11 +90,14 @@ func TestNamedAsInvoked(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	if code, stdout, _ := runLab(t, "breakglass-lab", "version"); code != 0 || stdout != "breakglass-lab dev\n" {
+	want := "breakglass-lab dev\n  commit:     unknown\n  build date: unknown\n  go:         " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	if code, stdout, _ := runLab(t, "breakglass-lab", "version"); code != 0 || stdout != want {
 		t.Errorf("exit %d, stdout %q", code, stdout)
 	}
-	if code, stdout, _ := runLab(t, "breakglass-lab", "version", "-o", "json"); code != 0 || stdout != "{\n  \"version\": \"dev\"\n}\n" {
-		t.Errorf("exit %d, stdout %q", code, stdout)
+	code, stdout, _ := runLab(t, "breakglass-lab", "version", "-o", "json")
+	var got map[string]string
+	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil || got["version"] != "dev" || got["goVersion"] != runtime.Version() || len(got) != 5 {
+		t.Errorf("exit %d, stdout %q (%v)", code, stdout, err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/breakglass-dev/breakglass/internal/buildinfo"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
@@ -42,8 +43,10 @@ type globalOptions struct {
 
 func (o globalOptions) json() bool { return o.Output == "json" }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and buildDate are stamped at build time (make build,
+// make dist: -ldflags "-X main.version=... -X main.commit=... -X
+// main.buildDate=..."); buildinfo fills in what the toolchain recorded.
+var version, commit, buildDate = "dev", "", ""
 
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
@@ -177,16 +180,17 @@ func run(ctx context.Context, args []string, s streams) int {
 func versionCommand(s streams) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print the breakglass version",
+		Usage: "print the breakglass version, commit, build date and Go version",
 		Action: func(c *cli.Context) error {
 			g, err := readGlobals(c)
 			if err != nil {
 				return err
 			}
+			info := buildinfo.Read(version, commit, buildDate)
 			if g.json() {
-				return writeJSON(s.Out, map[string]string{"version": version})
+				return writeJSON(s.Out, info)
 			}
-			_, err = fmt.Fprintf(s.Out, "breakglass %s\n", version)
+			_, err = io.WriteString(s.Out, info.Text("breakglass"))
 			return err
 		},
 	}
