@@ -60,7 +60,7 @@ func labCommand(s streams) *cli.Command {
 			},
 			{
 				Name:            "version",
-				Usage:           "print the breakglass-lab version",
+				Usage:           "print the breakglass-lab version, commit, build date and Go version",
 				SkipFlagParsing: true,
 				Action:          handOverLab(s, "version"),
 			},
