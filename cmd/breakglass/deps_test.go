@@ -1,39 +1,92 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 )
 
-// The binary carried during an incident links no test framework and none of
-// the lab's real components (embedded etcd server, emulated Talos nodes):
-// they belong in breakglass-lab.
-func TestOnCallBinaryLinksNoTestOrLabCode(t *testing.T) {
-	for _, binary := range []string{".", "../breakglass-lab"} {
-		out, err := exec.Command("go", "list", "-deps", binary).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v\n%s", binary, err, out)
-		}
-		deps := strings.Fields(string(out))
-		forbidden := []string{"testing"}
-		if binary == "." {
-			forbidden = append(forbidden,
-				"go.etcd.io/etcd/server/v3/embed",
-				"github.com/breakglass-dev/breakglass/lab",
-				"github.com/breakglass-dev/breakglass/etcd/etcdtest",
-				"github.com/breakglass-dev/breakglass/talos/talostest",
-			)
-		}
-		for _, dep := range deps {
-			for _, f := range forbidden {
-				if dep == f {
-					t.Errorf("%s links %s", binary, dep)
-				}
+// The binary carried during an incident links none of the lab's real
+// components (embedded etcd server, emulated Talos nodes): they belong in
+// breakglass-lab. (Package testing reaches both binaries through the Talos
+// machinery's go-cni dependency, as it reaches talosctl: not worth a replace
+// directive that would break go install.)
+func TestOnCallBinaryLinksNoLabCode(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	forbidden := []string{
+		"go.etcd.io/etcd/server/v3/embed",
+		"github.com/breakglass-dev/breakglass/lab",
+		"github.com/breakglass-dev/breakglass/etcd/etcdtest",
+		"github.com/breakglass-dev/breakglass/talos/talostest",
+	}
+	for _, dep := range deps {
+		for _, f := range forbidden {
+			if dep == f {
+				t.Errorf("breakglass links %s", dep)
 			}
 		}
-		if len(deps) < 50 {
-			t.Fatalf("go list -deps %s listed only %d packages; the check would prove nothing", binary, len(deps))
+	}
+	if len(deps) < 50 {
+		t.Fatalf("go list -deps listed only %d packages; the check would prove nothing", len(deps))
+	}
+}
+
+// `go install github.com/breakglass-dev/breakglass/cmd/breakglass@latest`
+// refuses a module whose go.mod has replace or exclude directives (they
+// would make it build differently than as the main module).
+func TestGoModAllowsGoInstall(t *testing.T) {
+	data, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found := installBlockers(string(data)); len(found) > 0 {
+		t.Errorf("go.mod has directives go install pkg@version refuses:\n%s", strings.Join(found, "\n"))
+	}
+	for _, tc := range []struct {
+		gomod string
+		want  int
+	}{
+		{"module m\n\nrequire x v1.0.0 // replace me someday\n", 0},
+		{"module m\n// replace x => ./y\nrequire (\n\tx v1.0.0\n)\n", 0},
+		{"module m\nreplace x v1.0.0 => ./third_party/x\n", 1},
+		{"module m\n  replace\tx => y v1.2.0 // one line\n", 1},
+		{"module m\nreplace (\n\tx => ./x\n\n\t// a comment\n\ty v1.0.0 => z v1.1.0\n)\nrequire a v1.0.0\n", 2},
+		{"module m\nreplace(\n\tx => ./x\n)\n", 1},
+		{"module m\nexclude x v1.0.0\n", 1},
+		{"module m\nexclude (\n\tx v1.0.0\n)\n", 1},
+	} {
+		if got := installBlockers(tc.gomod); len(got) != tc.want {
+			t.Errorf("%q: %q, want %d", tc.gomod, got, tc.want)
 		}
 	}
+}
+
+// installBlockers lists the replace and exclude directives of a go.mod,
+// one-line or in a block, comments aside.
+func installBlockers(gomod string) []string {
+	var found []string
+	block := ""
+	for _, line := range strings.Split(gomod, "\n") {
+		line, _, _ = strings.Cut(line, "//")
+		fields := strings.Fields(strings.ReplaceAll(line, "(", " ( "))
+		switch {
+		case len(fields) == 0:
+		case block != "":
+			if fields[0] == ")" {
+				block = ""
+			} else if block == "replace" || block == "exclude" {
+				found = append(found, block+" "+strings.Join(fields, " "))
+			}
+		case len(fields) >= 2 && fields[1] == "(":
+			block = fields[0]
+		case fields[0] == "replace" || fields[0] == "exclude":
+			found = append(found, strings.Join(fields, " "))
+		}
+	}
+	return found
 }

@@ -1,3 +1,0 @@
-module github.com/containerd/go-cni
-
-go 1.21
