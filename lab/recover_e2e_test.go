@@ -83,6 +83,30 @@ func newGuidedWith(t *testing.T, nodes int, scenario func(context.Context, *Lab)
 	return g
 }
 
+// deadlockedAgain waits until every node's kube-apiserver is back in the
+// deadlock. A revert returns once the kubelet runs the new pod; until its
+// kube-apiserver has reached etcd, readyz fails on every check, etcd
+// included, which a diagnosis rightly does not call a webhook deadlock.
+func (g *guided) deadlockedAgain() {
+	g.t.Helper()
+	ctx := withTimeout(g.t, context.Background(), 2*time.Minute)
+	kube, err := g.l.Kube(ctx)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	for _, server := range g.l.APIServers() {
+		var failing []string
+		for !slices.Contains(failing, DeadlockCheck) || slices.Contains(failing, "etcd") {
+			var ready bool
+			ready, failing, err = kube.WithServer(server).Readyz(ctx)
+			if ready || ctx.Err() != nil {
+				g.t.Fatalf("%s: not back in the deadlock (ready %v, failing %v, %v)", server, ready, failing, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
 // command is breakglass with the lab's talosconfig and a state directory of
 // its own; the etcd endpoints go to the commands that take them.
 func (g *guided) command(args ...string) *exec.Cmd {
@@ -811,6 +835,7 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 	if r.code != 0 {
 		t.Errorf("admission status after the revert: exit %d (20: plugins still disabled)\n%s", r.code, r.stdout)
 	}
+	g.deadlockedAgain()
 
 	// The real recovery, answered through a terminal, as typed: no runbook,
 	// no plugins; the diagnosis plans and says why.

@@ -61,7 +61,9 @@
 //   - The kubelet, with the times of a real node (KubeletOptions; defaults in brackets):
 //     it fetches the manifest every PollInterval [20s, kubelet's httpCheckFrequency],
 //     so a re-rendered pod is noticed at the next poll, not at the apply. A changed
-//     pod is a new pod (new UID): the old container gets SIGTERM (the runner's ctx is
+//     manifest is a new pod (new UID; the manifest carries the APIServerConfig's
+//     version, talos.dev/config-version, so a change undone and done again before the
+//     poll is a new pod too, with the same container): the old container gets SIGTERM (the runner's ctx is
 //     cancelled) and the kubelet waits for it to exit, up to TerminationGrace [30s],
 //     then kills it (Container.Kill is closed); only then does the new pod start, with
 //     a new startTime and restart count 0. The pod has no probes, as on Talos: it is

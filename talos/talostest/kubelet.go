@@ -123,6 +123,7 @@ type podRecord struct {
 	uid       string
 	sandboxID string
 	spec      ContainerConfig // as Talos rendered it
+	version   string          // the manifest's talos.dev/config-version
 	// startTime is the kubelet's first sync of the pod (status.startTime); zero
 	// while the pod waits for the previous one to stop.
 	startTime    time.Time
@@ -216,10 +217,14 @@ type kubelet struct {
 
 	mu      sync.Mutex
 	desired *ContainerConfig // the manifest Talos serves now
-	pod     *podRecord       // the pod the kubelet runs or is about to start
-	pods    []*podRecord     // every pod with a sandbox or container left, oldest first
-	frozen  bool             // FreezePodStatus
-	changed chan struct{}    // closed and replaced on every change
+	// desiredVersion is that manifest's talos.dev/config-version: the kubelet
+	// derives a static pod's UID from the whole manifest, so a new version is
+	// a new pod even with the same container.
+	desiredVersion string
+	pod            *podRecord    // the pod the kubelet runs or is about to start
+	pods           []*podRecord  // every pod with a sandbox or container left, oldest first
+	frozen         bool          // FreezePodStatus
+	changed        chan struct{} // closed and replaced on every change
 
 	work chan func()
 	done chan struct{}
@@ -233,11 +238,11 @@ func newKubelet(n *Node, runner PodRunner, opts KubeletOptions) *kubelet {
 }
 
 // setDesired changes the manifest Talos serves; the kubelet sees it at its next poll.
-func (k *kubelet) setDesired(c *ContainerConfig) {
+func (k *kubelet) setDesired(c *ContainerConfig, version string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 
-	k.desired = c
+	k.desired, k.desiredVersion = c, version
 }
 
 // post runs f on the kubelet's goroutine; false once the kubelet is gone.
@@ -313,7 +318,7 @@ func (k *kubelet) sync() {
 	switch {
 	case cur == nil && want == nil:
 		return
-	case cur != nil && want != nil && cur.spec.equal(*want):
+	case cur != nil && want != nil && cur.spec.equal(*want) && cur.version == k.desiredVersion:
 		return
 	}
 
@@ -329,7 +334,7 @@ func (k *kubelet) sync() {
 	k.pod = nil
 
 	if want != nil {
-		k.pod = &podRecord{uid: newPodUID(), sandboxID: newContainerID(), spec: *want}
+		k.pod = &podRecord{uid: newPodUID(), sandboxID: newContainerID(), spec: *want, version: k.desiredVersion}
 		k.pods = append(k.pods, k.pod)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -732,4 +733,43 @@ func readAll(stream machine.MachineService_LogsClient, err error) ([]byte, error
 	_, err = io.Copy(&buf, r)
 
 	return buf.Bytes(), errors.Join(err, r.Close())
+}
+
+// A static pod's UID is the hash of its whole manifest, and the manifest
+// carries the APIServerConfig's version: a change and its undo before the
+// kubelet's poll make a manifest whose container is the one running, but it
+// is still a new pod, which replaces the running one.
+func TestKubeletReplacesThePodOnANewManifestWithTheSameContainer(t *testing.T) {
+	ctx := t.Context()
+	c := newCluster(t, talostest.ClusterOptions{Runner: talostest.StandIn{ReadyAfter: time.Millisecond},
+		Kubelet: talostest.KubeletOptions{TimeScale: 0.01, PollInterval: time.Hour}})
+	cl := newClient(t, c, role.Admin)
+	n := c.Nodes[0]
+	original := n.RunningConfig()
+	first := waitPod(t, n, "running", running)
+
+	disabled := withExtraArg(t, original, "disable-admission-plugins", "ValidatingAdmissionWebhook")
+	if _, err := apply(ctx, cl, n.IP, disabled, machine.ApplyConfigurationRequest_NO_REBOOT, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	n.PollKubelet()
+	second := waitPod(t, n, "the disabled flags' pod", func(p talostest.PodState) bool { return p.Running && p.UID != first.UID })
+
+	// undone and done again, the kubelet polling only at the end
+	for _, cfg := range [][]byte{original, disabled} {
+		if _, err := apply(ctx, cl, n.IP, cfg, machine.ApplyConfigurationRequest_NO_REBOOT, false, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.PollKubelet()
+	third := waitPod(t, n, "a new pod", func(p talostest.PodState) bool { return p.Running && p.UID != second.UID })
+	if !slices.Equal(third.Config.Command, second.Config.Command) {
+		t.Errorf("the new pod runs %v, want the same container as before %v", third.Config.Command, second.Config.Command)
+	}
+
+	// and a poll with no change since keeps it
+	n.PollKubelet()
+	if p := n.Pod(); p.UID != third.UID || !p.Running {
+		t.Errorf("a poll without a change replaced the pod: %+v", p)
+	}
 }

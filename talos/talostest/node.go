@@ -68,6 +68,7 @@ type Node struct {
 	rollbackTimer    *time.Timer
 	rollbackDeadline time.Time
 	rendered         *ContainerConfig
+	renderedVersion  string // the APIServerConfig version it was rendered from
 	renderErr        error
 	renderPending    bool // a render waits for etcd to be healthy
 
@@ -718,18 +719,21 @@ func (n *Node) renderPodLocked() {
 	n.renderErr = nil
 	rendered := ContainerConfig{Image: spec.Image, Command: cmd}
 
-	if n.rendered != nil && n.rendered.equal(rendered) {
-		return
-	}
-
-	n.rendered = &rendered
-
 	cur, _ := n.st.Get(n.ctx, asc.Metadata())
 	version := ""
 
 	if cur != nil {
 		version = cur.Metadata().Version().String()
 	}
+
+	// The manifest carries the APIServerConfig's version (talos.dev/config-version):
+	// every change of that config is a new manifest, and so a new pod, even where
+	// the container comes out as one that ran before.
+	if n.rendered != nil && n.rendered.equal(rendered) && n.renderedVersion == version {
+		return
+	}
+
+	n.rendered, n.renderedVersion = &rendered, version
 
 	pod, err := staticPod(rendered, version)
 	if err != nil {
@@ -746,7 +750,7 @@ func (n *Node) renderPodLocked() {
 		n.logf("writing StaticPod: %v", err)
 	}
 
-	n.kubelet.setDesired(&rendered)
+	n.kubelet.setDesired(&rendered, version)
 }
 
 // writePodStatus is the StaticPodStatus resource as Talos writes it from the
