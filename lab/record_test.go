@@ -100,23 +100,11 @@ func minor(v string) string {
 // A new version that writes something the model lacks fails here.
 func TestStartupRecordings(t *testing.T) {
 	t.Parallel() // beside the other lab tests (parallel_test.go)
-	if testing.Short() {
-		t.Skip("end-to-end lab test: skipped with -short")
-	}
-	dir, err := FindKubeBinDir()
 	var versions []string
 	for _, p := range RecordedUpgrades {
 		versions = append(versions, p[0], p[1])
 	}
-	if err == nil {
-		err = CheckBinaries(dir, versions...)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and the recordings cannot run: %v (build them: make kube-apiserver)", err)
-		}
-		t.Skipf("skipped: %v (build them: make kube-apiserver, or set %s)", err, KubeBinDirEnv)
-	}
+	dir := needBinaries(t, versions...)
 	out := os.Getenv(RecordOutEnv)
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("all pairs recorded in %s", time.Since(start).Round(time.Second)) })

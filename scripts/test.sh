@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# make test: builds the rehearsal's pair of kube-apiserver binaries (what most
+# lab tests need), then runs the tests while the other binaries build beside
+# them. The lab's tests mostly wait for the kubelet's pace, so on a new machine
+# the builds use that time; a test that needs one of the other binaries waits
+# for the builds to end (BREAKGLASS_KUBE_BUILDS_DONE, see lab/e2e_test.go). On
+# a machine that has them all, nothing builds and nothing waits.
+#
+#   REHEARSE_VERSIONS="v1.32.13 v1.34.4" scripts/test.sh go test -count=1 ./...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=lab/scripts/build-kube-apiserver.sh
+# shellcheck disable=SC2086 # a list of versions
+$build ${REHEARSE_VERSIONS:?} || exit 1
+done_file=$(mktemp "${TMPDIR:-/tmp}/breakglass-kube-builds.XXXXXX")
+rm -f "$done_file" # it appears, holding the builds' exit code, when they end
+trap 'rm -f "$done_file" "$done_file.part"' EXIT
+($build; echo $? >"$done_file.part"; mv "$done_file.part" "$done_file") &
+builder=$!
+BREAKGLASS_KUBE_BIN_DIR=$($build --print-dir) BREAKGLASS_KUBE_BUILDS_DONE=$done_file "$@"
+rc=$?
+wait "$builder"
+build_rc=$(cat "$done_file" 2>/dev/null || echo 1)
+if [ "$build_rc" != 0 ]; then
+  echo "make test: building the kube-apiserver binaries failed (exit $build_rc)" >&2
+  [ "$rc" = 0 ] && rc=$build_rc
+fi
+exit "$rc"
