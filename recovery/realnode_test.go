@@ -23,8 +23,8 @@ import (
 // no order, list values render as repeated flags.
 
 // fast is a real node's kubelet 200 times faster, polling the manifest every
-// 1.2 s so that a replacing pod starts in a later second than the one it
-// replaces (start times are whole seconds).
+// 1.2 s (a replacing pod then starts in a later second than the one it
+// replaces, as on a node: the pod status's start times are whole seconds).
 var fast = talostest.KubeletOptions{TimeScale: 0.005, PollInterval: 1200 * time.Millisecond}
 
 func realNodes(t *testing.T, n int, kubelet talostest.KubeletOptions, runner talostest.PodRunner) (*talostest.Cluster, *talos.Client, State) {

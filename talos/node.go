@@ -148,10 +148,6 @@ type APIServerPod struct {
 	Flags   map[string][]string
 	Image   string
 	Version resource.Version // changes whenever the node re-renders the pod
-	// RenderedAt is when the node last re-rendered the pod, by the node's
-	// clock: the clock of the pod status's start times too (the jump host's
-	// may differ).
-	RenderedAt time.Time
 }
 
 // Flag is the value kube-apiserver uses for a single-valued flag: the last one given.
@@ -184,7 +180,7 @@ func (c *Client) ReadAPIServerPod(ctx context.Context, node string) (APIServerPo
 	if err != nil {
 		return APIServerPod{}, c.nodeError(ctx, node, "read kube-apiserver static pod", err)
 	}
-	out := APIServerPod{Flags: map[string][]string{}, Version: sp.Metadata().Version(), RenderedAt: sp.Metadata().Updated()}
+	out := APIServerPod{Flags: map[string][]string{}, Version: sp.Metadata().Version()}
 	containers, _ := nested(sp.TypedSpec().Pod, "spec", "containers").([]any)
 	for _, ct := range containers {
 		m, _ := ct.(map[string]any)
@@ -211,11 +207,7 @@ func (c *Client) ReadAPIServerPod(ctx context.Context, node string) (APIServerPo
 // PodStatus is what kubelet reports of the kube-apiserver static pod. Talos
 // refreshes it from the kubelet every 15 s, so it lags what runs.
 type PodStatus struct {
-	Found bool // false until kubelet reports the pod
-	// PodStartedAt is the pod's start time: a changed manifest makes a new
-	// pod with a new start time, while a container restart keeps it. It tells
-	// the new pod from a restart of the old one (both give a new container ID).
-	PodStartedAt  time.Time
+	Found         bool // false until kubelet reports the pod
 	Ready         bool
 	Running       bool
 	StartedAt     time.Time
@@ -280,9 +272,6 @@ func (c *Client) ReadAPIServerStatus(ctx context.Context, node, nodeName string)
 
 func parsePodStatus(ps map[string]any) PodStatus {
 	out := PodStatus{Found: true}
-	if t, ok := ps["startTime"].(string); ok {
-		out.PodStartedAt, _ = time.Parse(time.RFC3339, t)
-	}
 	conds, _ := ps["conditions"].([]any)
 	for _, c := range conds {
 		m, _ := c.(map[string]any)

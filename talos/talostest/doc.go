@@ -86,8 +86,8 @@
 //     and no lastState until it restarts itself. A new containerID alone proves
 //     nothing: the old pod may have restarted before the kubelet noticed the new
 //     manifest. startTime has whole seconds: two pods started within the same second
-//     look alike (rare on a node, frequent with scaled times: tests whose client tells
-//     pods apart by startTime keep PollInterval over a second, e.g. 1.2s).
+//     look alike (rare on a node, frequent with scaled times). The CRI list below tells
+//     pods apart at once by their UID (breakglass's wait reads it).
 //   - CRI: Containers lists, live (the kubelet's state at the call, as machined asks
 //     containerd at every call), each ready pod sandbox (its Id is its PodId; Uid is
 //     the pod UID) followed by its containers, running and exited (the kubelet keeps
