@@ -83,6 +83,12 @@ func (k *KubeClient) Do(ctx context.Context, method, path string, in, out any) e
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// A kube-apiserver that has just become ready may close a kept-alive
+	// connection as the next request goes out (seen as EOF on a POST under
+	// load). Marking the request replayable lets net/http send it again on a
+	// new connection in exactly that case: only when the old connection failed
+	// before the server could have read it. The nil value is never sent.
+	req.Header["X-Idempotency-Key"] = nil
 	resp, err := k.http.Do(req)
 	if err != nil {
 		return err
