@@ -13,6 +13,10 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
+// Versions are the kube-apiserver versions the lab builds, one module each
+// under lab/kubeapiserver, oldest first.
+var Versions = []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"}
+
 // KubeBinDirEnv names the directory holding VERSION/kube-apiserver; without
 // it the lab looks in the user's cache (KubeCacheDir), where
 // lab/scripts/build-kube-apiserver.sh puts them, once per machine.
