@@ -76,6 +76,10 @@ type Options struct {
 	// Unreadable are admission objects whose stored value cannot be
 	// decoded: each is a finding of risk unknown, never left out.
 	Unreadable []Unreadable
+	// ExtraArgs are the cluster's cluster.apiServer.extraArgs (one per
+	// machine config read): each key and item ToVersion refuses at start is
+	// a deadlock finding in Report.APIServerArgs (CheckExtraArgs).
+	ExtraArgs []ExtraArgs
 }
 
 // Unreadable is an admission object known by kind and name only (its etcd
@@ -146,6 +150,11 @@ type Report struct {
 	ToVersion          string    `json:"toVersion"`
 	SlowTimeoutSeconds float64   `json:"slowTimeoutSeconds"`
 	Findings           []Finding `json:"findings"`
+	// APIServerArgs are the verdicts on the cluster's extraArgs (when given):
+	// what kube-apiserver ToVersion refuses, warns about or cannot be told.
+	APIServerArgs []ArgFinding `json:"apiServerArgs,omitempty"`
+	// ArgsSources are the machine configs whose extraArgs were checked.
+	ArgsSources []string `json:"apiServerArgsSources,omitempty"`
 	// Risk is the worst finding's risk.
 	Risk Risk `json:"risk"`
 }
@@ -239,6 +248,17 @@ func AuditContext(ctx context.Context, cfgs []Configuration, opts Options) (Repo
 	}
 	for _, u := range opts.Unreadable {
 		add(unreadableFinding(u))
+	}
+	if len(opts.ExtraArgs) > 0 {
+		if rep.APIServerArgs, err = CheckExtraArgs(opts.ExtraArgs, from, to); err != nil {
+			return Report{}, err
+		}
+		for _, ea := range opts.ExtraArgs {
+			rep.ArgsSources = append(rep.ArgsSources, ea.Source)
+		}
+		if r := argsRisk(rep.APIServerArgs); r.severity() > rep.Risk.severity() {
+			rep.Risk = r
+		}
 	}
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]

@@ -107,10 +107,18 @@ var (
 type RiskError struct {
 	Risk     Risk
 	Webhooks []string // Finding.Subject of each finding at that risk
+	Flags    []string // ArgFinding.Subject of each extraArgs finding at that risk
 }
 
 func (e *RiskError) Error() string {
-	return fmt.Sprintf("audit: %d webhook(s) at risk %s: %s", len(e.Webhooks), e.Risk, strings.Join(e.Webhooks, ", "))
+	var parts []string
+	if len(e.Webhooks) > 0 || len(e.Flags) == 0 {
+		parts = append(parts, fmt.Sprintf("%d webhook(s) at risk %s: %s", len(e.Webhooks), e.Risk, strings.Join(e.Webhooks, ", ")))
+	}
+	if len(e.Flags) > 0 {
+		parts = append(parts, fmt.Sprintf("%d kube-apiserver flag(s) at risk %s: %s", len(e.Flags), e.Risk, strings.Join(e.Flags, ", ")))
+	}
+	return "audit: " + strings.Join(parts, "; ")
 }
 
 func (e *RiskError) Unwrap() error {
@@ -125,9 +133,14 @@ func (e *RiskError) Unwrap() error {
 
 // Hints names the fix.
 func (e *RiskError) Hints() []string {
-	return []string{
-		"breakglass audit --fix: adds matchConditions " + ExcludeAPIServerExpression + " to the webhooks at risk",
+	var out []string
+	if len(e.Webhooks) > 0 {
+		out = append(out, "breakglass audit --fix: adds matchConditions "+ExcludeAPIServerExpression+" to the webhooks at risk")
 	}
+	if len(e.Flags) > 0 {
+		out = append(out, "change cluster.apiServer.extraArgs as each fix: line says, in the machine config's source (Omni template, talhelper, Terraform, patch files), before the upgrade")
+	}
+	return out
 }
 
 // Err returns a *RiskError for the worst risk found, or nil when every
@@ -140,6 +153,11 @@ func (r Report) Err() error {
 	for _, f := range r.Findings {
 		if f.Risk == r.Risk {
 			e.Webhooks = append(e.Webhooks, f.Subject())
+		}
+	}
+	for _, f := range r.APIServerArgs {
+		if f.Risk == r.Risk {
+			e.Flags = append(e.Flags, f.Subject())
 		}
 	}
 	return e

@@ -33,6 +33,12 @@ func safeSubject(f Finding) string {
 // a table of the start-up writes each risky webhook would hold up, and why.
 func WriteTable(w io.Writer, r Report) error {
 	ew := &errwriter.Writer{W: w}
+	if len(r.Findings) == 0 && len(r.ArgsSources) > 0 {
+		// Only machine configs were given: their flags are the whole report.
+		writeArgsTable(ew, r)
+		ew.Printf("\n%s.\n", argsCount(r))
+		return ew.Err
+	}
 	ew.Printf("Kubernetes %s start-up writes (upgraded from %s); webhook backends assumed unreachable; slow-start from %gs.\n\n",
 		r.KubernetesVersion, r.FromVersion, r.SlowTimeoutSeconds)
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
@@ -82,9 +88,74 @@ func WriteTable(w io.Writer, r Report) error {
 			ew.Printf("  fix: add matchCondition %s: %s\n", ExcludeAPIServerName, f.Fix)
 		}
 	}
+	if len(r.ArgsSources) > 0 {
+		ew.Printf("\n")
+		writeArgsTable(ew, r)
+	}
 	ew.Printf("\n%d deadlock, %d unknown, %d slow-start, %d none.\n",
 		r.Count(RiskDeadlock), r.Count(RiskUnknown), r.Count(RiskSlowStart), r.Count(RiskNone))
+	if len(r.ArgsSources) > 0 {
+		ew.Printf("%s.\n", argsCount(r))
+	}
 	return ew.Err
+}
+
+// writeArgsTable prints the verdicts on the cluster's extraArgs: what
+// kube-apiserver ToVersion says to each, in its own words, and the fix.
+func writeArgsTable(ew *errwriter.Writer, r Report) {
+	ew.Printf("kube-apiserver %s flags (cluster.apiServer.extraArgs of %s), as the recorded binaries answer them:\n",
+		r.ToVersion, text(strings.Join(r.ArgsSources, ", ")))
+	if len(r.APIServerArgs) == 0 {
+		ew.Printf("  every flag, feature gate and runtime-config entry is accepted by %s without a warning\n", r.ToVersion)
+		return
+	}
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  RISK\tSOURCE\tFLAG\tITEM\tKUBE-APISERVER %s SAYS\tON %s\n", r.ToVersion, r.FromVersion)
+	for _, f := range r.APIServerArgs {
+		onFrom := f.OnFrom
+		if onFrom == "" {
+			onFrom = "accepted"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t--%s\t%s\t%s\t%s\n", f.Risk, text(f.Source), text(f.Flag), orDash(text(f.Item)), text(f.OnTo), text(onFrom))
+	}
+	tw.Flush()
+	stays := map[string]bool{}
+	for i, f := range r.APIServerArgs {
+		if f.Fix == "" {
+			continue
+		}
+		ew.Printf("  fix %s (%s): %s\n", text(f.Subject()), text(f.Source), text(f.Fix))
+		last := i == len(r.APIServerArgs)-1 || r.APIServerArgs[i+1].Flag != f.Flag || r.APIServerArgs[i+1].Source != f.Source
+		if f.Risk == RiskDeadlock && f.Item != "" && last && !stays[f.Source+"/"+f.Flag] {
+			stays[f.Source+"/"+f.Flag] = true
+			if f.RemoveKey {
+				ew.Printf("      nothing of %s stays: remove the key\n", text(f.Flag))
+			} else {
+				ew.Printf("      what stays of %s: %q\n", text(f.Flag), f.FixedValue)
+			}
+		}
+	}
+	for _, f := range r.APIServerArgs {
+		if f.Risk == RiskDeadlock {
+			ew.Printf("  %s exits at once on each of these (\"command failed\" or \"Error: unknown flag\"), and the kubelet restarts it with back-off: fix the machine config's source (Omni template, talhelper, Terraform, patch files) before the upgrade\n", r.ToVersion)
+			break
+		}
+	}
+}
+
+func argsCount(r Report) string {
+	n := map[Risk]int{}
+	for _, f := range r.APIServerArgs {
+		n[f.Risk]++
+	}
+	return fmt.Sprintf("kube-apiserver flags: %d deadlock, %d unknown, %d warning", n[RiskDeadlock], n[RiskUnknown], n[RiskWarning])
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // WriteJSON prints the report as indented JSON (see doc.go for the fields).

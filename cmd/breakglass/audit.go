@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/audit"
@@ -11,6 +13,7 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/urfave/cli/v2"
 )
 
@@ -32,9 +35,15 @@ func auditCommand(s streams) *cli.Command {
 			"failurePolicy Fail), and mutations (a JSONPatch that cannot apply rejects). A policy without a binding does nothing.\n" +
 			"Read-only. --fix prints the configurations with matchConditions added that keep the API server's\n" +
 			"own writes away (request.userInfo.username != 'system:apiserver'), after auditing the fix itself.\n" +
+			"The cluster's own kube-apiserver flags too: cluster.apiServer.extraArgs of Talos machine configs given\n" +
+			"with -f, or read from the -n nodes through the Talos API (os:admin). Each flag, feature gate and\n" +
+			"runtime-config entry kube-apiserver --to refuses at start (a gate locked or gone, a flag removed, an API\n" +
+			"version it no longer registers) is a deadlock: it exits at once, and the kubelet restarts it with back-off.\n" +
+			"Its reason is in kube-apiserver's own words, as the lab's binaries answered (one per minor), with the fix;\n" +
+			"one that only warns is said too (risk warning, exit 0).\n" +
 			"Exit 0 when every webhook is none; 24 deadlock, 25 unknown, 26 slow-start.\n\n" + exitCodeHelp(),
 		Flags: append(etcdConnFlags(),
-			&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "webhook configurations, admission policies, their bindings and params (YAML or JSON, many documents, Lists); - for standard input"},
+			&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "webhook configurations, admission policies, their bindings and params (YAML or JSON, many documents, Lists), or Talos machine configs (their cluster.apiServer.extraArgs); - for standard input"},
 			&cli.BoolFlag{Name: "from-etcd", Usage: "read the webhook configurations and admission policies straight from etcd (works while the API server is down)"},
 			&cli.StringFlag{Name: "kubeconfig", Usage: "read the webhook configurations and admission policies from a running API server with this kubeconfig"},
 			&cli.StringFlag{Name: "from", Usage: "the Kubernetes version the cluster runs before the start (1.32 to 1.37)", DefaultText: "a live cluster's running version; 1.32 for files"},
@@ -55,12 +64,15 @@ func auditCommand(s streams) *cli.Command {
 				return err
 			}
 			opts := audit.Options{FromVersion: c.String("from"), ToVersion: c.String("to"), KubernetesVersion: c.String("k8s-version"),
-				SlowTimeout: c.Duration("slow-timeout"), Unreadable: in.unreadable}
+				SlowTimeout: c.Duration("slow-timeout"), Unreadable: in.unreadable, ExtraArgs: in.extraArgs}
 			if err := defaultAuditVersions(&opts, in.running, s.Err); err != nil {
 				return err
 			}
 			cfgs := in.cfgs
 			if c.Bool("fix") {
+				if !audit.HasAdmissionObjects(cfgs) {
+					return usageError{"--fix changes webhooks and policies, and none was given", "the flags' fixes are in the report: breakglass audit without --fix"}
+				}
 				return runAuditFix(c, s, cfgs, opts)
 			}
 			report, err := audit.AuditContext(c.Context, cfgs, opts)
@@ -85,6 +97,7 @@ func auditCommand(s streams) *cli.Command {
 type auditInput struct {
 	cfgs       []audit.Configuration
 	unreadable []audit.Unreadable
+	extraArgs  []audit.ExtraArgs // cluster.apiServer.extraArgs of the machine configs read
 	running    runningVersion
 }
 
@@ -139,6 +152,21 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 			return nil, err
 		}
 		cfgs = append(cfgs, parsed...)
+		// A Talos machine config: its kube-apiserver flags are audited too.
+		switch ea, err := audit.MachineConfigArgs(f, data); {
+		case err == nil:
+			in.extraArgs = append(in.extraArgs, ea)
+		case !errors.Is(err, audit.ErrNotMachineConfig):
+			return nil, err
+		}
+	}
+	etcdFlags := readEtcdFlags(c)
+	if len(g.Nodes) > 0 && !(c.Bool("from-etcd") && etcdFlags.hasClientCert()) {
+		// -n: the control planes' machine configs, through the Talos API
+		// (with --from-etcd and etcd certificates -n names etcd's hosts only).
+		if err := auditMachineConfigs(c, g, in); err != nil {
+			return nil, err
+		}
 	}
 	if path := c.String("kubeconfig"); path != "" {
 		kc, err := ctxfile.ReadFile(c.Context, path, 0)
@@ -197,10 +225,47 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 			in.running = runningVersion{v, evidence}
 		}
 	}
-	if !audit.HasAdmissionObjects(cfgs) && !c.Bool("from-etcd") && c.String("kubeconfig") == "" {
-		return nil, usageError{"nothing to audit", "breakglass audit -f webhooks.yaml, --from-etcd, or --kubeconfig FILE"}
+	if !audit.HasAdmissionObjects(cfgs) && !c.Bool("from-etcd") && c.String("kubeconfig") == "" && len(in.extraArgs) == 0 {
+		return nil, usageError{"nothing to audit", "breakglass audit -f webhooks.yaml (or a Talos machine config), --from-etcd, --kubeconfig FILE, or -n CP1,CP2,CP3 for the control planes' kube-apiserver flags"}
 	}
 	return cfgs, nil
+}
+
+// auditMachineConfigs reads each -n node's machine config through the
+// Talos API (os:admin) for its cluster.apiServer.extraArgs; the image of
+// the first says the version the cluster runs.
+func auditMachineConfigs(c *cli.Context, g globalOptions, in *auditInput) error {
+	tc, err := connectTalos(c.Context, g)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	for _, node := range tc.Nodes() {
+		mc, err := tc.ReadMachineConfig(c.Context, node)
+		if err != nil {
+			return err
+		}
+		ea, err := audit.MachineConfigArgs(node, mc.Bytes)
+		if err != nil {
+			return talos.NewNodeError(node, "read cluster.apiServer.extraArgs", err)
+		}
+		in.extraArgs = append(in.extraArgs, ea)
+		if facts, err := talos.ReadFacts(mc.Bytes); err == nil && in.running.evidence == "" {
+			if tag := imageTag(facts.APIServerImage); tag != "" {
+				in.running = runningVersion{tag, "the kube-apiserver image in node " + node + "'s machine config"}
+			}
+		}
+	}
+	return nil
+}
+
+// imageTag is the tag of an image reference ("" without one).
+func imageTag(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		return image[i+1:]
+	}
+	return ""
 }
 
 func runAuditFix(c *cli.Context, s streams, cfgs []audit.Configuration, opts audit.Options) error {
