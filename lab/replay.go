@@ -42,8 +42,8 @@ type ReplayOptions struct {
 	Dir        string    // scratch directory; default a new temporary one, removed after
 	FirstIP    string    // the node's loopback address; default FirstIP
 	Log        io.Writer // one line per step; nil: discard
-	// APIServerArgs are the cluster's own cluster.apiServer.extraArgs that
-	// change what is served (ReplayArgKeys), set on the node before FROM's
+	// APIServerArgs are the cluster's own cluster.apiServer.extraArgs (any
+	// key but those ReplayArgRefusal names), set on the node before FROM's
 	// objects are installed and kept for TO, as in the real upgrade.
 	APIServerArgs map[string]string
 	// TimeScale scales the emulated kubelet's and Talos's waits (the
@@ -80,8 +80,11 @@ type ReplayReport struct {
 	ExitReason    string     `json:"exitReason,omitempty"`
 	Refusals      []Refusal  `json:"refusals"`
 	Prediction    Prediction `json:"prediction"`
-	Agrees        bool       `json:"agrees"`
-	Mismatch      string     `json:"mismatch,omitempty"`
+	// ArgsLeftOut are the machine configs' extraArgs keys the replay does
+	// not set (see ReplayArgRefusal), each with why.
+	ArgsLeftOut []string `json:"argsLeftOut,omitempty"`
+	Agrees      bool     `json:"agrees"`
+	Mismatch    string   `json:"mismatch,omitempty"`
 	// Runs are every replay: as given, and with the fix.
 	Runs    []*ReplayRun `json:"runs"`
 	Elapsed string       `json:"elapsed"`
@@ -97,6 +100,9 @@ type ReplayRun struct {
 	FailingChecks []string `json:"failingChecks"`
 	Exited        bool     `json:"exited"`
 	ExitReason    string   `json:"exitReason,omitempty"`
+	// NeverStarts: kube-apiserver TO refused its own command line and
+	// exited at once (ExitReason is its line), before any start-up write.
+	NeverStarts bool `json:"neverStarts,omitempty"`
 	// Refusals are the start-up writes each webhook or policy refused
 	// (counted from kube-apiserver TO's log).
 	Refusals []Refusal `json:"refusals"`
@@ -123,8 +129,11 @@ type Refusal struct {
 type Prediction struct {
 	Risk    audit.Risk `json:"risk"`
 	Outcome string     `json:"outcome"` // starts, deadlock, or undecided (risk unknown)
-	// Culprits name the objects the audit blames.
+	// Culprits name the objects (and the flags) the audit blames.
 	Culprits []string `json:"culprits,omitempty"`
+	// Refusals are the words the audit expects kube-apiserver TO to exit
+	// with, for the extraArgs it refuses.
+	Refusals []string `json:"refusals,omitempty"`
 }
 
 // ErrReplayDeadlock: the upgrade deadlocks on the lab (exit 24, the
@@ -142,8 +151,15 @@ func (r *ReplayReport) Err() error {
 // Replay runs the upgrade as given and, with Fix, again with the fix.
 func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	start := time.Now()
+	leftOut, err := opts.takeMachineConfigs()
+	if err != nil {
+		return nil, err
+	}
 	if err := opts.check(); err != nil {
 		return nil, err
+	}
+	for _, l := range leftOut {
+		fmt.Fprintf(opts.Log, "replay: cluster.apiServer.extraArgs %s left out\n", l)
 	}
 	objs, err := parseReplayObjects(opts.Sources)
 	if err != nil {
@@ -153,7 +169,10 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &ReplayReport{From: opts.From, To: opts.To}
+	if err := fromAcceptsArgs(opts); err != nil {
+		return nil, err
+	}
+	rep := &ReplayReport{From: opts.From, To: opts.To, ArgsLeftOut: leftOut}
 	run, err := replayOnce(ctx, opts, "as given", objs, cfgs)
 	if err != nil {
 		return nil, err
@@ -176,12 +195,6 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	rep.Elapsed = time.Since(start).Round(time.Millisecond).String()
 	return rep, nil
 }
-
-// ReplayArgKeys are the kube-apiserver flags a replay takes from the
-// cluster: what decides which APIs are served and which admission runs.
-// Never an address, port, certificate or etcd flag: the lab owns those,
-// and nothing it runs may dial what a cluster's flags name.
-var ReplayArgKeys = []string{"feature-gates", "runtime-config", "enable-admission-plugins", "disable-admission-plugins", "emulated-version", "storage-media-type"}
 
 // check refuses what cannot be replayed before anything starts.
 // olderRelease tells whether release a (vX.Y.Z) comes before b.
@@ -217,14 +230,11 @@ func (o *ReplayOptions) check() error {
 		return failure.Input("swap them: --from "+o.To+" --to "+o.From+" (the replay plays upgrades)",
 			"--to %s is older than --from %s: that is a downgrade, which kube-apiserver does not support", o.To, o.From)
 	}
-	if len(o.Sources) == 0 {
-		return failure.Input("pass the cluster's admission objects: -f FILE (or - for standard input), --kubeconfig FILE, or --from-etcd", "nothing to replay")
+	if len(o.Sources) == 0 && len(o.APIServerArgs) == 0 {
+		return failure.Input("pass the cluster's admission objects: -f FILE (or - for standard input), --kubeconfig FILE, or --from-etcd; or its kube-apiserver flags: -f MACHINECONFIG, --apiserver-arg KEY=VALUE", "nothing to replay")
 	}
-	for k := range o.APIServerArgs {
-		if !slices.Contains(ReplayArgKeys, k) {
-			return failure.Input("the replay takes only flags that change what kube-apiserver serves and admits: --apiserver-arg KEY=VALUE with KEY one of "+strings.Join(ReplayArgKeys, ", "),
-				"--apiserver-arg %s is not one the replay sets (the lab owns addresses, ports, certificates and etcd)", termsafe.String(k))
-		}
+	if err := checkReplayArgs(o.APIServerArgs); err != nil {
+		return err
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultReplayTimeout
@@ -323,13 +333,14 @@ func replayOnce(ctx context.Context, opts ReplayOptions, name string, objs []rep
 		run.Refusals = countRefusals(logs, objs)
 		if run.Exited {
 			run.ExitReason = exitReason(*first, logs)
+			run.NeverStarts = startRefusal.MatchString(run.ExitReason)
 		}
 	}
 	run.Outcome = OutcomeDeadlock
 	if run.Ready {
 		run.Outcome = OutcomeStarts
 	}
-	run.Agrees, run.Mismatch = compare(run.Prediction, run.Outcome)
+	run.Agrees, run.Mismatch = compare(run.Prediction, run.Outcome, run)
 	run.Elapsed = time.Since(t0).Round(time.Millisecond).String()
 	logf("%s (%s)", run.Outcome, run.Elapsed)
 	return run, nil
@@ -395,6 +406,11 @@ func runByID(l *Lab, id string) ContainerRun {
 	return ContainerRun{}
 }
 
+// startRefusal is kube-apiserver refusing its own command line: pflag's
+// unknown flag, or an error before anything started ("command failed":
+// a feature gate, a --runtime-config entry, a flag's value).
+var startRefusal = regexp.MustCompile(`Error: unknown flag: --\S+|E\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ run\.go:\d+\] "command failed" err=.*$`)
+
 // klogFatal is a klog line of severity F, the line the process died on
 // (behind the CRI log prefix the Logs API keeps).
 var klogFatal = regexp.MustCompile(`(?:^|\s)(F\d{4} \d{2}:\d{2}:\d{2}\.\d+ .*)$`)
@@ -406,6 +422,9 @@ func exitReason(r ContainerRun, logs string) string {
 	for i := len(lines) - 1; i >= 0; i-- {
 		if m := klogFatal.FindStringSubmatch(lines[i]); m != nil {
 			return strings.TrimSpace(m[1])
+		}
+		if m := startRefusal.FindStringSubmatch(lines[i]); m != nil {
+			return strings.TrimSpace(m[0])
 		}
 	}
 	if r.ExitErr != "" {
@@ -432,16 +451,52 @@ func predict(ctx context.Context, cfgs []audit.Configuration, opts ReplayOptions
 			p.Culprits = append(p.Culprits, string(f.Kind)+" "+f.Configuration+"/"+f.Webhook)
 		}
 	}
+	for _, f := range rep.APIServerArgs {
+		if f.Risk == audit.RiskDeadlock {
+			p.Culprits = append(p.Culprits, f.Subject())
+			p.Refusals = append(p.Refusals, f.OnTo)
+		}
+	}
 	return p, nil
 }
 
 // auditOptions are the audit's options for the replayed versions.
 func auditOptions(opts ReplayOptions) audit.Options {
-	return audit.Options{FromVersion: opts.From, ToVersion: opts.To}
+	return audit.Options{FromVersion: opts.From, ToVersion: opts.To, ExtraArgs: replayExtraArgs(opts.APIServerArgs)}
+}
+
+// fromAcceptsArgs refuses, before anything starts, extraArgs that FROM
+// itself refuses as the recorded binary answered: the cluster cannot be
+// running them, and the scratch node would never start.
+func fromAcceptsArgs(opts ReplayOptions) error {
+	fs, err := audit.CheckExtraArgs(replayExtraArgs(opts.APIServerArgs), opts.From, opts.From)
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		if f.Risk == audit.RiskDeadlock {
+			return failure.Input("replay from a version that accepts it, or leave it out: breakglass audit -f MACHINECONFIG --from "+opts.From+" says what else",
+				"kube-apiserver %s refuses %s itself (%s): a cluster running %s cannot have it", opts.From, termsafe.Text(f.Subject()), termsafe.Text(f.OnTo), opts.From)
+		}
+	}
+	return nil
 }
 
 // compare says whether the audit predicted the outcome, and if not, how.
-func compare(p Prediction, outcome string) (bool, string) {
+// A start refused on a flag is predicted only if the audit named the very
+// refusal the binary exited with.
+func compare(p Prediction, outcome string, run *ReplayRun) (bool, string) {
+	if len(p.Refusals) > 0 && outcome == OutcomeDeadlock {
+		for _, r := range p.Refusals {
+			if run.NeverStarts && strings.Contains(run.ExitReason, r) {
+				return true, ""
+			}
+		}
+		if !run.NeverStarts {
+			return false, fmt.Sprintf("the audit predicted kube-apiserver refuses its flags (%s), but it started and then did not become ready", strings.Join(p.Culprits, ", "))
+		}
+		return false, fmt.Sprintf("kube-apiserver exited with %q, which is none of the refusals the audit predicted (%s)", run.ExitReason, strings.Join(p.Refusals, "; "))
+	}
 	switch {
 	case p.Outcome == outcome:
 		return true, ""

@@ -12,11 +12,16 @@ import (
 // WriteReplay renders a replay report for a person.
 func WriteReplay(w io.Writer, r *ReplayReport) error {
 	ew := &errwriter.Writer{W: w}
+	for _, l := range r.ArgsLeftOut {
+		fmt.Fprintf(ew, "not replayed: cluster.apiServer.extraArgs %s\n", l)
+	}
 	for _, run := range r.Runs {
 		fmt.Fprintf(ew, "Upgrade %s -> %s, objects %s, every webhook backend down:\n", r.From, r.To, run.Name)
 		switch {
 		case run.Ready:
 			fmt.Fprintf(ew, "  STARTS: kube-apiserver %s ready %s after it started\n", r.To, run.ReadyAfter)
+		case run.NeverStarts:
+			fmt.Fprintf(ew, "  NEVER STARTS: kube-apiserver %s refuses its own flags and exits at once: %s\n", r.To, run.ExitReason)
 		case run.Exited:
 			fmt.Fprintf(ew, "  DEADLOCK: kube-apiserver %s exited: %s\n", r.To, run.ExitReason)
 		default:
@@ -45,7 +50,11 @@ func WriteReplay(w io.Writer, r *ReplayReport) error {
 		}
 		fmt.Fprintf(ew, "  (replay took %s)\n", run.Elapsed)
 	}
-	if r.Outcome == OutcomeDeadlock {
+	last := r.Runs[len(r.Runs)-1]
+	switch {
+	case r.Outcome == OutcomeDeadlock && last.NeverStarts:
+		fmt.Fprintln(ew, "Do not upgrade as is: take what kube-apiserver refuses out of cluster.apiServer.extraArgs first (breakglass audit -f MACHINECONFIG --to "+r.To+" says what and how), in the machine config's source, then replay again.")
+	case r.Outcome == OutcomeDeadlock:
 		fmt.Fprintln(ew, "Do not upgrade as is: fix the objects first (breakglass audit -f FILE --fix), then replay with --fix to prove the fix.")
 	}
 	return ew.Err

@@ -189,3 +189,58 @@ func TestNodeIPs(t *testing.T) {
 		}
 	}
 }
+
+// Every key a machine config carries is replayed, except those that name
+// an address, port, file, certificate, key or etcd, or that the lab owns.
+func TestReplayArgRefusal(t *testing.T) {
+	for _, k := range []string{"feature-gates", "runtime-config", "cloud-provider", "enable-admission-plugins", "disable-admission-plugins",
+		"emulated-version", "storage-media-type", "audit-log-maxage", "authorization-mode", "tls-min-version", "service-account-lookup",
+		"kubelet-preferred-address-types", "service-node-port-range", "insecure-port", "runtime-config-emulation-forward-compatible", "v"} {
+		if why := ReplayArgRefusal(k); why != "" {
+			t.Errorf("%s refused: %s", k, why)
+		}
+	}
+	for _, k := range []string{"etcd-servers", "etcd-prefix", "bind-address", "advertise-address", "secure-port", "tls-cert-file", "tls-private-key-file",
+		"tls-sni-cert-key", "client-ca-file", "service-account-key-file", "service-account-issuer", "service-account-jwks-uri", "oidc-issuer-url",
+		"oidc-client-id", "authentication-config", "authorization-config", "authorization-webhook-config-file", "audit-webhook-config-file",
+		"audit-log-path", "audit-policy-file", "encryption-provider-config", "egress-selector-config-file", "tracing-config-file",
+		"admission-control-config-file", "cloud-config", "kubelet-certificate-authority", "kubelet-client-key", "proxy-client-cert-file",
+		"requestheader-client-ca-file", "cert-dir", "token-auth-file", "debug-socket-path", "peer-ca-file", "peer-advertise-ip",
+		"service-cluster-ip-range", "endpoint-reconciler-type", "permit-port-sharing", "allow-metric-labels-manifest", "version", "help",
+		"--feature-gates", "Feature-Gates", ""} {
+		if ReplayArgRefusal(k) == "" {
+			t.Errorf("%q accepted", k)
+		}
+	}
+}
+
+// A machine config among the sources gives the replay its extraArgs (list
+// values comma-joined), leaves out the keys the replay does not set, and
+// refuses a key given twice with different values.
+func TestReplayTakesMachineConfigs(t *testing.T) {
+	mc := []byte("version: v1alpha1\nmachine:\n  type: controlplane\ncluster:\n  apiServer:\n    extraArgs:\n" +
+		"      feature-gates: [MultiCIDRServiceAllocator=false, SidecarContainers=true]\n      cloud-provider: external\n      oidc-issuer-url: https://idp.example.com\n")
+	o := ReplayOptions{Sources: []ReplaySource{{Name: "cp1.yaml", Data: mc}, {Name: "objs.yaml", Data: []byte("kind: List\n")}}}
+	left, err := o.takeMachineConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Sources) != 1 || o.Sources[0].Name != "objs.yaml" {
+		t.Errorf("sources %+v", o.Sources)
+	}
+	if o.APIServerArgs["feature-gates"] != "MultiCIDRServiceAllocator=false,SidecarContainers=true" || o.APIServerArgs["cloud-provider"] != "external" || len(o.APIServerArgs) != 2 {
+		t.Errorf("args %v", o.APIServerArgs)
+	}
+	if len(left) != 1 || !strings.Contains(left[0], "cp1.yaml: oidc-issuer-url") {
+		t.Errorf("left out %v", left)
+	}
+	o = ReplayOptions{Sources: []ReplaySource{{Name: "cp1.yaml", Data: mc}}, APIServerArgs: map[string]string{"cloud-provider": "aws"}}
+	if _, err := o.takeMachineConfigs(); err == nil || failure.Code(err) != int(failure.BadInput) {
+		t.Errorf("a key given twice: %v", err)
+	}
+	// FROM refusing a flag is refused before anything starts.
+	err = fromAcceptsArgs(ReplayOptions{From: "v1.33.13", To: "v1.34.4", APIServerArgs: map[string]string{"cloud-provider": "external"}})
+	if err == nil || !strings.Contains(err.Error(), "kube-apiserver v1.33.13 refuses --cloud-provider itself (Error: unknown flag: --cloud-provider)") {
+		t.Errorf("from refuses: %v", err)
+	}
+}

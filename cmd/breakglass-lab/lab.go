@@ -128,6 +128,9 @@ func replayCommand(s streams) *cli.Command {
 			"kube-apiserver --to is watched until ready, exited, or --timeout. Reports the outcome, the failing\n" +
 			"readyz checks, why it exited, each webhook or policy that refused a start-up write (counted from its\n" +
 			"log), and audit's prediction for the same objects and versions, saying plainly when they disagree.\n" +
+			"The cluster's own kube-apiserver flags come with --apiserver-arg or in a machine config given with -f\n" +
+			"(cluster.apiServer.extraArgs): set on --from the Talos way and kept for --to, as in the real upgrade.\n" +
+			"A flag, gate or runtime-config entry --to refuses is reported \"never starts\" with the binary's own line.\n" +
 			"Exit 0 when --to starts with every backend down, 24 when it deadlocks, 28 when a binary is missing;\n" +
 			"with --fix, the fixed run decides.\n\n" + failure.Help(),
 		Flags: labflags.Replay(),

@@ -59,8 +59,14 @@ func TestErrorsAndExitCodes(t *testing.T) {
 		{[]string{"breakglass-lab", "replay", "--apiserver-arg", "feature-gates=A=true", "--apiserver-arg", "feature-gates=B=true"}, 2,
 			"breakglass: invalid value \"feature-gates=B=true\" for flag -apiserver-arg: feature-gates given twice: give one value (comma-separated where kube-apiserver takes a list)\nhint: see: breakglass-lab replay --help\n"},
 		{[]string{"breakglass-lab", "replay", "--from", "v1.32.13", "--to", "v1.34.4", "-f", "-", "--apiserver-arg", "etcd-servers=https://10.0.0.1:2379"}, 2,
-			"breakglass: --apiserver-arg etcd-servers is not one the replay sets (the lab owns addresses, ports, certificates and etcd)\n" +
-				"hint: the replay takes only flags that change what kube-apiserver serves and admits: --apiserver-arg KEY=VALUE with KEY one of feature-gates, runtime-config, enable-admission-plugins, disable-admission-plugins, emulated-version, storage-media-type\n"},
+			"breakglass: --apiserver-arg etcd-servers is not one the replay sets: the lab owns etcd\n" +
+				"hint: leave it out: the replay takes every other cluster.apiServer.extraArgs key (feature-gates, runtime-config, admission plugins, removed or deprecated flags, ...)\n"},
+		{[]string{"breakglass-lab", "replay", "--from", "v1.32.13", "--to", "v1.34.4", "--apiserver-arg", "oidc-issuer-url=https://idp.example.com"}, 2,
+			"breakglass: --apiserver-arg oidc-issuer-url is not one the replay sets: OIDC names an issuer the API server would dial\n" +
+				"hint: leave it out: the replay takes every other cluster.apiServer.extraArgs key (feature-gates, runtime-config, admission plugins, removed or deprecated flags, ...)\n"},
+		{[]string{"breakglass-lab", "replay", "--from", "v1.32.13", "--to", "v1.34.4", "--apiserver-arg", "tls-cert-file=/etc/x.crt"}, 2,
+			"breakglass: --apiserver-arg tls-cert-file is not one the replay sets: its value is a file, certificate, key or address on the cluster's nodes: the lab never reads, writes or dials what a cluster's flags name\n" +
+				"hint: leave it out: the replay takes every other cluster.apiServer.extraArgs key (feature-gates, runtime-config, admission plugins, removed or deprecated flags, ...)\n"},
 		{[]string{"breakglass-lab", "rehearse"}, int(failure.LabNoBinaries),
 			"breakglass: no kube-apiserver binary for " + lab.OldVersion + ", " + lab.NewVersion + " under " + os.Getenv(lab.KubeBinDirEnv) + "\n" +
 				"hint: build them from a breakglass checkout (3 to 10 minutes each on 2 cores, once per machine): make kube-apiserver-rehearse\n" +

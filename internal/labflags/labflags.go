@@ -21,7 +21,7 @@ func Replay() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "from", Usage: "the Kubernetes version the cluster runs (vX.Y.Z; required)"},
 		&cli.StringFlag{Name: "to", Usage: "the Kubernetes version to upgrade to (vX.Y.Z; required)"},
-		&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "the cluster's admission objects (webhook configurations, admission policies and bindings, their params): YAML or JSON, many documents, Lists; - for standard input"},
+		&cli.StringSliceFlag{Name: "file", Aliases: []string{"f"}, Usage: "the cluster's admission objects (webhook configurations, admission policies and bindings, their params): YAML or JSON, many documents, Lists; or a control plane's Talos machine config, whose cluster.apiServer.extraArgs are replayed; - for standard input"},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "read the webhook configurations from a running API server with this kubeconfig"},
 		&cli.BoolFlag{Name: "from-etcd", Usage: "read the admission objects straight from the cluster's etcd (works while its API server is down); needs --etcd-endpoints and client certificates"},
 		&cli.StringSliceFlag{Name: "etcd-endpoints", EnvVars: []string{"ETCDCTL_ENDPOINTS"}, Usage: "with --from-etcd: etcd client URLs; http:// for an etcd without TLS"},
@@ -29,7 +29,7 @@ func Replay() []cli.Flag {
 		&cli.StringFlag{Name: "etcd-cert", EnvVars: []string{"ETCDCTL_CERT"}, Usage: "with --from-etcd: etcd client certificate file (etcdctl --cert)"},
 		&cli.StringFlag{Name: "etcd-key", EnvVars: []string{"ETCDCTL_KEY"}, Usage: "with --from-etcd: etcd client key file (etcdctl --key)"},
 		&cli.StringFlag{Name: "etcd-prefix", Value: "/registry", Usage: "with --from-etcd: kube-apiserver's --etcd-prefix"},
-		&cli.GenericFlag{Name: "apiserver-arg", Value: &ArgList{}, Usage: "one of the cluster's own cluster.apiServer.extraArgs, KEY=VALUE (feature-gates, runtime-config, enable-admission-plugins, disable-admission-plugins, emulated-version, storage-media-type), for both versions as in the real upgrade; repeat for more; a value's commas are kept"},
+		&cli.GenericFlag{Name: "apiserver-arg", Value: &ArgList{}, Usage: "one of the cluster's own cluster.apiServer.extraArgs, KEY=VALUE (any key a machine config carries, but none naming an address, port, file, certificate, key or etcd: the lab owns those), for both versions as in the real upgrade; repeat for more; a value's commas are kept"},
 		&cli.StringFlag{Name: "kube-apiserver-dir", DefaultText: "$BREAKGLASS_KUBE_BIN_DIR", Usage: "directory holding vX.Y.Z/kube-apiserver for both versions"},
 		&cli.BoolFlag{Name: "fix", Usage: "replay again with the fix `breakglass audit --fix` prints; the fixed run decides the exit code"},
 		&cli.StringFlag{Name: "fix-style", Value: "apiserver", Usage: "with --fix: apiserver (exclude the user system:apiserver, recommended) or kinds (the incident's ServiceCIDR/IPAddress exclusions)"},
