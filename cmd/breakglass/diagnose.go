@@ -35,7 +35,8 @@ func diagnoseCommand(s streams) *cli.Command {
 			"flags) and its last log lines through the Talos API, /readyz?verbose through the admin\n" +
 			"kubeconfig from Talos when kube-apiserver answers, and the admission objects in etcd. Matches\n" +
 			"known signatures (a webhook failing closed or denying, the default ServiceCIDR not created,\n" +
-			"a post-start hook failing, admission plugins overlapped, etcd unreachable or refusing\n" +
+			"a post-start hook failing, admission plugins overlapped, a flag, feature gate or runtime-config\n" +
+			"entry the binary refuses at start, etcd unreachable or refusing\n" +
 			"certificates, ...) and prints the verdict, the object to blame with the evidence lines, and\n" +
 			"the exact next command. Changes nothing; safe to re-run. Logs and pod status need any Talos\n" +
 			"role; readyz and a minted etcd certificate need os:admin (without it they are reported as\n" +
@@ -43,6 +44,8 @@ func diagnoseCommand(s streams) *cli.Command {
 			"Verdicts and exit codes:\n" +
 			"   0  healthy             kube-apiserver is ready on every node\n" +
 			"  21  admission-deadlock  a webhook or policy refuses kube-apiserver's own start-up writes\n" +
+			"  29  flags-refused       kube-apiserver refuses its own flags (a feature gate locked or gone, a flag\n" +
+			"                          removed, a runtime-config version it no longer serves) and exits at once\n" +
 			"  22  other-failure       not ready, for a known reason that is not admission\n" +
 			"  23  unknown             some node could not be read, or no known signature explains it\n\n" +
 			exitCodeHelp(),

@@ -40,6 +40,7 @@ const (
 	AuditSlowStart   Category = 26
 	LabFailed        Category = 27
 	LabNoBinaries    Category = 28
+	DiagnoseFlags    Category = 29
 )
 
 // Table is every exit code with what it means, in order: every command's
@@ -68,6 +69,7 @@ var Table = []struct {
 	{AuditSlowStart, "audit: a webhook can slow kube-apiserver's start-up"},
 	{LabFailed, "lab: the rehearsal's checks failed"},
 	{LabNoBinaries, "lab: the kube-apiserver binaries are not built (make kube-apiserver)"},
+	{DiagnoseFlags, "diagnose: kube-apiserver refuses its own flags (cluster.apiServer.extraArgs) and exits at once"},
 }
 
 func (c Category) Error() string {
@@ -93,7 +95,7 @@ func Help() string {
 // outcome first, then partial (it wraps each node's own failure), then the
 // cause an operator can act on first.
 var precedence = []Category{
-	Disabled, DiagnoseDeadlock, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
+	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
 	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput,
 }
 

@@ -20,6 +20,7 @@ const (
 	Healthy           Verdict = "healthy"            // kube-apiserver ready on every node
 	AdmissionDeadlock Verdict = "admission-deadlock" // admission refuses kube-apiserver's own start-up writes
 	OtherFailure      Verdict = "other-failure"      // not ready, for a known reason that is not admission
+	FlagsRefused      Verdict = "flags-refused"      // kube-apiserver refuses its own flags and exits at once
 	Unknown           Verdict = "unknown"            // could not tell: nodes unread, or no known signature
 )
 
@@ -32,6 +33,8 @@ func (v Verdict) Category() failure.Category {
 		return failure.DiagnoseDeadlock
 	case OtherFailure:
 		return failure.DiagnoseOther
+	case FlagsRefused:
+		return failure.DiagnoseFlags
 	}
 	return failure.DiagnoseUnknown
 }
@@ -59,8 +62,11 @@ type Report struct {
 	// Suspected: no log line names the culprit, but start-up is stuck and
 	// etcd holds admission objects that can block it (a policy's denial is
 	// not logged at default verbosity); Plugins are theirs.
-	Suspected bool      `json:"suspected,omitempty"`
-	Evidence  *Evidence `json:"evidence"`
+	Suspected bool `json:"suspected,omitempty"`
+	// Flags are kube-apiserver's own flags its binary refuses at start
+	// (verdict flags-refused), each with the node and kube-apiserver's words.
+	Flags    []RefusedFlag `json:"flags,omitempty"`
+	Evidence *Evidence     `json:"evidence"`
 }
 
 // PluginNeed is one admission plugin to disable, and why.
@@ -211,6 +217,8 @@ func Analyze(ev *Evidence, opts Options) *Report {
 	}
 	etcdPolicies := policyCulprits(ev.Etcd)
 	switch {
+	case r.flagsRefused(ev, suspect):
+		// It never starts: nothing else it logged can matter yet.
 	case len(trapped) > 0:
 		// Every write is refused before admission objects are consulted:
 		// deleting one would change nothing.

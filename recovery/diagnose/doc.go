@@ -23,6 +23,11 @@
 //	                    v1alpha1 API enabled: every write is refused "not yet
 //	                    ready to handle request", and the next command is the
 //	                    runtime-config change, never an etcd delete)
+//	flags-refused       kube-apiserver refuses its own flags at start and exits at once (a
+//	                    feature gate locked or gone, a flag removed, a --runtime-config version
+//	                    it no longer registers): the kubelet restarts it with back-off; the
+//	                    flags are in each node's machine config (cluster.apiServer.extraArgs),
+//	                    the runbook apiserver-flags takes them out (see flags.go)
 //	unknown             some node could not be read, or no known signature explains it
 //
 // Admission objects in etcd are audited together (audit: a policy
@@ -43,7 +48,7 @@
 // added; none is renamed or removed without a major version):
 //
 //	{
-//	  "verdict":  "healthy" | "admission-deadlock" | "other-failure" | "unknown",
+//	  "verdict":  "healthy" | "admission-deadlock" | "flags-refused" | "other-failure" | "unknown",
 //	  "summary":  "one sentence: what is wrong",
 //	  "culprits": [{                      // admission-deadlock only
 //	    "kind": "ValidatingWebhookConfiguration",   // or Mutating..., ...AdmissionPolicy
@@ -57,6 +62,10 @@
 //	    "subject": "validate.kyverno.svc-fail", "detail": "(a policy's binding)", "meaning": "...",
 //	    "nodes": ["127.0.0.11"], "count": 773,
 //	    "lines": [{"nodes": ["127.0.0.11"], "source": "log" | "readyz", "text": "W1129 ...", "count": 773}] }],
+//	  "flags": [{                         // flags-refused only
+//	    "flag": "feature-gates", "item": "MultiCIDRServiceAllocator=false", "name": "MultiCIDRServiceAllocator",
+//	    "refusal": "cannot set feature gate MultiCIDRServiceAllocator to false, feature is locked to true",
+//	    "nodes": ["127.0.0.11"], "source": "log" | "flags" }],
 //	  "next":  ["breakglass recover --delete NAME", "breakglass admission disable --plugins ..."],
 //	           // recover --runbook mutating-webhook-deadlock / policy-deadlock for those kinds
 //	  "notes": ["..."],

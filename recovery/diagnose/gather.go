@@ -85,12 +85,15 @@ type NodeEvidence struct {
 	DisabledPlugins []string `json:"disabledPlugins,omitempty"`
 	// FeatureGates and RuntimeConfig are the --feature-gates and
 	// --runtime-config items (the MutatingAdmissionPolicy trap).
-	FeatureGates     []string `json:"featureGates,omitempty"`
-	RuntimeConfig    []string `json:"runtimeConfig,omitempty"`
-	Readyz           *Readyz  `json:"readyz,omitempty"`
-	LogLinesRead     int      `json:"logLinesRead"`
-	Errors           []string `json:"errors,omitempty"` // what could not be read, and why
-	Logs             []string `json:"-"`
+	FeatureGates  []string `json:"featureGates,omitempty"`
+	RuntimeConfig []string `json:"runtimeConfig,omitempty"`
+	Readyz        *Readyz  `json:"readyz,omitempty"`
+	// Flags are every flag of the rendered static pod (--name=value, by
+	// name, every value), checked against what its version accepts.
+	Flags            map[string][]string `json:"-"`
+	LogLinesRead     int                 `json:"logLinesRead"`
+	Errors           []string            `json:"errors,omitempty"` // what could not be read, and why
+	Logs             []string            `json:"-"`
 	unreachable      bool
 	podRead, logRead bool
 }
@@ -239,6 +242,7 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		ne.EnabledPlugins = pod.EnabledPlugins()
 		ne.DisabledPlugins = pod.DisabledPlugins()
 		ne.FeatureGates, ne.RuntimeConfig = pod.FlagList("feature-gates"), pod.FlagList("runtime-config")
+		ne.Flags = pod.Flags
 	}
 	var containerID string
 	if st, err := nodes.ReadAPIServerStatus(ctx, node, name); err != nil {

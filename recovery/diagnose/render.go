@@ -41,6 +41,7 @@ func WriteText(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "  admission plugin %s\n", c.Plugin)
 		}
 	}
+	writeRefusedFlags(&b, r)
 	if ev := r.Evidence; ev != nil {
 		b.WriteString("\nnodes:\n")
 		for _, ne := range ev.Nodes {

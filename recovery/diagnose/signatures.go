@@ -54,6 +54,9 @@ type Signature struct {
 	Meaning  string
 	// Next is the next command; {node}, {nodeName}, {subject} are filled in.
 	Next string
+	// Multi: every match in a line counts (kube-apiserver aggregates its
+	// refusals into one line: err="[cannot set ..., cannot set ...]").
+	Multi bool
 }
 
 // quoted matches a Go-quoted name inside a log line, whether or not klog
@@ -240,22 +243,27 @@ func match(src Source, line string) []Match {
 		if s.Source != src || !holdsAny(line, s.Literals) {
 			continue
 		}
-		sub := s.Pattern.FindStringSubmatch(line)
-		if sub == nil || (s.Unless != nil && s.Unless.MatchString(line)) {
+		subs := [][]string{s.Pattern.FindStringSubmatch(line)}
+		if s.Multi {
+			subs = s.Pattern.FindAllStringSubmatch(line, -1)
+		}
+		if len(subs) == 0 || subs[0] == nil || (s.Unless != nil && s.Unless.MatchString(line)) {
 			continue
 		}
-		m := Match{ID: s.ID}
-		for _, g := range sub[1:] {
-			if g == "" {
-				continue
+		for _, sub := range subs {
+			m := Match{ID: s.ID}
+			for _, g := range sub[1:] {
+				if g == "" {
+					continue
+				}
+				if m.Subject == "" {
+					m.Subject = strings.TrimSpace(g)
+				} else if m.Detail == "" {
+					m.Detail = strings.TrimSpace(g)
+				}
 			}
-			if m.Subject == "" {
-				m.Subject = strings.TrimSpace(g)
-			} else if m.Detail == "" {
-				m.Detail = strings.TrimSpace(g)
-			}
+			out = append(out, m)
 		}
-		out = append(out, m)
 		if src == SourceReadyz {
 			break // the first (most specific) readyz signature only
 		}

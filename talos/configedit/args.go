@@ -314,6 +314,61 @@ func readArgs(config []byte) (args, error) {
 	return argsOf(doc)
 }
 
+// readArg reads the meaning of one extraArgs key.
+func readArg(config []byte, key string) (argValue, error) {
+	extra, _, _, err := readExtraArgs(config)
+	if err != nil || extra == nil {
+		return argValue{}, err
+	}
+
+	return argValueOf(extra, key)
+}
+
+// readExtraArgs reads cluster.apiServer.extraArgs of the v1alpha1 document (nil when there is none),
+// and whether apiServer and extraArgs are there at all.
+func readExtraArgs(config []byte) (extra map[string]any, hasAPIServer, hasExtraArgs bool, err error) {
+	docs, err := decodeDocs(config)
+	if err != nil {
+		return nil, false, false, err
+	}
+
+	_, root, err := v1alpha1Doc(docs)
+	if err != nil {
+		return nil, false, false, err
+	}
+
+	var doc map[string]any
+	if err := decodeNode(root, &doc); err != nil {
+		return nil, false, false, fmt.Errorf("decode v1alpha1 document: %w", err)
+	}
+
+	cluster, ok := doc["cluster"].(map[string]any)
+	if !ok {
+		return nil, false, false, ErrNoClusterConfig
+	}
+
+	apiServerV, ok := cluster["apiServer"]
+	if !ok || apiServerV == nil {
+		return nil, ok, false, nil
+	}
+
+	apiServer, ok := apiServerV.(map[string]any)
+	if !ok {
+		return nil, true, false, fmt.Errorf("cluster.apiServer is not a mapping")
+	}
+
+	extraV, ok := apiServer["extraArgs"]
+	if !ok || extraV == nil {
+		return nil, true, ok, nil
+	}
+
+	if extra, ok = extraV.(map[string]any); !ok {
+		return nil, true, true, fmt.Errorf("cluster.apiServer.extraArgs is not a mapping")
+	}
+
+	return extra, true, true, nil
+}
+
 func argsOf(doc map[string]any) (args, error) {
 	var a args
 

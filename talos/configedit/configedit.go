@@ -1,9 +1,10 @@
 // Package configedit turns kube-apiserver admission plugins off and on again in the text of a Talos
 // machine config, and puts the original back byte for byte.
 //
-// The only keys it touches are "disable-admission-plugins" and "enable-admission-plugins" under
-// cluster.apiServer.extraArgs of the v1alpha1 document. Everything else, comments and other documents
-// included, keeps its bytes.
+// Disable, Restore and RemovePlugins touch only "disable-admission-plugins" and "enable-admission-plugins"
+// under cluster.apiServer.extraArgs of the v1alpha1 document; RemoveArgs and RestoreArgs take any other
+// key, or items of its comma-separated value (a feature gate, a runtime-config entry), out and back in
+// (argsedit.go). Everything else, comments and other documents included, keeps its bytes.
 //
 // Two methods exist:
 //   - "text": a careful splice of the text of the extraArgs mapping, located through yaml.v3 node

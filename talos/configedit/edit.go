@@ -497,6 +497,18 @@ func removeText(config []byte, cur, want args) ([]byte, error) {
 // verifyEdit parses the edited text again and checks that it means the input with only the two keys
 // (and the structure around them) changed as intended, and that the machinery loader still takes it.
 func verifyEdit(in, out []byte, cur, want args, structure int) error {
+	return verifyKeys(in, out, []keyChange{{KeyDisable, cur.disable, want.disable}, {KeyEnable, cur.enable, want.enable}}, structure)
+}
+
+// keyChange is one extraArgs key before and after an edit.
+type keyChange struct {
+	key       string
+	cur, want argValue
+}
+
+// verifyKeys parses the edited text again and checks that it means the input with only these keys
+// (and the structure around them) changed as intended, and that the machinery loader still takes it.
+func verifyKeys(in, out []byte, changes []keyChange, structure int) error {
 	inDocs, idx, err := decodeAll(in)
 	if err != nil {
 		return err
@@ -516,12 +528,10 @@ func verifyEdit(in, out []byte, cur, want args, structure int) error {
 		return fmt.Errorf("v1alpha1 document is not a mapping")
 	}
 
-	if !want.disable.equal(cur.disable) {
-		setArg(doc, KeyDisable, want.disable)
-	}
-
-	if !want.enable.equal(cur.enable) {
-		setArg(doc, KeyEnable, want.enable)
+	for _, c := range changes {
+		if !c.want.equal(c.cur) {
+			setArg(doc, c.key, c.want)
+		}
 	}
 
 	if cluster, ok := doc["cluster"].(map[string]any); ok {

@@ -12,16 +12,15 @@ import (
 // replaces a key's value as a whole (so want carries the merged plugin list) and "$patch: delete"
 // removes a key. It drops every comment and cannot read document kinds this machinery does not know.
 func mergeArgs(config []byte, cur, want args) ([]byte, error) {
+	return mergeKeys(config, []keyChange{{KeyDisable, cur.disable, want.disable}, {KeyEnable, cur.enable, want.enable}})
+}
+
+// mergeKeys sets the keys to their wanted values through the machinery strategic merge.
+func mergeKeys(config []byte, changes []keyChange) ([]byte, error) {
 	set := map[string]any{}
 	del := map[string]any{}
 
-	for _, k := range []struct {
-		key       string
-		cur, want argValue
-	}{
-		{KeyDisable, cur.disable, want.disable},
-		{KeyEnable, cur.enable, want.enable},
-	} {
+	for _, k := range changes {
 		switch {
 		case k.want.equal(k.cur):
 		case k.want.null:
@@ -69,13 +68,15 @@ func mergeArgs(config []byte, cur, want args) ([]byte, error) {
 		return nil, fmt.Errorf("machinery loader rejects the patched config: %w", err)
 	}
 
-	got, err := readArgs(b)
-	if err != nil {
-		return nil, fmt.Errorf("read patched config: %w", err)
-	}
+	for _, k := range changes {
+		got, err := readArg(b, k.key)
+		if err != nil {
+			return nil, fmt.Errorf("read patched config: %w", err)
+		}
 
-	if !got.disable.sameMeaning(want.disable) || !got.enable.sameMeaning(want.enable) {
-		return nil, fmt.Errorf("patched config does not hold the intended values")
+		if !got.sameMeaning(k.want) {
+			return nil, fmt.Errorf("patched config does not hold the intended value of %s", k.key)
+		}
 	}
 
 	return b, nil

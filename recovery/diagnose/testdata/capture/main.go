@@ -41,6 +41,7 @@ func main() {
 	out := flag.String("out", "recovery/diagnose/testdata/real", "output directory")
 	only := flag.String("only", "", "comma-separated scenarios (default all)")
 	flag.StringVar(&oldBin, "old", ".cache/kube-apiserver/v1.32.13/kube-apiserver", "kube-apiserver binary of the version before the upgrade")
+	flag.StringVar(&prevBin, "prev", ".cache/kube-apiserver/v1.33.13/kube-apiserver", "kube-apiserver binary of the minor before -bin (flags it only warns about)")
 	flag.Parse()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
@@ -55,6 +56,7 @@ func main() {
 		{"etcd-down", etcdDown},
 		{"etcd-x509", etcdX509},
 		{"poststarthook", postStartHook},
+		{"flags", refusedFlags},
 	}
 	for _, s := range scenarios {
 		if *only != "" && !strings.Contains(","+*only+",", ","+s.name+",") {
@@ -279,4 +281,40 @@ func upgradeWith(bin, out string, d time.Duration, conds ...admissionregistratio
 		}
 		return runFor(bin, out, port, d, args...)
 	})
+}
+
+var prevBin string
+
+// refusedFlags is kube-apiserver refusing its own command line, as an
+// upgrade carries extraArgs the new minor no longer takes (issue 22): each
+// exits at once. flags-warning is the minor before, which only warns, then
+// fails on the closed etcd port like any start without etcd.
+func refusedFlags(bin, out string) error {
+	for _, c := range []struct {
+		name string
+		bin  string
+		args []string
+		d    time.Duration
+	}{
+		{"gate-locked", bin, []string{"--feature-gates=MultiCIDRServiceAllocator=false"}, 10 * time.Second},
+		{"gates-locked", bin, []string{"--feature-gates=MultiCIDRServiceAllocator=false,ConsistentListFromCache=false"}, 10 * time.Second},
+		{"gate-unknown", bin, []string{"--feature-gates=NoSuchGate=true"}, 10 * time.Second},
+		{"flag-unknown", bin, []string{"--cloud-provider=external"}, 10 * time.Second},
+		{"runtime-config", bin, []string{"--runtime-config=networking.k8s.io/v1alpha1=true"}, 10 * time.Second},
+		{"group-unknown", bin, []string{"--runtime-config=foo.example.com/v1=true"}, 10 * time.Second},
+		{"warning", prevBin, []string{"--feature-gates=MultiCIDRServiceAllocator=false"}, 8 * time.Second},
+	} {
+		dir, err := os.MkdirTemp("", "capture")
+		if err != nil {
+			return err
+		}
+		port := closedPort()
+		args := append(base(dir, port), "--etcd-servers=https://127.0.0.1:"+strconv.Itoa(closedPort()))
+		err = runFor(c.bin, out+"-"+c.name, port, c.d, append(args, c.args...)...)
+		os.RemoveAll(dir)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
