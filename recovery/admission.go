@@ -443,6 +443,13 @@ func (p *AdmissionPlan) Execute(ctx context.Context, apply Applier, tc *talos.Cl
 	if p.DryRun || apply == nil {
 		return errors.New("internal: a dry-run plan cannot be executed")
 	}
+	errs := p.eachChange(func(n *NodeChange) error { return p.executeNode(ctx, apply, tc, st, n) })
+	return failures(append(slices.Clone(p.planErrs), errs...), len(p.Nodes)-len(errs))
+}
+
+// eachChange runs change on every node the plan changes, in parallel,
+// timing each and marking the failed; it returns the failures.
+func (p *AdmissionPlan) eachChange(change func(*NodeChange) error) []error {
 	errs := make([]error, len(p.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range p.Nodes {
@@ -453,7 +460,7 @@ func (p *AdmissionPlan) Execute(ctx context.Context, apply Applier, tc *talos.Cl
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			errs[i] = p.executeNode(ctx, apply, tc, st, n)
+			errs[i] = change(n)
 			n.Elapsed = elapsedSince(start)
 			if errs[i] != nil {
 				n.Outcome, n.Error = "failed", errs[i].Error()
@@ -462,13 +469,12 @@ func (p *AdmissionPlan) Execute(ctx context.Context, apply Applier, tc *talos.Cl
 	}
 	wg.Wait()
 	var failed []error
-	failed = append(failed, p.planErrs...)
 	for _, err := range errs {
 		if err != nil {
 			failed = append(failed, err)
 		}
 	}
-	return failures(failed, len(p.Nodes)-countErrs(errs))
+	return failed
 }
 
 // CountChanges is how many nodes the plan changes.
@@ -482,14 +488,32 @@ func (p *AdmissionPlan) CountChanges() int {
 	return n
 }
 
-func countErrs(errs []error) int {
-	c := 0
-	for _, e := range errs {
-		if e != nil {
-			c++
-		}
+// unchangedSincePlan re-reads the node's config: one changed since the plan
+// was shown is never overwritten.
+func unchangedSincePlan(ctx context.Context, tc *talos.Client, n *NodeChange) error {
+	cur, err := tc.ReadMachineConfig(ctx, n.Node)
+	if err != nil {
+		return err
 	}
-	return c
+	if cur.Hash() != n.ConfigHashBefore {
+		return &talos.NodeError{Node: n.Node, Op: n.Action, Err: fmt.Errorf("%w: the machine config changed since the plan was made", ErrConflict)}
+	}
+	return nil
+}
+
+// applyPlanned sends the planned config; Talos validates on apply and
+// answers warnings (never on a dry run), which are said and kept.
+func applyPlanned(ctx context.Context, apply Applier, n *NodeChange, req talos.ApplyRequest, say func(string, ...any)) error {
+	res, err := apply.Apply(ctx, n.Node, req)
+	if err != nil {
+		return err
+	}
+	n.Warnings = res.Warnings
+	for _, w := range res.Warnings {
+		say("the node warns: %s", w)
+	}
+	n.Outcome = "applied"
+	return nil
 }
 
 func (p *AdmissionPlan) executeNode(ctx context.Context, apply Applier, tc *talos.Client, st State, n *NodeChange) error {
@@ -498,14 +522,8 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, apply Applier, tc *talo
 			p.opts.Progress(n.Node, fmt.Sprintf(format, args...))
 		}
 	}
-	// The config may have changed since the plan was shown: re-check, so a
-	// change made meanwhile is never overwritten.
-	cur, err := tc.ReadMachineConfig(ctx, n.Node)
-	if err != nil {
+	if err := unchangedSincePlan(ctx, tc, n); err != nil {
 		return err
-	}
-	if cur.Hash() != n.ConfigHashBefore {
-		return &talos.NodeError{Node: n.Node, Op: n.Action, Err: fmt.Errorf("%w: the machine config changed since the plan was made", ErrConflict)}
 	}
 	mode := talos.NoReboot
 	if p.Operation == "disable" {
@@ -525,16 +543,9 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, apply Applier, tc *talo
 	} else {
 		say("applying the recorded values (mode no-reboot)")
 	}
-	res, err := apply.Apply(ctx, n.Node, talos.ApplyRequest{Config: n.newConfig, Mode: mode, TryTimeout: p.opts.RevertAfter})
-	if err != nil {
+	if err := applyPlanned(ctx, apply, n, talos.ApplyRequest{Config: n.newConfig, Mode: mode, TryTimeout: p.opts.RevertAfter}, say); err != nil {
 		return err
 	}
-	// Talos validates on apply and answers warnings (never on a dry run).
-	n.Warnings = res.Warnings
-	for _, w := range res.Warnings {
-		say("the node warns: %s", w)
-	}
-	n.Outcome = "applied"
 	if p.Operation == "restore" && n.record != nil {
 		if err := st.DeleteAdmission(n.Cluster, n.Node); err != nil {
 			return &talos.NodeError{Node: n.Node, Op: "remove state record", Err: err}
@@ -595,9 +606,16 @@ func podPhase(o talos.PodObservation, n *NodeChange) (string, string) {
 	if !sameSet(o.Pod.DisabledPlugins(), n.DisabledAfter) {
 		return fmt.Sprintf("waiting for the node to re-render the static pod with disable-admission-plugins=%s", ListOrNone(n.DisabledAfter)), ""
 	}
-	pod, ok := newPod(o.Pods, n.podsBefore)
+	return newPodPhase(o.Pods, n.podsBefore)
+}
+
+// newPodPhase is what the wait waits for once the node has rendered the
+// new flags: the kubelet's new pod, and its running container (returned
+// once it runs).
+func newPodPhase(now, before []talos.RuntimePod) (string, string) {
+	pod, ok := newPod(now, before)
 	if !ok {
-		if oldPodRestarted(o.Pods, n.podsBefore) {
+		if oldPodRestarted(now, before) {
 			return "the old pod restarted (new container, old flags); still waiting for the kubelet to replace it", ""
 		}
 		return "static pod re-rendered; waiting for the kubelet to pick it up (it polls every 20 s) and stop the old pod (up to 30 s)", ""

@@ -21,6 +21,12 @@ type Decision struct {
 	Reasons  []string `json:"reasons,omitempty"`  // why each plugin is in the plan
 	Runbook  string   `json:"runbook,omitempty"`  // the built-in runbook the diagnosis names
 	Warnings []string `json:"warnings,omitempty"` // where the operator's flags go against the diagnosis
+	// Flags are kube-apiserver's own flags to take out of
+	// cluster.apiServer.extraArgs (KEY or KEY:ITEM), for a diagnosis of
+	// flags-refused; Steps replace the run's steps after diagnose when its
+	// runbook is not the one that does that (decision_flags.go).
+	Flags []string `json:"flags,omitempty"`
+	Steps []Step   `json:"steps,omitempty"`
 }
 
 // NotDeadlockError ends a guided recovery whose diagnosis found no admission
@@ -36,6 +42,8 @@ func (e *NotDeadlockError) Error() string {
 	switch e.Verdict {
 	case diagnose.OtherFailure:
 		return "not an admission deadlock, nothing was changed: " + e.Summary
+	case diagnose.FlagsRefused:
+		return "kube-apiserver refuses its own flags, which this runbook cannot fix; nothing was changed: " + e.Summary
 	default:
 		return "cannot tell whether this is an admission deadlock, nothing was changed: " + e.Summary
 	}
@@ -59,6 +67,8 @@ var errNothingToRecover = errors.New("kube-apiserver is ready on every node: not
 func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
 	d := &Decision{Verdict: string(report.Verdict), Runbook: report.Runbook}
 	switch report.Verdict {
+	case diagnose.FlagsRefused:
+		return decideFlags(report, opts)
 	case diagnose.Healthy:
 		return d, errNothingToRecover
 	case diagnose.OtherFailure:
@@ -137,7 +147,11 @@ func unknownGround(report *diagnose.Report, opts RecoverOptions) string {
 // Render is the plan as the diagnosis shaped it, for the operator to read.
 func (d *Decision) Render() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Plan from the diagnosis (verdict %s): disable %s\n", d.Verdict, strings.Join(d.Plugins, ","))
+	if len(d.Flags) > 0 {
+		fmt.Fprintf(&b, "Plan from the diagnosis (verdict %s): %s\n", d.Verdict, d.flagsPlanText())
+	} else {
+		fmt.Fprintf(&b, "Plan from the diagnosis (verdict %s): disable %s\n", d.Verdict, strings.Join(d.Plugins, ","))
+	}
 	for _, r := range d.Reasons {
 		fmt.Fprintf(&b, "  - %s\n", r)
 	}
@@ -188,7 +202,7 @@ func decisionFrom(entries []Entry) *Decision {
 			continue
 		}
 		var got DiagnoseResult
-		if json.Unmarshal(e.Data, &got) == nil && got.Decision != nil && len(got.Decision.Plugins) > 0 {
+		if json.Unmarshal(e.Data, &got) == nil && got.Decision != nil && (len(got.Decision.Plugins) > 0 || len(got.Decision.Flags) > 0) {
 			d = got.Decision
 		}
 	}

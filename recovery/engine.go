@@ -91,6 +91,10 @@ type Plan struct {
 	// planned): the step ends with it after doing the rest. Apply's own
 	// error includes it.
 	Partial error
+	// Record is what the journal's apply record keeps for a later revert
+	// (the old values a change overwrites): written before Apply runs, so
+	// a run killed during it still has them.
+	Record any
 }
 
 // View is text for the operator: a plan before its question, a diagnosis.
@@ -157,14 +161,21 @@ type EtcdRestoreParams struct {
 // LockBreakParams: lock.break removes the cluster lock (lock break).
 type LockBreakParams struct{}
 
-// The engine's own actions, behind revert --objects, etcd restore and lock break.
+// ExtraArgsRestoreParams: extraargs.restore puts back into
+// cluster.apiServer.extraArgs, exactly, what the incident's extraargs.remove
+// steps took out, as their apply records keep it (revert).
+type ExtraArgsRestoreParams struct{}
+
+// The engine's own actions, behind revert, etcd restore and lock break.
 const (
-	ActionEtcdRestore runbooks.Action = "etcd.restore"
-	ActionLockBreak   runbooks.Action = "lock.break"
+	ActionEtcdRestore      runbooks.Action = "etcd.restore"
+	ActionLockBreak        runbooks.Action = "lock.break"
+	ActionExtraArgsRestore runbooks.Action = "extraargs.restore"
 )
 
-func (*EtcdRestoreParams) Action() runbooks.Action { return ActionEtcdRestore }
-func (*LockBreakParams) Action() runbooks.Action   { return ActionLockBreak }
+func (*EtcdRestoreParams) Action() runbooks.Action      { return ActionEtcdRestore }
+func (*LockBreakParams) Action() runbooks.Action        { return ActionLockBreak }
+func (*ExtraArgsRestoreParams) Action() runbooks.Action { return ActionExtraArgsRestore }
 
 // Result is what a step did: one line for the operator and the journal; its
 // exported fields are journaled with the step's end record.
@@ -216,6 +227,8 @@ func init() {
 	register((*run).verify)
 	register((*run).restoreObjects)
 	register((*run).breakLock)
+	register((*run).removeFlags)
+	register((*run).restoreFlags)
 }
 
 // changesCluster tells whether an action changes the cluster.
@@ -373,7 +386,9 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 		}
 	}
 	var runErr error
-	for i, s := range r.opts.Steps {
+	// By index: a diagnosis may switch the steps after it (followDecision).
+	for i := 0; i < len(r.opts.Steps); i++ {
+		s := r.opts.Steps[i]
 		if r.done[s.Name] {
 			res.Steps = append(res.Steps, StepResult{Name: s.Name, Action: s.Action(), Outcome: OutcomeSkipped, Message: "completed in an earlier run"})
 			continue
@@ -468,7 +483,13 @@ func (r *run) step(ctx context.Context, s Step) (Result, string, error) {
 			}
 		}
 		r.applied = true
-		if err := r.journal.Append(Entry{Kind: "apply", Step: s.Name, Action: s.Action()}); err != nil {
+		apply := Entry{Kind: "apply", Step: s.Name, Action: s.Action()}
+		if plan.Record != nil {
+			if apply.Data, err = json.Marshal(plan.Record); err != nil {
+				return plan.Result, "", fmt.Errorf("journal: %w", err)
+			}
+		}
+		if err := r.journal.Append(apply); err != nil {
 			return plan.Result, "", fmt.Errorf("journal: %w", err)
 		}
 	}

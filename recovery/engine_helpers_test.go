@@ -394,13 +394,13 @@ func operator() string {
 	return name + "@" + host
 }
 
-// simulateKillAfterNote rewrites the incident's journal as a run killed
-// (SIGKILL, power loss) right after it journaled the note of step (the
-// backup path of an etcd.delete) would have left it: the records up to
-// that note, nothing after. The killed run's cluster lock is left held in
-// etcd under this incident, by this operator, and its lock.pid names a
-// process that is gone.
-func simulateKillAfterNote(t *testing.T, env *engineEnv, id, step string) {
+// simulateKillAfter rewrites the incident's journal as a run killed
+// (SIGKILL, power loss) right after it journaled the record of kind (note:
+// the backup path of an etcd.delete; apply: a change about to be applied)
+// of step would have left it: the records up to that one, nothing after.
+// The killed run's cluster lock is left held in etcd under this incident,
+// by this operator, and its lock.pid names a process that is gone.
+func simulateKillAfter(t *testing.T, env *engineEnv, id, kind, step string) {
 	t.Helper()
 	info := incident(t, env, id)
 	path := filepath.Join(info.Dir, "journal.jsonl")
@@ -418,11 +418,11 @@ func simulateKillAfterNote(t *testing.T, env *engineEnv, id, step string) {
 			t.Fatalf("journal line %q: %v", sc.Text(), err)
 		}
 		kept = append(kept, sc.Text())
-		cut = e.Kind == "note" && e.Step == step
+		cut = e.Kind == kind && e.Step == step
 	}
 	f.Close()
 	if !cut {
-		t.Fatalf("incident %s has no note of step %s", id, step)
+		t.Fatalf("incident %s has no %s record of step %s", id, kind, step)
 	}
 	if err := os.WriteFile(path, []byte(strings.Join(kept, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)

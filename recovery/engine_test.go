@@ -78,6 +78,9 @@ type engineEnv struct {
 	bootstrapped atomic.Bool       // a kube-apiserver finished its start-up: its objects exist
 	backend      *talostest.PortReservation
 	backendOnce  sync.Once
+	// refuses, when set, is the line a kube-apiserver started with these
+	// flags exits with at once (it refuses its own command line).
+	refuses func(talostest.ContainerConfig) string
 }
 
 type envOptions struct {
@@ -289,6 +292,12 @@ func klog(sev byte, file string) string {
 // --secure-port; deadlocked, its log shows the webhook refusing the
 // start-up writes and /readyz fails the bootstrap hooks, as v1.34 does.
 func (e *engineEnv) Run(ctx context.Context, c talostest.Container, logs io.Writer) error {
+	if e.refuses != nil {
+		if line := e.refuses(c.ContainerConfig); line != "" {
+			fmt.Fprintln(logs, line)
+			return errors.New("exit status 1")
+		}
+	}
 	fmt.Fprintf(logs, "%s stand-in kube-apiserver %s starting: %s\n", klog('I', "server.go:150"), c.Image, strings.Join(c.Args(), " "))
 	select {
 	case <-ctx.Done():
@@ -991,7 +1000,7 @@ func TestEngineResumeAfterKillDuringDelete(t *testing.T) {
 	if env.webhookInEtcd() != nil {
 		t.Fatal("not deleted")
 	}
-	simulateKillAfterNote(t, env, first.Incident, "delete-webhook")
+	simulateKillAfter(t, env, first.Incident, "note", "delete-webhook")
 	if info := incident(t, env, first.Incident); info.State != "interrupted" || info.LastStep != "delete-webhook" {
 		t.Fatalf("after the kill the journal says %s at %s", info.State, info.LastStep)
 	}
@@ -1030,7 +1039,7 @@ func TestEngineResumeAfterKillBetweenBackupAndDelete(t *testing.T) {
 		}
 	}}})
 	wantOutcome(t, first, err, "aborted", true)
-	simulateKillAfterNote(t, env, first.Incident, "delete-webhook")
+	simulateKillAfter(t, env, first.Incident, "note", "delete-webhook")
 	// The delete had not happened yet: the object is there, as it was.
 	putCtx, putCancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer putCancel()

@@ -190,6 +190,7 @@ func Resume(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 	opts.DryRun = fx.DryRun()
 	r := newRun(tc, st, fx, ui, opts, j, entries)
 	r.decision = decisionFrom(entries)
+	r.followDecision()
 	if err := r.bind(ctx, o, "resume"); err != nil {
 		r.close(ctx)
 		j.Close()
@@ -219,6 +220,7 @@ func Revert(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 	}
 	steps := []Step{{Name: "revert-admission", Params: &runbooks.AdmissionRestoreParams{}, Confirm: true,
 		Description: "Put disable-admission-plugins and enable-admission-plugins back to the values recorded before the incident."}}
+	steps = append(steps, flagsRevertSteps(entries)...)
 	if o.Objects {
 		steps = append(steps, Step{Name: "revert-objects", Params: &EtcdRestoreParams{}, Confirm: true,
 			Description: "Put back the objects this incident removed from etcd, from their verified backups, only where absent."})

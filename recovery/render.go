@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/breakglass-dev/breakglass/talos/configedit"
 )
 
 // RenderAdmissionPlan writes a plan for the operator to read before confirming.
@@ -59,16 +61,22 @@ func nodePlan(p *AdmissionPlan, n *NodeChange) string {
 	if p.Operation == "restore" && n.ByteExact {
 		fmt.Fprintln(&w, "    the config will be byte-identical to what it was before disable")
 	}
-	if n.Method == "merge" {
-		fmt.Fprintln(&w, "    edit: strategic merge (the config's layout could not be edited in place; comments are lost)")
+	writeNodeEdit(&w, n)
+	return w.String()
+}
+
+// writeNodeEdit ends a node's part of a plan: how its config is edited,
+// and the node's own dry run of it.
+func writeNodeEdit(w io.Writer, n *NodeChange) {
+	if n.Method == configedit.MethodMerge {
+		fmt.Fprintln(w, "    edit: strategic merge (the config's layout could not be edited in place; comments are lost)")
 	}
 	if d := strings.TrimSpace(n.NodeDiff); d != "" {
-		fmt.Fprintln(&w, "    the node's dry run:")
+		fmt.Fprintln(w, "    the node's dry run:")
 		for _, line := range strings.Split(d, "\n") {
-			fmt.Fprintf(&w, "      | %s\n", line)
+			fmt.Fprintf(w, "      | %s\n", line)
 		}
 	}
-	return w.String()
 }
 
 // RenderAdmissionOutcome writes what happened on each node.

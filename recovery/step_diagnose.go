@@ -42,7 +42,12 @@ func (r *run) diagnose(ctx context.Context, _ Step, p *runbooks.DiagnoseParams) 
 	}
 	r.decision, res.Decision = d, d
 	plan.View.Foot = d.Render()
-	res.said = said(fmt.Sprintf("verdict %s: %s; plan: disable %s", report.Verdict, report.Summary, strings.Join(d.Plugins, ",")))
+	fix := "disable " + strings.Join(d.Plugins, ",")
+	if len(d.Flags) > 0 {
+		fix = d.flagsPlanText()
+		r.followDecision()
+	}
+	res.said = said(fmt.Sprintf("verdict %s: %s; plan: %s", report.Verdict, report.Summary, fix))
 	return plan, nil
 }
 

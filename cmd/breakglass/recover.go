@@ -31,7 +31,12 @@ func recoverCommand(s streams) *cli.Command {
 			"before it runs, asks before changing anything (removing an object asks to type its name), and is\n" +
 			"written to the incident journal before and after. --dry-run walks the whole runbook changing\n" +
 			"nothing, with the nodes' own dry runs: the rehearsal on staging. An interrupted run continues\n" +
-			"with: breakglass resume.\n\n" + exitCodeHelp(),
+			"with: breakglass resume.\n" +
+			"When the diagnosis finds kube-apiserver refusing its own flags (verdict flags-refused: a feature gate\n" +
+			"locked or gone, a flag removed, a runtime-config version it no longer serves), the run follows runbook\n" +
+			"apiserver-flags instead: it takes exactly those flags out of cluster.apiServer.extraArgs on every control\n" +
+			"plane (shown, asked, no reboot), waits for /readyz, and says where else to make the change so that it\n" +
+			"stays; breakglass revert puts the old values back.\n\n" + exitCodeHelp(),
 		Flags: recoverFlags(),
 		Action: func(c *cli.Context) error {
 			return runRecover(c, s)
@@ -98,10 +103,12 @@ func resumeCommand(s streams) *cli.Command {
 func revertCommand(s streams) *cli.Command {
 	return &cli.Command{
 		Name:      "revert",
-		Usage:     "undo what an incident changed: the admission flag, and removed objects when asked",
+		Usage:     "undo what an incident changed: the admission flag, the extraArgs it took out, and removed objects when asked",
 		ArgsUsage: "[INCIDENT-ID]",
 		Description: "Puts disable/enable-admission-plugins back to the recorded values on the incident's nodes (the\n" +
-			"same checks of cluster and nodes as resume). With --objects, also restores the objects the\n" +
+			"same checks of cluster and nodes as resume), and the cluster.apiServer.extraArgs an apiserver-flags\n" +
+			"run took out (byte-identical when nothing else changed; kube-apiserver refused them, so it will\n" +
+			"crash-loop again). With --objects, also restores the objects the\n" +
 			"incident removed from etcd, from every verified backup it wrote, creating only keys that are\n" +
 			"absent. Idempotent. --dry-run reads the journal and writes nothing.\n\n" + exitCodeHelp(),
 		Flags: append(etcdConnFlags(), nodesGoneFlag(),
