@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/apiserverargs"
+	"github.com/breakglass-dev/breakglass/internal/labflags"
 )
 
 // ArgsSampleEnv set to "all" checks every recorded name, not a sample.
@@ -93,5 +94,20 @@ func TestSortAggregate(t *testing.T) {
 		if got := sortAggregate(in); got != want {
 			t.Errorf("sortAggregate(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The flags the lab's commands name its scenarios with are the lab's own.
+func TestScenarioFlagsName(t *testing.T) {
+	if !slices.Equal(labflags.UpScenarios, Scenarios()) {
+		t.Errorf("labflags.UpScenarios %v, lab.Scenarios() %v", labflags.UpScenarios, Scenarios())
+	}
+	for _, s := range labflags.RehearseScenarios[1:] {
+		if !isFlagsScenario(s) {
+			t.Errorf("rehearse names %s, not a flags scenario", s)
+		}
+	}
+	if labflags.RehearseScenarios[0] != ScenarioKyvernoServiceCIDR || len(labflags.RehearseScenarios) != len(FlagsScenarios)+1 {
+		t.Errorf("rehearse scenarios %v", labflags.RehearseScenarios)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,10 @@ import (
 
 // RehearseOptions tune a rehearsal.
 type RehearseOptions struct {
+	// Scenario is the incident to rehearse: kyverno-servicecidr (the
+	// default) or a flags scenario (FlagsScenarios), recovered with the
+	// guided recovery as `breakglass recover --yes` runs it.
+	Scenario    string
 	Nodes       int
 	Dir         string // default: a temporary directory, removed afterwards
 	KubeBinDir  string
@@ -56,6 +61,9 @@ type Rehearsal struct {
 	Restore  Measurement `json:"restore"`
 	Checks   []Check     `json:"checks"`
 	Timeline *Timeline   `json:"timeline"`
+	// Recovery is a flags scenario's guided recovery, from recover's start
+	// to its end (kube-apiserver ready on every node).
+	Recovery time.Duration `json:"recovery,omitempty"`
 	Wall     time.Duration
 }
 
@@ -86,12 +94,14 @@ type Measurement struct {
 	Failed []string `json:"failed,omitempty"`
 }
 
-// Rehearse runs the kyverno-servicecidr scenario on a fresh lab, recovers
-// through the code path an on-call engineer runs, `breakglass recover
-// --yes` (recovery.Recover with the webhook-deadlock runbook: its
-// diagnosis decides the plugins), with a UI that times each step, and
-// verifies the cluster is back exactly as it was, minus the deadlock. The
-// error is a *RehearsalError when a check fails.
+// Rehearse runs the kyverno-servicecidr scenario (or opts.Scenario, a flags
+// one) on a fresh lab, recovers through the code path an on-call engineer
+// runs, `breakglass recover --yes` (recovery.Recover with the
+// webhook-deadlock runbook: its diagnosis decides the plugins, or switches
+// to apiserver-flags), with a UI that times each step, and verifies the
+// cluster is back exactly as it was, minus the deadlock (a flags scenario:
+// ready, the configs changed in the refused flag only). The error is a
+// *RehearsalError when a check fails.
 func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	out := opts.Out
 	if out == nil {
@@ -138,6 +148,18 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	defer l.Close()
 
 	var err error
+	if isFlagsScenario(opts.Scenario) {
+		if _, err := RunScenario(ctx, l, opts.Scenario, tl); err != nil {
+			return rep, err
+		}
+		if err := rehearseFlags(ctx, l, opts.Scenario, rep, tl, out, opts.ToolVersion); err != nil {
+			return rep, err
+		}
+		return rep, rep.finish(out, start)
+	}
+	if opts.Scenario != "" && opts.Scenario != ScenarioKyvernoServiceCIDR {
+		return rep, fmt.Errorf("%w %q: rehearse plays %s or a flags scenario (%s)", ErrUnknownScenario, opts.Scenario, ScenarioKyvernoServiceCIDR, strings.Join(slices.Sorted(maps.Keys(FlagsScenarios)), ", "))
+	}
 	if rep.Deadlock, err = RunScenario(ctx, l, ScenarioKyvernoServiceCIDR, tl); err != nil {
 		return rep, err
 	}
@@ -183,18 +205,23 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 			Detail: fmt.Sprintf("planned %s, needs %s", strings.Join(rep.Plugins, ","), strings.Join(RecoveryPlugins, ","))})
 		return nil
 	})
-	rep.Wall = time.Since(start)
-	rep.Print(out)
+	return rep, rep.finish(out, start)
+}
+
+// finish prints the rehearsal and fails it when a check failed.
+func (r *Rehearsal) finish(out io.Writer, start time.Time) error {
+	r.Wall = time.Since(start)
+	r.Print(out)
 	var failed []string
-	for _, c := range rep.Checks {
+	for _, c := range r.Checks {
 		if !c.OK {
 			failed = append(failed, c.Name+": "+c.Detail)
 		}
 	}
 	if len(failed) > 0 {
-		return rep, &RehearsalError{Failed: failed}
+		return &RehearsalError{Failed: failed}
 	}
-	return rep, nil
+	return nil
 }
 
 // DefaultKubelet is the lab kubelet: the real kubelet's and Talos's times
@@ -464,11 +491,18 @@ func (r *Rehearsal) Print(w io.Writer) {
 		fmt.Fprintf(w, "deadlock on %s: readyz failing %s; %d log line(s) %q\n", d.Node, strings.Join(d.FailingChecks, ", "), d.LogLines, DeadlockLogLine)
 	}
 	r.Timeline.Print(w)
-	fmt.Fprintf(w, "measurements (%d node(s)):\n", r.Nodes)
+	if r.Recovery > 0 {
+		fmt.Fprintf(w, "guided recovery (%d node(s)): %s from recover's start to kube-apiserver ready on every node\n", r.Nodes, round(r.Recovery))
+	} else {
+		fmt.Fprintf(w, "measurements (%d node(s)):\n", r.Nodes)
+	}
 	for _, m := range []struct {
 		name string
 		m    Measurement
 	}{{"disable", r.Disable}, {"restore", r.Restore}} {
+		if m.m.Total == 0 {
+			continue // not measured: a flags rehearsal disables nothing
+		}
 		fmt.Fprintf(w, "  %-8s breakglass %s = the node's apply-to-ready %s (kubelet poll %s, old one stopping %s, new one starting %s) + overhead %s (ratio %.2f; plan %s; ready noticed %s after readiness)\n",
 			m.name, round(m.m.Total), round(m.m.Floor), round(m.m.Poll), round(m.m.Shutdown), round(m.m.Startup), round(m.m.Overhead), m.m.Ratio, round(m.m.Plan), round(m.m.Notice))
 		for _, f := range m.m.Failed {

@@ -48,7 +48,7 @@ var RecoveryPlugins = []string{"ValidatingAdmissionWebhook", "MutatingAdmissionW
 
 // Scenarios lists the scenario names `lab up --scenario` accepts.
 func Scenarios() []string {
-	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy}
+	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy, ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider}
 }
 
 // ErrUnknownScenario: no scenario by that name.
@@ -72,6 +72,8 @@ func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Dead
 		return nil, runExcluded(ctx, l, tl)
 	case ScenarioMutatingPolicy:
 		return nil, runMutatingPolicy(ctx, l, tl)
+	case ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider:
+		return nil, runFlagsScenario(ctx, l, name, tl)
 	}
 	if name != ScenarioKyvernoServiceCIDR {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, name, strings.Join(Scenarios(), ", "))

@@ -129,7 +129,9 @@ func (l *Lab) PrintNext(w io.Writer, scenario string) {
 		fmt.Sprintf("breakglass %s %s admission restore", tc, sd),
 		fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),
 	}
-	if !deadlocked {
+	if isFlagsScenario(scenario) {
+		cmds = flagsNext(l, tc, sd)
+	} else if !deadlocked {
 		cmds = []string{
 			fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),
 			fmt.Sprintf("breakglass %s %s admission status", tc, sd),

@@ -35,7 +35,7 @@ func labCommands(s streams) []*cli.Command {
 				"Writes DIR/talosconfig (os:admin) and DIR/kubeconfig; recreates the lab's own files in DIR.",
 			Flags: []cli.Flag{
 				nodes,
-				&cli.StringFlag{Name: "scenario", Usage: "scenario to play: " + strings.Join(lab.Scenarios(), ", ")},
+				labflags.UpScenario(),
 				&cli.StringFlag{Name: "dir", DefaultText: "$TMPDIR/breakglass-lab", Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
 				&cli.StringFlag{Name: "first-ip", Value: lab.FirstIP, Usage: "the first node's loopback address, the others follow it (a second lab on the real ports needs its own, e.g. 127.0.1.11)"},
 			},
@@ -60,8 +60,11 @@ func labCommands(s streams) []*cli.Command {
 				"admission disable (" + strings.Join(lab.RecoveryPlugins, ",") + "), waits until kube-apiserver is ready,\n" +
 				"admission restore, waits again, and verifies: ready with webhooks on, flag gone from the running pod,\n" +
 				"machine configs byte-identical to before, webhook backend answering reviews again.\n" +
+				"With --scenario " + lab.ScenarioFlagsMultiCIDR + " or " + lab.ScenarioFlagsCloudProvider + ": the upgrade carries extraArgs " + lab.NewVersion + " refuses;\n" +
+				"the guided recovery (breakglass recover --yes, no expert flag) takes them out, and the checks are:\n" +
+				"kube-apiserver ready, the configs changed in that flag only.\n" +
 				"Exits 0 only if every check holds.\n\n" + failure.Help(),
-			Flags: []cli.Flag{nodes},
+			Flags: []cli.Flag{nodes, labflags.RehearseScenario()},
 			Action: func(c *cli.Context) error {
 				if err := checkNodes(c.Int("nodes")); err != nil {
 					return err
@@ -76,7 +79,7 @@ func labCommands(s streams) []*cli.Command {
 				if js {
 					out = s.Err
 				}
-				r, err := lab.Rehearse(c.Context, lab.RehearseOptions{Nodes: c.Int("nodes"), Out: out, ToolVersion: version})
+				r, err := lab.Rehearse(c.Context, lab.RehearseOptions{Scenario: c.String("scenario"), Nodes: c.Int("nodes"), Out: out, ToolVersion: version})
 				if js && r != nil {
 					if werr := writeJSON(s.Out, r); werr != nil {
 						return werr

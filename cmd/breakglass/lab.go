@@ -31,7 +31,7 @@ func labCommand(s streams) *cli.Command {
 				SkipFlagParsing: true,
 				Flags: []cli.Flag{
 					nodes,
-					&cli.StringFlag{Name: "scenario", Usage: "scenario to play: kyverno-servicecidr, kyverno-servicecidr-excluded, mutating-policy-servicecidr"},
+					labflags.UpScenario(),
 					&cli.StringFlag{Name: "dir", DefaultText: "$TMPDIR/breakglass-lab", Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
 					&cli.StringFlag{Name: "first-ip", Value: "127.0.0.11", Usage: "the first node's loopback address, the others follow it (a second lab on the real ports needs its own, e.g. 127.0.1.11)"},
 				},
@@ -41,7 +41,7 @@ func labCommand(s streams) *cli.Command {
 				Name:            "rehearse",
 				Usage:           "reproduce the incident, recover with breakglass's own code paths, verify, print a timeline",
 				SkipFlagParsing: true,
-				Flags:           []cli.Flag{nodes},
+				Flags:           []cli.Flag{nodes, labflags.RehearseScenario()},
 				Action:          handOverLab(s, "rehearse"),
 			},
 			{

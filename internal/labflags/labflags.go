@@ -69,3 +69,21 @@ func (a *ArgList) String() string {
 	}
 	return strings.Join(out, " ")
 }
+
+// UpScenarios are the scenarios `up --scenario` plays (lab.Scenarios; a
+// lab test holds the two equal), RehearseScenarios those `rehearse` takes.
+var (
+	UpScenarios       = []string{"kyverno-servicecidr", "kyverno-servicecidr-excluded", "mutating-policy-servicecidr", "flags-multicidr", "flags-cloud-provider"}
+	RehearseScenarios = []string{"kyverno-servicecidr", "flags-multicidr", "flags-cloud-provider"}
+)
+
+// UpScenario is `up`'s --scenario.
+func UpScenario() cli.Flag {
+	return &cli.StringFlag{Name: "scenario", Usage: "scenario to play: " + strings.Join(UpScenarios, ", ")}
+}
+
+// RehearseScenario is `rehearse`'s --scenario.
+func RehearseScenario() cli.Flag {
+	return &cli.StringFlag{Name: "scenario", Value: RehearseScenarios[0],
+		Usage: "the incident to rehearse: " + strings.Join(RehearseScenarios, ", ") + " (the flags-* ones: kube-apiserver killed by its own flags, recovered as breakglass recover --yes runs it)"}
+}
