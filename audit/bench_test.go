@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -35,6 +36,25 @@ func BenchmarkPlanFixIncident(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := PlanFix(cfgs, FixStyle{}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The extraArgs check of a control plane's config against the next minor
+// (the records are decoded once per process, on first use).
+func BenchmarkCheckExtraArgs(b *testing.B) {
+	data, err := os.ReadFile("testdata/machineconfig/refused-flags-string.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ea, err := MachineConfigArgs("cp", data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if fs, err := CheckExtraArgs([]ExtraArgs{ea}, "1.33", "1.34"); err != nil || len(fs) != 6 {
+			b.Fatal(len(fs), err)
 		}
 	}
 }

@@ -592,7 +592,9 @@ func (p *argsProber) gate(ctx context.Context, name string, w apiserverargs.Word
 			switch {
 			case strings.HasPrefix(l, "Kubernetes v"):
 				version = true
-			case strings.Contains(l, "feature gate "+name+"="):
+			case strings.Contains(l, "feature gate "+name+"=") || strings.Contains(l, `featureGate="`+name+`"`):
+				// "Setting GA feature gate NAME=true. ..." up to 1.35;
+				// structured from 1.36: "Warning: setting GA feature gate. ..." featureGate="NAME" value=true
 				a.Warning = stripKlog(l)
 			}
 		}
@@ -615,9 +617,9 @@ func (p *argsProber) gate(ctx context.Context, name string, w apiserverargs.Word
 	switch {
 	case listed:
 		g.Stage, g.Default = h.Stage, &h.Default
-	case strings.Contains(g.True.Warning+g.False.Warning, "Setting GA feature gate"):
+	case strings.Contains(strings.ToLower(g.True.Warning+g.False.Warning), "setting ga feature gate"):
 		g.Stage = apiserverargs.StageGA
-	case strings.Contains(g.True.Warning+g.False.Warning, "Setting deprecated feature gate"):
+	case strings.Contains(strings.ToLower(g.True.Warning+g.False.Warning), "setting deprecated feature gate"):
 		g.Stage = apiserverargs.StageDeprecated
 	case strings.Contains(g.True.Refused, "PreAlpha") && strings.Contains(g.False.Refused, "PreAlpha"):
 		g.Stage = apiserverargs.StagePreAlpha
@@ -629,13 +631,11 @@ func (p *argsProber) gate(ctx context.Context, name string, w apiserverargs.Word
 		if strings.Contains(lock.refused, "feature is locked to "+strconv.FormatBool(lock.to)) {
 			to := lock.to
 			g.LockedTo, g.Default = &to, &to
-			if g.Stage == "" {
-				// A locked gate's warning comes only with the value it is locked to.
-				if strings.Contains(g.True.Warning+g.False.Warning, "GA") {
-					g.Stage = apiserverargs.StageGA
-				}
-			}
 		}
+	}
+	if g.LockedTo != nil && g.Stage != apiserverargs.StageGA && g.Stage != apiserverargs.StageDeprecated {
+		// Only GA and deprecated gates are locked: their warning was not read.
+		return g, false, fmt.Errorf("gate %s is locked to %t, but its stage was not read from the warning %q%q: did the binary's words change?", name, *g.LockedTo, g.True.Warning, g.False.Warning)
 	}
 	return g, true, nil
 }

@@ -87,15 +87,7 @@ func recoverRefusedFlags(t *testing.T, scenario, name string, revert bool) {
 	if !strings.Contains(r.stderr, "meant to stay") || !strings.Contains(r.stderr, "Omni") {
 		t.Errorf("the summary does not say the edit stays, and where else to make it:\n%s", r.stderr)
 	}
-	health, err := recovery.CheckHealth(ctx, g.tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range health {
-		if !h.Ready {
-			t.Errorf("node %s not ready after recovery: %s", h.Node, h.Summary())
-		}
-	}
+	g.wantReady("after recovery")
 	cfg, err = g.tc.ReadMachineConfig(ctx, ip)
 	if err != nil {
 		t.Fatal(err)
@@ -137,4 +129,18 @@ func TestRehearseRefusedFlags(t *testing.T) {
 		t.Errorf("recovery %s, checks %+v", rep.Recovery, rep.Checks)
 	}
 	t.Logf("guided recovery on the lab: %s", rep.Recovery.Round(time.Millisecond))
+}
+
+// wantReady: kube-apiserver is ready on every node.
+func (g *guided) wantReady(when string) {
+	g.t.Helper()
+	health, err := recovery.CheckHealth(context.Background(), g.tc)
+	if err != nil {
+		g.t.Fatalf("health %s: %v", when, err)
+	}
+	for _, h := range health {
+		if !h.Ready {
+			g.t.Errorf("node %s not ready %s: %s", h.Node, when, h.Summary())
+		}
+	}
 }

@@ -79,15 +79,7 @@ func TestRecoverNoFlags(t *testing.T) {
 		}
 	}
 	g.mustHaveKeys(g.keys...) // nothing was named: nothing removed
-	health, err := recovery.CheckHealth(ctx, g.tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range health {
-		if !h.Ready {
-			t.Errorf("node %s not ready after recovery: %s", h.Node, h.Summary())
-		}
-	}
+	g.wantReady("after recovery")
 }
 
 // A kube-apiserver that exits on its flags (a plugin both enabled and

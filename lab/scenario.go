@@ -95,9 +95,7 @@ func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Dead
 	}); err != nil {
 		return nil, err
 	}
-	if err := tl.Step("upgrade to "+NewVersion+": apply cluster.apiServer.image through the Talos API (mode NO_REBOOT)", func() error {
-		return Upgrade(ctx, l, NewVersion)
-	}); err != nil {
+	if err := upgradeStep(ctx, l, tl); err != nil {
 		return nil, err
 	}
 	var ev []Deadlock
@@ -350,6 +348,13 @@ func readLogs(ctx context.Context, api *client.Client, node, id string, tail int
 	}
 }
 
+// upgradeStep is every scenario's upgrade, as a step of the timeline.
+func upgradeStep(ctx context.Context, l *Lab, tl *Timeline) error {
+	return tl.Step("upgrade to "+NewVersion+": apply cluster.apiServer.image through the Talos API (mode NO_REBOOT)", func() error {
+		return Upgrade(ctx, l, NewVersion)
+	})
+}
+
 // startOnOld is every scenario's start: the binary it upgrades to is
 // there, and kube-apiserver OldVersion is ready on every node.
 func startOnOld(ctx context.Context, l *Lab, tl *Timeline) error {
@@ -397,9 +402,7 @@ func runExcluded(ctx context.Context, l *Lab, tl *Timeline) error {
 	}); err != nil {
 		return err
 	}
-	if err := tl.Step("upgrade to "+NewVersion+": apply cluster.apiServer.image through the Talos API (mode NO_REBOOT)", func() error {
-		return Upgrade(ctx, l, NewVersion)
-	}); err != nil {
+	if err := upgradeStep(ctx, l, tl); err != nil {
 		return err
 	}
 	return tl.Step("kube-apiserver "+NewVersion+" ready with the backend down: no deadlock", func() error {

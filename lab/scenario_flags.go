@@ -69,9 +69,7 @@ func runFlagsScenario(ctx context.Context, l *Lab, name string, tl *Timeline) er
 	}); err != nil {
 		return err
 	}
-	if err := tl.Step("upgrade to "+NewVersion+": apply cluster.apiServer.image through the Talos API (mode NO_REBOOT)", func() error {
-		return Upgrade(ctx, l, NewVersion)
-	}); err != nil {
+	if err := upgradeStep(ctx, l, tl); err != nil {
 		return err
 	}
 	return tl.Step(NewVersion+" never starts: it exits with '"+sc.Refusal+"', the kubelet restarts it with back-off (CrashLoopBackOff)", func() error {

@@ -64,9 +64,7 @@ func runMutatingPolicy(ctx context.Context, l *Lab, tl *Timeline) error {
 	}); err != nil {
 		return err
 	}
-	if err := tl.Step("upgrade to "+NewVersion+": apply cluster.apiServer.image through the Talos API (mode NO_REBOOT)", func() error {
-		return Upgrade(ctx, l, NewVersion)
-	}); err != nil {
+	if err := upgradeStep(ctx, l, tl); err != nil {
 		return err
 	}
 	return tl.Step("deadlock observed: readyz fails on "+DeadlockCheck+", log says '"+DeadlockLogLine+"'", func() error {

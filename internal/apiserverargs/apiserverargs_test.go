@@ -109,3 +109,43 @@ func TestDecodeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Decoding every record: what the first lookup of a process costs.
+func BenchmarkDecodeRecords(b *testing.B) {
+	var files [][]byte
+	for _, v := range Versions() {
+		data, err := os.ReadFile("recorded/" + v + ".json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		files = append(files, data)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		for _, f := range files {
+			if _, err := Decode(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// From 1.36 kube-apiserver logs a GA gate's warning structured; the record
+// still knows the stage from it.
+func TestRecordedStructuredWarnings(t *testing.T) {
+	for _, v := range []string{"1.36", "1.37"} {
+		b, err := For(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _ := b.Gate("MultiCIDRServiceAllocator")
+		if g.Stage != StageGA || !strings.Contains(g.True.Warning, `featureGate="MultiCIDRServiceAllocator" value=true`) {
+			t.Errorf("%s: %+v", v, g)
+		}
+		for _, g := range b.Gates {
+			if g.Stage == "" {
+				t.Errorf("%s: gate %s has no stage", v, g.Name)
+			}
+		}
+	}
+}

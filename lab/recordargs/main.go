@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -73,7 +74,7 @@ func run(ctx context.Context, out string, workers int, only []string) error {
 	cands := lab.UnionCandidates(sets, helps)
 	log.Printf("candidates: %d flags, %d gates, %d group versions", len(cands.Flags), len(cands.Gates), len(cands.GroupVersions))
 	for _, v := range present {
-		if len(only) > 0 && !contains(only, v) {
+		if len(only) > 0 && !slices.Contains(only, v) {
 			continue
 		}
 		start := time.Now()
@@ -99,13 +100,4 @@ func run(ctx context.Context, out string, workers int, only []string) error {
 		log.Printf("%s: %d flags, %d gates, %d group versions -> %s (%s)", v, len(b.Flags), len(b.Gates), len(b.GroupVersions), path, time.Since(start).Round(time.Second))
 	}
 	return nil
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

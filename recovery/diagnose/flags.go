@@ -65,8 +65,10 @@ var flagSignatures = []Signature{
 	{
 		ID: "feature-gate-warning", Source: SourceLog, Class: ClassInfo,
 		Literals: []string{"feature gate"},
-		Pattern:  regexp.MustCompile(`Setting (?:GA|deprecated) feature gate ([A-Za-z0-9]+)=(true|false)\. It will be removed in a future release`),
-		Meaning:  "kube-apiserver accepts a GA or deprecated feature gate, with a warning: the next minor may lock or remove it, and then refuse to start",
+		// Up to 1.35 "Setting GA feature gate NAME=true. ..."; structured from 1.36.
+		Pattern: regexp.MustCompile(`Setting (?:GA|deprecated) feature gate ([A-Za-z0-9]+)=(true|false)\. It will be removed in a future release|` +
+			`"Warning: setting (?:GA|deprecated) feature gate\. It will be removed in a future release\." featureGate="([A-Za-z0-9]+)" value=(true|false)`),
+		Meaning: "kube-apiserver accepts a GA or deprecated feature gate, with a warning: the next minor may lock or remove it, and then refuse to start",
 	},
 	{
 		ID: "flag-deprecated", Source: SourceLog, Class: ClassInfo,

@@ -24,6 +24,7 @@ func TestMatchRefusedFlagLogs(t *testing.T) {
 		{"flags-group-unknown.log", map[string]int{"runtime-config-refused foo.example.com": 1}},
 		{"flags-group-unknown-1.36.log", map[string]int{"runtime-config-refused foo.example.com/v1": 1}},
 		{"flags-warning.log", map[string]int{"feature-gate-warning MultiCIDRServiceAllocator": 2, "etcd-unreachable 127.0.0.1:41743": 2}},
+		{"flags-warning-1.37.log", map[string]int{"feature-gate-warning MultiCIDRServiceAllocator": 1, "etcd-unreachable 127.0.0.1:39599": 1}},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			if got := counts(readLines(t, tt.file)); !equalCounts(got, tt.want) {

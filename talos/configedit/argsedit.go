@@ -347,16 +347,8 @@ func restoreArgsText(config []byte, rec ArgsRecord, changes []keyChange) ([]byte
 			continue
 		case !k.Present:
 			b, _, err = t.dropKey(j, false, false, nil)
-		case t.apiNull != nil || t.extraNull != nil:
-			err = refuse("apiServer or extraArgs is null")
-		case t.api == nil:
-			b, err = t.insertFirst(t.cluster, t.clusterKey, nestRenderer("apiServer", nestRenderer("extraArgs", r)))
-		case t.extra == nil:
-			b, err = t.insertFirst(t.api, t.apiKey, nestRenderer("extraArgs", r))
-		case j < 0:
-			b, err = t.insertAt(t.extra, t.extraKey, k.Position, r)
 		default:
-			b, err = t.replaceEntry(t.extra, j, r)
+			b, err = t.putRecorded(j, k.Position, r)
 		}
 
 		if err != nil {

@@ -432,16 +432,8 @@ func restoreText(config []byte, cur args, rec Record, u undo) ([]byte, error) {
 			b, structure, err = t.dropKey(i, rec.CreatedExtraArgs, rec.CreatedAPIServer, rec.WasNull)
 		case !st.exact && i >= 0:
 			b, err = t.setValue(t.extra, i, st.want)
-		case t.apiNull != nil || t.extraNull != nil:
-			err = refuse("apiServer or extraArgs is null")
-		case t.api == nil:
-			b, err = t.insertFirst(t.cluster, t.clusterKey, nestRenderer("apiServer", nestRenderer("extraArgs", r)))
-		case t.extra == nil:
-			b, err = t.insertFirst(t.api, t.apiKey, nestRenderer("extraArgs", r))
-		case i < 0:
-			b, err = t.insertAt(t.extra, t.extraKey, st.kr.Position, r)
 		default:
-			b, err = t.replaceEntry(t.extra, i, r)
+			b, err = t.putRecorded(i, st.kr.Position, r)
 		}
 
 		if err != nil {
@@ -454,6 +446,24 @@ func restoreText(config []byte, cur args, rec Record, u undo) ([]byte, error) {
 	}
 
 	return b, nil
+}
+
+// putRecorded writes a recorded entry back: over entry i of extraArgs, or
+// where pos says when it is gone (i < 0), creating extraArgs and apiServer
+// when they are missing.
+func (t *text) putRecorded(i int, pos *Position, r renderer) ([]byte, error) {
+	switch {
+	case t.apiNull != nil || t.extraNull != nil:
+		return nil, refuse("apiServer or extraArgs is null")
+	case t.api == nil:
+		return t.insertFirst(t.cluster, t.clusterKey, nestRenderer("apiServer", nestRenderer("extraArgs", r)))
+	case t.extra == nil:
+		return t.insertFirst(t.api, t.apiKey, nestRenderer("extraArgs", r))
+	case i < 0:
+		return t.insertAt(t.extra, t.extraKey, pos, r)
+	}
+
+	return t.replaceEntry(t.extra, i, r)
 }
 
 // removeText is RemovePlugins by text edit.

@@ -303,6 +303,7 @@ func refusedFlags(bin, out string) error {
 		{"runtime-config", bin, []string{"--runtime-config=networking.k8s.io/v1alpha1=true"}, 10 * time.Second},
 		{"group-unknown", bin, []string{"--runtime-config=foo.example.com/v1=true"}, 10 * time.Second},
 		{"warning", prevBin, []string{"--feature-gates=MultiCIDRServiceAllocator=false"}, 8 * time.Second},
+		{"warning-ga", bin, []string{"--feature-gates=MultiCIDRServiceAllocator=true"}, 8 * time.Second},
 	} {
 		dir, err := os.MkdirTemp("", "capture")
 		if err != nil {
