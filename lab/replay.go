@@ -416,9 +416,12 @@ var startRefusal = regexp.MustCompile(`Error: unknown flag: --\S+|E\d{4} \d{2}:\
 var klogFatal = regexp.MustCompile(`(?:^|\s)(F\d{4} \d{2}:\d{2}:\d{2}\.\d+ .*)$`)
 
 // exitReason is the process's own last word: its fatal log line (which
-// post-start hook gave up), else how it ended.
+// post-start hook gave up) or its refusal of its command line, else how it
+// ended.
 func exitReason(r ContainerRun, logs string) string {
-	lines := strings.Split(logs, "\n")
+	// The Talos Logs API's copy first; the process's own last lines when
+	// that is gone (a crashed container's log is garbage-collected soon).
+	lines := strings.Split(logs+"\n"+r.LastLog, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if m := klogFatal.FindStringSubmatch(lines[i]); m != nil {
 			return strings.TrimSpace(m[1])

@@ -244,3 +244,19 @@ func TestReplayTakesMachineConfigs(t *testing.T) {
 		t.Errorf("from refuses: %v", err)
 	}
 }
+
+// A crashed container's log may be garbage-collected before the replay
+// reads it: the process's own last lines still say why it exited.
+func TestExitReasonFromLastLog(t *testing.T) {
+	line := `E1202 06:00:42.064243   17564 run.go:72] "command failed" err="cannot set feature gate MultiCIDRServiceAllocator to false, feature is locked to true"`
+	for _, c := range []struct{ logs, last, want string }{
+		{"", line + "\n", line},
+		{line, "", line},
+		{"", "Error: unknown flag: --cloud-provider\n", "Error: unknown flag: --cloud-provider"},
+		{"", "", "exit status 1"},
+	} {
+		if got := exitReason(ContainerRun{ExitErr: "exit status 1", LastLog: c.last}, c.logs); got != c.want {
+			t.Errorf("exitReason(%q, %q) = %q, want %q", c.logs, c.last, got, c.want)
+		}
+	}
+}
