@@ -764,6 +764,16 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 		args := append([]string{"recover", "--runbook", name, "--dry-run", "-o", "json"}, g.etcdFlags()...)
 		args = append(args, deletes[name]...)
 		r := g.run("", args...)
+		if name == "apiserver-flags" {
+			// It takes refused flags out; on this admission deadlock the
+			// diagnosis names none, so it stops before any change with
+			// diagnose's exit code and names the runbook that fits.
+			if r.code != 21 || !strings.Contains(r.stderr, "the diagnosis picks mutating-webhook-deadlock") {
+				t.Errorf("recover --runbook %s --dry-run on an admission deadlock: exit %d, want 21 naming mutating-webhook-deadlock\n%s", name, r.code, r.stderr)
+			}
+			g.unchanged(name + " dry run")
+			continue
+		}
 		if r.code != 0 {
 			t.Errorf("recover --runbook %s --dry-run: exit %d\n%s", name, r.code, r.stderr)
 			continue

@@ -36,9 +36,15 @@ type NotDeadlockError struct {
 	Verdict diagnose.Verdict
 	Summary string
 	Next    []string
+	// Mismatch, when set, says why the run's runbook does not fit the
+	// verdict (its steps fix another failure).
+	Mismatch string
 }
 
 func (e *NotDeadlockError) Error() string {
+	if e.Mismatch != "" {
+		return e.Mismatch + "; nothing was changed: " + e.Summary
+	}
 	switch e.Verdict {
 	case diagnose.OtherFailure:
 		return "not an admission deadlock, nothing was changed: " + e.Summary
@@ -73,6 +79,18 @@ func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
 		return d, errNothingToRecover
 	case diagnose.OtherFailure:
 		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: report.Next}
+	}
+	if hasAction(opts.Steps, runbooks.ActionExtraArgsRemove) && len(flagsNamed(opts.Steps)) == 0 {
+		// A runbook that takes refused flags out, with none named, has
+		// nothing to do unless the diagnosis names them.
+		next := slices.Clone(report.Next)
+		if report.Runbook != "" {
+			next = append([]string{"breakglass recover   # without --runbook: the diagnosis picks " + report.Runbook}, next...)
+		}
+		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next,
+			Mismatch: fmt.Sprintf("runbook %s takes refused flags out of cluster.apiServer.extraArgs, and the diagnosis (%s) names none", opts.Runbook, report.Verdict)}
+	}
+	switch report.Verdict {
 	case diagnose.Unknown:
 		if !report.AdmissionEvidence() && !report.Suspected && !opts.PluginsExplicit {
 			next := append(slices.Clone(report.Next), "if you know it is an admission deadlock, name the plugins: breakglass recover --plugins ValidatingAdmissionWebhook[,MutatingAdmissionWebhook]")

@@ -43,6 +43,7 @@ func TestDecide(t *testing.T) {
 		plugins   []string
 		err       error  // errNothingToRecover, or a *NotDeadlockError when verdict is set
 		verdict   string // of the NotDeadlockError
+		hint      string // in its first hint
 		reasons   []string
 		warnings  []string
 		noWarning bool
@@ -87,6 +88,16 @@ func TestDecide(t *testing.T) {
 			opts:     RecoverOptions{Runbook: "webhook-deadlock", Steps: webhookRunbookSteps(), RunbookExplicit: true},
 			plugins:  []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"},
 			warnings: []string{"--runbook webhook-deadlock given; the diagnosis names mutating-webhook-deadlock"},
+		},
+		{
+			name:   "runbook apiserver-flags on an admission deadlock: stop, naming the diagnosis's runbook",
+			report: kyvernoReport(),
+			opts: RecoverOptions{Runbook: "apiserver-flags", RunbookExplicit: true, Steps: []Step{
+				{Name: "diagnose", Params: &runbooks.DiagnoseParams{}},
+				{Name: "remove-flags", Params: &runbooks.ExtraArgsRemoveParams{}},
+			}},
+			verdict: "admission-deadlock",
+			hint:    "the diagnosis picks mutating-webhook-deadlock",
 		},
 		{
 			name:   "healthy: nothing to recover",
@@ -146,7 +157,10 @@ func TestDecide(t *testing.T) {
 					t.Fatalf("err %v, want a stop with verdict %s", err, tt.verdict)
 				}
 				if len(nd.Hints()) == 0 {
-					t.Errorf("a stop names no next command")
+					t.Fatalf("a stop names no next command")
+				}
+				if !strings.Contains(nd.Hints()[0], tt.hint) || !strings.Contains(nd.Error(), "nothing was changed") {
+					t.Errorf("stop %q, first hint %q, want %q in it", nd.Error(), nd.Hints()[0], tt.hint)
 				}
 				return
 			case err != nil:
