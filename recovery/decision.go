@@ -49,7 +49,7 @@ func (e *NotDeadlockError) Error() string {
 	case diagnose.OtherFailure:
 		return "not an admission deadlock, nothing was changed: " + e.Summary
 	case diagnose.FlagsRefused:
-		return "kube-apiserver refuses its own flags, which this runbook cannot fix; nothing was changed: " + e.Summary
+		return "kube-apiserver refuses its own flags; nothing was changed: " + e.Summary
 	default:
 		return "cannot tell whether this is an admission deadlock, nothing was changed: " + e.Summary
 	}
@@ -60,6 +60,16 @@ func (e *NotDeadlockError) Hints() []string { return e.Next }
 
 // Unwrap gives the exit code `breakglass diagnose` gives the same verdict.
 func (e *NotDeadlockError) Unwrap() error { return e.Verdict.Category() }
+
+// wrongRunbook stops a run whose runbook fixes another failure than the
+// diagnosis's, before any change; the plain recover follows the diagnosis.
+func wrongRunbook(report *diagnose.Report, why string) *NotDeadlockError {
+	next := slices.Clone(report.Next)
+	if report.Runbook != "" {
+		next = append([]string{"breakglass recover   # without --runbook: the diagnosis picks " + report.Runbook}, next...)
+	}
+	return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next, Mismatch: why}
+}
 
 // errNothingToRecover ends a run whose diagnosis says kube-apiserver is
 // ready everywhere: there is nothing to recover, and that is a success.
@@ -81,21 +91,13 @@ func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
 		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: report.Next}
 	}
 	if hasAction(opts.Steps, runbooks.ActionExtraArgsRemove) && len(flagsNamed(opts.Steps)) == 0 {
-		// A runbook that takes refused flags out, with none named, has
-		// nothing to do unless the diagnosis names them.
-		next := slices.Clone(report.Next)
-		if report.Runbook != "" {
-			next = append([]string{"breakglass recover   # without --runbook: the diagnosis picks " + report.Runbook}, next...)
-		}
-		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next,
-			Mismatch: fmt.Sprintf("runbook %s takes refused flags out of cluster.apiServer.extraArgs, and the diagnosis (%s) names none", opts.Runbook, report.Verdict)}
+		// It takes out the refused flags the diagnosis names, and this
+		// one names none.
+		return d, wrongRunbook(report, fmt.Sprintf("runbook %s takes refused flags out of cluster.apiServer.extraArgs, and the diagnosis (%s) names none", opts.Runbook, report.Verdict))
 	}
-	switch report.Verdict {
-	case diagnose.Unknown:
-		if !report.AdmissionEvidence() && !report.Suspected && !opts.PluginsExplicit {
-			next := append(slices.Clone(report.Next), "if you know it is an admission deadlock, name the plugins: breakglass recover --plugins ValidatingAdmissionWebhook[,MutatingAdmissionWebhook]")
-			return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next}
-		}
+	if report.Verdict == diagnose.Unknown && !report.AdmissionEvidence() && !report.Suspected && !opts.PluginsExplicit {
+		next := append(slices.Clone(report.Next), "if you know it is an admission deadlock, name the plugins: breakglass recover --plugins ValidatingAdmissionWebhook[,MutatingAdmissionWebhook]")
+		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next}
 	}
 	runbookPlugins := disablePlugins(opts.Steps)
 	if opts.PluginsExplicit {

@@ -19,10 +19,7 @@ func decideFlags(report *diagnose.Report, opts RecoverOptions) (*Decision, error
 	d := &Decision{Verdict: string(report.Verdict), Runbook: report.Runbook}
 	if !hasAction(opts.Steps, runbooks.ActionExtraArgsRemove) {
 		if opts.RunbookExplicit {
-			// The operator's runbook turns admission plugins off: that cannot
-			// start a kube-apiserver that refuses its command line.
-			next := append([]string{"breakglass recover   # without --runbook: the diagnosis picks " + diagnose.FlagsRunbook}, report.Next...)
-			return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next}
+			return d, wrongRunbook(report, fmt.Sprintf("runbook %s turns admission plugins off, which cannot start a kube-apiserver that refuses its own flags", opts.Runbook))
 		}
 		rb, err := runbooks.Get(diagnose.FlagsRunbook)
 		if err != nil {

@@ -100,6 +100,14 @@ func TestDecide(t *testing.T) {
 			hint:    "the diagnosis picks mutating-webhook-deadlock",
 		},
 		{
+			name: "an admission runbook on refused flags: stop, naming apiserver-flags",
+			report: &diagnose.Report{Verdict: diagnose.FlagsRefused, Runbook: diagnose.FlagsRunbook, Summary: "kube-apiserver refuses --cloud-provider",
+				Flags: []diagnose.RefusedFlag{{Flag: "cloud-provider", Refusal: "unknown flag: --cloud-provider", Nodes: []string{"127.0.0.11"}}}},
+			opts:    RecoverOptions{Runbook: "webhook-deadlock", RunbookExplicit: true, Steps: webhookRunbookSteps()},
+			verdict: "flags-refused",
+			hint:    "the diagnosis picks apiserver-flags",
+		},
+		{
 			name:   "healthy: nothing to recover",
 			report: &diagnose.Report{Verdict: diagnose.Healthy},
 			opts:   RecoverOptions{Steps: webhookRunbookSteps()},
