@@ -4,16 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
-	"github.com/urfave/cli/v2"
 )
 
 func admissionCommand(s streams) *cli.Command {
@@ -100,7 +101,7 @@ func runAdmissionChange(c *cli.Context, s streams, op string) error {
 
 func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Client, op string) error {
 	change := recovery.AdmissionChange{
-		Plugins:            splitCSV(c.StringSlice("plugins")),
+		Plugins:            flaglist.Split(c.StringSlice("plugins")...),
 		RevertAfter:        c.Duration("revert-after"),
 		NoWait:             c.Bool("no-wait"),
 		WaitTimeout:        c.Duration("wait-timeout"),
@@ -224,16 +225,4 @@ func progressPrinter(w io.Writer) func(node, msg string) {
 		defer mu.Unlock()
 		fmt.Fprintf(w, "%s  %s: %s\n", time.Now().Format("15:04:05.000"), node, msg)
 	}
-}
-
-func splitCSV(in []string) []string {
-	var out []string
-	for _, v := range in {
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }

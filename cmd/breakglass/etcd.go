@@ -14,6 +14,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -44,7 +45,7 @@ func kindFlag(def string) cli.Flag {
 
 func readEtcdFlags(c *cli.Context) etcdFlags {
 	f := etcdFlags{
-		Endpoints: splitCSV(c.StringSlice("etcd-endpoints")),
+		Endpoints: flaglist.Split(c.StringSlice("etcd-endpoints")...),
 		CACert:    c.String("etcd-cacert"), Cert: c.String("etcd-cert"), Key: c.String("etcd-key"),
 		Prefix: c.String("etcd-prefix"),
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -69,7 +70,7 @@ func runRecover(c *cli.Context, s streams) error {
 	}
 	opts := recovery.RecoverOptions{Runbook: name, Steps: steps, KeepDisabled: c.Bool("keep-disabled"),
 		PluginsExplicit: c.IsSet("plugins"), RunbookExplicit: c.IsSet("runbook"),
-		Delete: splitCSV(c.StringSlice("delete")), DeleteKind: c.String("kind"),
+		Delete: flaglist.Split(c.StringSlice("delete")...), DeleteKind: c.String("kind"),
 		AllowPendingChange: c.Bool("allow-pending-change"), Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
 	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 		opts.CommandLine = typedCommand(c, tc)
@@ -131,7 +132,7 @@ func nodesGoneFlag() cli.Flag {
 // incidentOptions are resume's and revert's: the incident, and what the
 // command line says of its cluster.
 func incidentOptions(c *cli.Context, g globalOptions) recovery.IncidentOptions {
-	return recovery.IncidentOptions{ID: c.Args().First(), Nodes: g.Nodes, Context: g.Context, NodesGone: unique(splitCSV(c.StringSlice("nodes-gone"))),
+	return recovery.IncidentOptions{ID: c.Args().First(), Nodes: g.Nodes, Context: g.Context, NodesGone: unique(flaglist.Split(c.StringSlice("nodes-gone")...)),
 		Objects: c.Bool("objects"), Etcd: etcdOptions(c), ToolVersion: version}
 }
 

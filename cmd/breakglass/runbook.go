@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
@@ -20,7 +21,7 @@ func guidedSteps(c *cli.Context) (string, []recovery.Step, error) {
 		return "", nil, err
 	}
 	// --delete names are resolved by the engine, across admission kinds (RecoverOptions.Delete).
-	o := runbooks.Overrides{Plugins: splitCSV(c.StringSlice("plugins"))}
+	o := runbooks.Overrides{Plugins: flaglist.Split(c.StringSlice("plugins")...)}
 	if d := c.Duration("revert-after"); d > 0 {
 		o.RevertAfter = runbooks.Duration(d)
 	}
