@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +27,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd"
@@ -112,7 +110,7 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 	}
 
 	env.etcd = etcdtest.StartTLS(t)
-	env.kv = rawEtcdClient(t, env.etcd)
+	env.kv = env.etcd.TestClient(t)
 	if o.deadlock {
 		env.putWebhook()
 	}
@@ -155,23 +153,6 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 	}
 	env.waitSettled()
 	return env
-}
-
-func rawEtcdClient(t *testing.T, s *etcdtest.Server) *clientv3.Client {
-	t.Helper()
-	pair, err := tls.X509KeyPair(s.CertPEM, s.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.CACertPEM)
-	c, err := clientv3.New(clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // putWebhook stores the incident's webhook configuration (failurePolicy

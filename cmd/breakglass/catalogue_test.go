@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io/fs"
 	"os"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
@@ -379,7 +376,7 @@ func TestCatalogue(t *testing.T) {
 		t.Fatal(err)
 	}
 	etcdSrv := etcdtest.StartTLS(t)
-	etcdKV := etcdClient(t, etcdSrv)
+	etcdKV := etcdSrv.TestClient(t)
 	hook, err := etcdtest.EncodeProtobuf(etcdtest.FailClosedWebhook("deadlock-webhook", "https://127.0.0.1:9/validate"), admissionregistrationv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -553,23 +550,6 @@ func nodeConfigs(c *talostest.Cluster) string {
 		fmt.Fprintf(&b, "%s %x %x\n", n.IP, sha256.Sum256(n.RunningConfig()), sha256.Sum256(n.PersistentConfig()))
 	}
 	return b.String()
-}
-
-func etcdClient(t *testing.T, s *etcdtest.Server) *clientv3.Client {
-	t.Helper()
-	pair, err := tls.X509KeyPair(s.CertPEM, s.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.CACertPEM)
-	cl, err := clientv3.New(clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
 }
 
 func etcdDump(t *testing.T, cl *clientv3.Client) string {

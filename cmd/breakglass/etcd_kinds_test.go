@@ -45,7 +45,7 @@ func validatingWebhookValue(t *testing.T, name string) []byte {
 // nothing is written.
 func TestEtcdRestoreRefusesValueOfAnotherKind(t *testing.T) {
 	srv := etcdtest.StartTLS(t)
-	kv := etcdClient(t, srv)
+	kv := srv.TestClient(t)
 	conn := []string{"--etcd-endpoints", srv.Endpoints[0], "--etcd-cacert", srv.CAFile, "--etcd-cert", srv.CertFile, "--etcd-key", srv.KeyFile}
 	with := func(args ...string) []string { return append(args, conn...) }
 	if _, err := kv.Put(context.Background(), mwcPrefix+"inject", string(mutatingWebhookValue(t, "inject"))); err != nil {
@@ -91,7 +91,7 @@ func TestEtcdRestoreRefusesValueOfAnotherKind(t *testing.T) {
 // way, but not put back (exit 9), with the etcdctl command that would.
 func TestEtcdKeyAndValueDisagree(t *testing.T) {
 	srv := etcdtest.StartTLS(t)
-	kv := etcdClient(t, srv)
+	kv := srv.TestClient(t)
 	conn := []string{"--etcd-endpoints", srv.Endpoints[0], "--etcd-cacert", srv.CAFile, "--etcd-cert", srv.CertFile, "--etcd-key", srv.KeyFile}
 	with := func(args ...string) []string { return append(args, conn...) }
 	renamed := validatingWebhookValue(t, "stored-name")

@@ -40,7 +40,7 @@ const (
 func oddEtcd(t *testing.T, extra ...string) (kv *clientv3.Client, conn []string) {
 	t.Helper()
 	srv := etcdtest.StartTLS(t)
-	kv = etcdClient(t, srv)
+	kv = srv.TestClient(t)
 	put := func(key, name string) {
 		v, err := etcdtest.EncodeProtobuf(etcdtest.FailClosedWebhook(name, "https://127.0.0.1:9/validate"), admissionregistrationv1.SchemeGroupVersion)
 		if err != nil {
@@ -268,7 +268,7 @@ func TestEtcdConnectionPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := etcdtest.StartTLS(t, etcdtest.WithCA(ca), etcdtest.WithHost(ip), etcdtest.WithClientPort(2379))
-	kv := etcdClient(t, srv)
+	kv := srv.TestClient(t)
 	hook, err := etcdtest.EncodeProtobuf(etcdtest.FailClosedWebhook("deadlock-webhook", "https://127.0.0.1:9/validate"), admissionregistrationv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)

@@ -249,7 +249,7 @@ func TestEtcdNamesPrintedSafely(t *testing.T) {
 // written.
 func TestRestoreRefusesKeyObjectNameMismatch(t *testing.T) {
 	srv := etcdtest.StartTLS(t)
-	kv := etcdClient(t, srv)
+	kv := srv.TestClient(t)
 	hook, err := etcdtest.EncodeProtobuf(etcdtest.FailClosedWebhook("deadlock-webhook", "https://127.0.0.1:9/validate"), admissionregistrationv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@
 package etcdtest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -190,6 +193,34 @@ func (s *Server) Close() {
 			s.Etcd.Close()
 		}
 	})
+}
+
+// Client is a plain etcd client of s (with its client certificate when it
+// serves TLS), for a test to look at or change etcd behind breakglass's
+// back. The caller closes it.
+func (s *Server) Client() (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()}
+	if len(s.CertPEM) > 0 {
+		pair, err := tls.X509KeyPair(s.CertPEM, s.KeyPEM)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(s.CACertPEM)
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return clientv3.New(cfg)
+}
+
+// TestClient is Client, closed when the test ends.
+func (s *Server) TestClient(t TB) *clientv3.Client {
+	t.Helper()
+	c, err := s.Client()
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func (s *Server) writeTLS(o options) error {

@@ -7,8 +7,6 @@ package etcdscript
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"os"
 	"sync"
@@ -16,10 +14,10 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 )
 
 // ScriptCommands are testscript commands for CLI tests of the etcd commands:
@@ -87,15 +85,7 @@ func scriptClient(ts *testscript.TestScript) *clientv3.Client {
 	if s == nil {
 		ts.Fatalf("no etcd: start one with the etcd command")
 	}
-	cfg := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
-	if len(s.CertPEM) > 0 {
-		pair, err := tls.X509KeyPair(s.CertPEM, s.KeyPEM)
-		ts.Check(err)
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(s.CACertPEM)
-		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	c, err := clientv3.New(cfg)
+	c, err := s.Client()
 	ts.Check(err)
 	return c
 }
