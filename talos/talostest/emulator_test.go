@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
+	cosiprotobuf "github.com/cosi-project/runtime/pkg/resource/protobuf"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
-	"go.yaml.in/yaml/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"gopkg.in/yaml.v3"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -268,13 +269,19 @@ func rawConfig(t *testing.T, ctx context.Context, cl *client.Client, node string
 		t.Error("MachineConfig lacks the talos.dev/yaml-spec annotation")
 	}
 
-	spec, err := yaml.Marshal(r.Spec())
+	// The YAML spec, which talosctl edit/patch print: the config's text as a YAML string.
+	raw, ok := r.(*cosiprotobuf.Resource)
+	if !ok {
+		t.Fatalf("raw read from %s: got %T", node, r)
+	}
+
+	msg, err := raw.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var body string
-	if err := yaml.Unmarshal(spec, &body); err != nil {
+	if err := yaml.Unmarshal([]byte(msg.GetSpec().GetYamlSpec()), &body); err != nil {
 		t.Fatal(err)
 	}
 
