@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/apiserverargs"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
@@ -126,15 +127,15 @@ func (p *AdmissionDisableParams) check() []fieldError {
 	}
 	for i, pl := range p.Plugins {
 		switch {
-		case !ValidPluginName(pl):
+		case !apiserverargs.ValidPluginName(pl):
 			errs = append(errs, fieldError{field: "plugins", index: i,
 				msg:  fmt.Sprintf("%q is not an admission plugin name (an upper-case letter, then letters and digits)", pl),
 				hint: "plugin names are written as kube-apiserver spells them: ValidatingAdmissionWebhook, MutatingAdmissionWebhook, ValidatingAdmissionPolicy"})
 		case slices.Index(p.Plugins, pl) < i:
 			errs = append(errs, fieldError{field: "plugins", index: i, msg: fmt.Sprintf("%q is listed twice", pl)})
 		default:
-			var pe *PluginError
-			if errors.As(CheckPlugin(pl), &pe) {
+			var pe *apiserverargs.PluginError
+			if errors.As(apiserverargs.CheckPlugin(pl), &pe) {
 				errs = append(errs, fieldError{field: "plugins", index: i, msg: pe.Error(), hint: pe.Hint()})
 			}
 		}
@@ -213,22 +214,6 @@ func kindStrings() []string {
 		out[i] = string(k)
 	}
 	return out
-}
-
-// ValidPluginName reports whether s looks like an admission plugin name:
-// an upper-case letter, then letters and digits (ValidatingAdmissionWebhook).
-// The same rule as the talos package applies before it edits a config.
-func ValidPluginName(s string) bool {
-	if len(s) < 2 || len(s) > 100 || s[0] < 'A' || s[0] > 'Z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // ValidObjectName reports whether s is a DNS subdomain, the rule Kubernetes

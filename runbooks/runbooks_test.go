@@ -462,11 +462,6 @@ func TestNames(t *testing.T) {
 			t.Errorf("ValidObjectName(%q) != %v", s, want)
 		}
 	}
-	for s, want := range map[string]bool{"ValidatingAdmissionWebhook": true, "NodeRestriction": true, "A": false, "validating": false, "Validating-Webhook": false} {
-		if ValidPluginName(s) != want {
-			t.Errorf("ValidPluginName(%q) != %v", s, want)
-		}
-	}
 }
 
 func FuzzLoad(f *testing.F) {

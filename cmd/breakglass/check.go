@@ -23,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/apiserverargs"
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
@@ -382,8 +383,8 @@ func checkPlugins(values []string) error {
 		return usageError{"--plugins names no plugin", "name them as kube-apiserver does, comma-separated: --plugins ValidatingAdmissionWebhook,MutatingAdmissionWebhook"}
 	}
 	for _, p := range plugins {
-		var pe *runbooks.PluginError
-		if errors.As(runbooks.CheckPlugin(p), &pe) {
+		var pe *apiserverargs.PluginError
+		if errors.As(apiserverargs.CheckPlugin(p), &pe) {
 			return usageError{pe.Error(), pe.Hint()}
 		}
 	}

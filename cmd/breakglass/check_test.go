@@ -9,7 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/internal/command"
-	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
 // Every duration and count flag of every command has its accepted range
@@ -58,26 +57,5 @@ func TestNormalizeDanglingGlobalFlag(t *testing.T) {
 	}
 	if got := command.Normalize(app, []string{"breakglass", "admission", "status", "-n", "10.5.0.2"}); !slices.Equal(got, []string{"breakglass", "-n", "10.5.0.2", "admission", "status"}) {
 		t.Errorf("Normalize = %q", got)
-	}
-}
-
-func TestCheckPlugin(t *testing.T) {
-	for in, want := range map[string]string{
-		"ValidatingAdmissionWebhook": "",
-		"validatingadmissionwebhook": "did you mean ValidatingAdmissionWebhook?",
-		"ValidatingAdmisionWebhook":  "did you mean ValidatingAdmissionWebhook?",
-		"MutatingAdmissionPolcy":     "did you mean MutatingAdmissionPolicy?",
-		"FooBar":                     "e.g. ValidatingAdmissionWebhook",
-	} {
-		err := runbooks.CheckPlugin(in)
-		switch {
-		case want == "" && err != nil:
-			t.Errorf("%s: %v", in, err)
-		case want != "":
-			pe, ok := err.(*runbooks.PluginError)
-			if !ok || !strings.Contains(pe.Hint(), want) {
-				t.Errorf("%s: %v, want a hint saying %q", in, err, want)
-			}
-		}
 	}
 }

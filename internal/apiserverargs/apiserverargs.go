@@ -6,7 +6,10 @@
 // refuses them with. The audit predicts with it which of a cluster's
 // cluster.apiServer.extraArgs the next minor refuses at start, and the
 // diagnosis reads the same words in a crash-looping kube-apiserver's log.
-// It imports nothing of the project.
+// It also holds the admission plugins kube-apiserver knows and the shape of
+// a plugin name (plugins.go), for the command line and runbooks to check
+// and the config edit to guard. It imports nothing of the project but
+// internal/closest.
 //
 // # How it was recorded
 //

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/breakglass-dev/breakglass/internal/apiserverargs"
 	"github.com/breakglass-dev/breakglass/internal/yamlnode"
 )
 
@@ -23,7 +24,7 @@ func validatePlugins(plugins []string) ([]string, error) {
 	out := make([]string, 0, len(plugins))
 
 	for _, p := range plugins {
-		if !validPlugin(p) {
+		if !apiserverargs.ValidPluginName(p) {
 			return nil, fmt.Errorf("%w: %q (letters and digits, starting with an upper-case letter)", ErrInvalidPlugin, p)
 		}
 
@@ -33,21 +34,6 @@ func validatePlugins(plugins []string) ([]string, error) {
 	}
 
 	return out, nil
-}
-
-func validPlugin(p string) bool {
-	if len(p) < 2 || len(p) > 100 || p[0] < 'A' || p[0] > 'Z' {
-		return false
-	}
-
-	for i := 1; i < len(p); i++ {
-		c := p[i]
-		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
-			return false
-		}
-	}
-
-	return true
 }
 
 // argValue is the meaning of one extraArgs key.

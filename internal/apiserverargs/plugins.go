@@ -1,4 +1,4 @@
-package runbooks
+package apiserverargs
 
 import (
 	"fmt"
@@ -23,6 +23,23 @@ var AdmissionPlugins = []string{
 	"PersistentVolumeClaimResize", "PodGroupProtection", "PodNodeSelector", "PodResizeValidator", "PodSecurity",
 	"PodTolerationRestriction", "PodTopologyLabels", "Priority", "ResourceQuota", "RuntimeClass", "ServiceAccount",
 	"StorageObjectInUseProtection", "TaintNodesByCondition", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
+}
+
+// ValidPluginName reports whether s has the shape of an admission plugin
+// name: an upper-case letter, then letters and digits
+// (ValidatingAdmissionWebhook). Nothing else may be written into
+// --disable-admission-plugins.
+func ValidPluginName(s string) bool {
+	if len(s) < 2 || len(s) > 100 || s[0] < 'A' || s[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // PluginError is a name that is not one of kube-apiserver's admission
