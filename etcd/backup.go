@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // Backup file identity; see BACKUP_FORMAT.md.
@@ -41,15 +43,15 @@ type Backup struct {
 
 // BackupKey is one key, its exact value and its metadata.
 type BackupKey struct {
-	Key            string   `json:"key"`
-	Resource       Resource `json:"resource"`
-	Name           string   `json:"name"`
-	Value          string   `json:"value"`  // base64 (standard, padded) of the raw bytes
-	SHA256         string   `json:"sha256"` // hex sha256 of the raw bytes
-	CreateRevision int64    `json:"createRevision"`
-	ModRevision    int64    `json:"modRevision"`
-	Version        int64    `json:"version"`
-	Encoding       Encoding `json:"encoding"`
+	Key            string     `json:"key"`
+	Resource       kinds.Kind `json:"resource"`
+	Name           string     `json:"name"`
+	Value          string     `json:"value"`  // base64 (standard, padded) of the raw bytes
+	SHA256         string     `json:"sha256"` // hex sha256 of the raw bytes
+	CreateRevision int64      `json:"createRevision"`
+	ModRevision    int64      `json:"modRevision"`
+	Version        int64      `json:"version"`
+	Encoding       Encoding   `json:"encoding"`
 	// StoredKind, StoredName: what etcd held under the key was a value of
 	// another kind, or one named otherwise (Object's fields of the same
 	// names). Recorded, so that the file's check (the value belongs under
@@ -103,7 +105,7 @@ type BackupResult struct {
 
 // BackupObjects backs up the named objects (all objects of resources when
 // names is empty) to path, through w, and returns once the file is verified.
-func (c *Client) BackupObjects(ctx context.Context, names []string, resources []Resource, path, toolVersion string, w Writer) (*BackupResult, error) {
+func (c *Client) BackupObjects(ctx context.Context, names []string, resources []kinds.Kind, path, toolVersion string, w Writer) (*BackupResult, error) {
 	var (
 		objs    []Object
 		cluster ClusterInfo

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/webhooks"
 )
 
@@ -38,14 +39,14 @@ var (
 // Object is one admission object as found in etcd. A value that cannot be
 // decoded is still an Object: DecodeError says why, Value holds the bytes.
 type Object struct {
-	Resource       Resource `json:"resource"`
-	Kind           string   `json:"kind"`
-	Name           string   `json:"name"`
-	Key            string   `json:"key"`
-	CreateRevision int64    `json:"createRevision"`
-	ModRevision    int64    `json:"modRevision"`
-	Version        int64    `json:"version"`
-	Encoding       Encoding `json:"encoding"`
+	Resource       kinds.Kind `json:"resource"`
+	Kind           string     `json:"kind"`
+	Name           string     `json:"name"`
+	Key            string     `json:"key"`
+	CreateRevision int64      `json:"createRevision"`
+	ModRevision    int64      `json:"modRevision"`
+	Version        int64      `json:"version"`
+	Encoding       Encoding   `json:"encoding"`
 	// EncryptionProvider is e.g. "aescbc:v1:key1" for an encrypted value.
 	EncryptionProvider string `json:"encryptionProvider,omitempty"`
 	// APIVersion is the version the value was stored as.
@@ -106,7 +107,7 @@ var codecs = func() (c struct {
 
 // decodeObject fills an Object from one key/value. It never fails: what
 // cannot be decoded is described in the Object.
-func decodeObject(r Resource, name, key string, value []byte, create, mod, version int64) Object {
+func decodeObject(r kinds.Kind, name, key string, value []byte, create, mod, version int64) Object {
 	o := Object{
 		Resource: r, Kind: r.Kind(), Name: name, Key: key,
 		CreateRevision: create, ModRevision: mod, Version: version,
@@ -227,7 +228,7 @@ func summarize(o *Object, version string) error {
 		MatchConditions: s.MatchConditions, Validations: len(s.Validations), Mutations: len(s.Mutations),
 		PolicyName: s.PolicyName, ValidationActions: s.ValidationActions, ParamRef: s.ParamRef, MatchResources: s.MatchResources,
 	}
-	if o.Policy.FailurePolicy == "" && (o.Resource == ValidatingAdmissionPolicies || o.Resource == MutatingAdmissionPolicies) {
+	if o.Policy.FailurePolicy == "" && (o.Resource == kinds.ValidatingAdmissionPolicies || o.Resource == kinds.MutatingAdmissionPolicies) {
 		o.Policy.FailurePolicy = "Fail"
 	}
 	return nil

@@ -10,22 +10,23 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/breakglass-dev/breakglass/internal/closest"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // Plan is what a delete will do: the exact keys, read at one revision, with
 // the values and mod revisions that the backup and the guard will use.
 type Plan struct {
-	Prefix    string      `json:"prefix"`
-	Cluster   ClusterInfo `json:"cluster"`
-	Resources []Resource  `json:"resources"`
-	Objects   []Object    `json:"objects"`
+	Prefix    string       `json:"prefix"`
+	Cluster   ClusterInfo  `json:"cluster"`
+	Resources []kinds.Kind `json:"resources"`
+	Objects   []Object     `json:"objects"`
 }
 
 // PlanDelete resolves names among the objects of resources (nil means all)
 // by listing them; it never builds a key from a name. An unknown name is a
 // *NotFoundError listing the names present and the closest one; a name found
 // under two resources is an *AmbiguousNameError.
-func (c *Client) PlanDelete(ctx context.Context, names []string, resources []Resource) (*Plan, error) {
+func (c *Client) PlanDelete(ctx context.Context, names []string, resources []kinds.Kind) (*Plan, error) {
 	if len(names) == 0 {
 		return nil, &EmptyPlanError{}
 	}
@@ -58,7 +59,7 @@ func (c *Client) PlanDelete(ctx context.Context, names []string, resources []Res
 		case 1:
 			p.Objects = append(p.Objects, objs[0])
 		default:
-			rs := make([]Resource, len(objs))
+			rs := make([]kinds.Kind, len(objs))
 			for i, o := range objs {
 				rs[i] = o.Resource
 			}
@@ -84,7 +85,7 @@ func checkKeyShapes(prefix string, objs []Object) error {
 			continue
 		}
 		if e == nil {
-			e = &KeyShapeError{Under: resourcePrefix(prefix, o.Resource)}
+			e = &KeyShapeError{Under: resourcePrefix(prefix, o.Resource.Resource())}
 		}
 		e.Keys, e.Names = append(e.Keys, o.Key), append(e.Names, o.Name)
 	}
@@ -214,7 +215,7 @@ func (c *Client) Execute(ctx context.Context, p *Plan, w Writer, opts ExecuteOpt
 }
 
 // Delete is PlanDelete then Execute, for callers that have already shown and confirmed the names.
-func (c *Client) Delete(ctx context.Context, names []string, resources []Resource, w Writer, opts ExecuteOptions) (*DeleteResult, error) {
+func (c *Client) Delete(ctx context.Context, names []string, resources []kinds.Kind, w Writer, opts ExecuteOptions) (*DeleteResult, error) {
 	p, err := c.PlanDelete(ctx, names, resources)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
@@ -86,7 +87,7 @@ type MissingName struct {
 // NotFoundError means a name given on the command line matches no object of the selected kinds.
 type NotFoundError struct {
 	Missing   []MissingName
-	Resources []Resource
+	Resources []kinds.Kind
 	// Present lists the names that do exist under the selected kinds, sorted.
 	Present []string
 }
@@ -117,7 +118,7 @@ func (e *NotFoundError) Hints() []string {
 // AmbiguousNameError means a name exists under more than one selected resource.
 type AmbiguousNameError struct {
 	Name      string
-	Resources []Resource
+	Resources []kinds.Kind
 }
 
 func (e *AmbiguousNameError) Error() string {
@@ -128,7 +129,7 @@ func (e *AmbiguousNameError) Error() string {
 func (e *AmbiguousNameError) Hints() []string {
 	h := make([]string, 0, len(e.Resources))
 	for _, r := range e.Resources {
-		h = append(h, fmt.Sprintf("--kind %s", r.KindFlag()))
+		h = append(h, fmt.Sprintf("--kind %s", r.Short()))
 	}
 	return h
 }
@@ -335,8 +336,8 @@ func safeList(names []string) string {
 	return strings.Join(s, ", ")
 }
 
-func resourceList(rs []Resource) string {
-	if len(rs) == 0 || len(rs) == len(AllResources) {
+func resourceList(rs []kinds.Kind) string {
+	if len(rs) == 0 || len(rs) == len(kinds.All) {
 		return "admission object"
 	}
 	s := make([]string, len(rs))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -136,28 +137,6 @@ func TestMintClientCertConnects(t *testing.T) {
 	}
 }
 
-func TestParseKind(t *testing.T) {
-	for in, want := range map[string][]etcd.Resource{
-		"validating":                     {etcd.ValidatingWebhookConfigurations},
-		"mutating":                       {etcd.MutatingWebhookConfigurations},
-		"all":                            etcd.AllResources,
-		"":                               etcd.AllResources,
-		"ValidatingWebhookConfiguration": {etcd.ValidatingWebhookConfigurations},
-		"mutatingadmissionpolicies":      {etcd.MutatingAdmissionPolicies},
-	} {
-		got, err := etcd.ParseKind(in)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("ParseKind(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	if got, _ := etcd.ParseKind("policy"); len(got) != 4 || slices.Contains(got, etcd.ValidatingWebhookConfigurations) {
-		t.Errorf("policy = %v", got)
-	}
-	if _, err := etcd.ParseKind("webhookz"); err == nil {
-		t.Error("unknown kind accepted")
-	}
-}
-
 func TestListDecodesEveryKind(t *testing.T) {
 	cl := newCluster(t)
 	vals := cl.seedIncident(t)
@@ -229,7 +208,7 @@ func TestListDecodesEveryKind(t *testing.T) {
 	}
 
 	// --kind narrows with range requests on the exact prefix.
-	l, err = cl.c.List(ctx, []etcd.Resource{etcd.MutatingWebhookConfigurations})
+	l, err = cl.c.List(ctx, []kinds.Kind{kinds.MutatingWebhookConfigurations})
 	if err != nil || len(l.Objects) != 1 || l.Objects[0].Name != mwcName {
 		t.Fatalf("mutating only: %+v, %v", l, err)
 	}
@@ -348,7 +327,7 @@ func TestDeleteBackupRestoreRoundTrip(t *testing.T) {
 		if !bytes.Equal(raw, vals[k.Key]) {
 			t.Errorf("backup of %s not byte-exact", k.Key)
 		}
-		if k.Resource == etcd.ValidatingWebhookConfigurations && k.Name == vwcName && !bytes.Contains(k.Object, []byte("validate.kyverno.svc-fail")) {
+		if k.Resource == kinds.ValidatingWebhookConfigurations && k.Name == vwcName && !bytes.Contains(k.Object, []byte("validate.kyverno.svc-fail")) {
 			t.Errorf("backup lacks the decoded object for human eyes")
 		}
 		if k.Name == "encrypted-one" && k.Object != nil {
@@ -370,7 +349,7 @@ func TestDeleteBackupRestoreRoundTrip(t *testing.T) {
 		}
 	}
 	// Restored objects decode again.
-	l, _ := cl.c.List(ctx, []etcd.Resource{etcd.ValidatingWebhookConfigurations})
+	l, _ := cl.c.List(ctx, []kinds.Kind{kinds.ValidatingWebhookConfigurations})
 	for _, o := range l.Objects {
 		if o.Name == vwcName && (!o.Decodable() || o.Webhooks[0].Name != "validate.kyverno.svc-fail") {
 			t.Errorf("restored object does not decode: %+v", o)
@@ -486,7 +465,7 @@ func TestPlanDeleteUnknownAndAmbiguousNames(t *testing.T) {
 		t.Fatalf("error %q / hints %q should list names and suggest the closest", err, nf.Hints())
 	}
 	// The right name under the wrong kind is not found either.
-	if _, err := cl.c.PlanDelete(ctx, []string{vwcName}, []etcd.Resource{etcd.MutatingWebhookConfigurations}); !errors.As(err, &nf) {
+	if _, err := cl.c.PlanDelete(ctx, []string{vwcName}, []kinds.Kind{kinds.MutatingWebhookConfigurations}); !errors.As(err, &nf) {
 		t.Fatalf("wrong kind: %v", err)
 	}
 	// replica-limit is both a policy and a binding.
@@ -495,7 +474,7 @@ func TestPlanDeleteUnknownAndAmbiguousNames(t *testing.T) {
 	if !errors.As(err, &amb) || len(amb.Resources) != 2 {
 		t.Fatalf("got %v, want *AmbiguousNameError", err)
 	}
-	p, err := cl.c.PlanDelete(ctx, []string{"replica-limit"}, []etcd.Resource{etcd.ValidatingAdmissionPolicies})
+	p, err := cl.c.PlanDelete(ctx, []string{"replica-limit"}, []kinds.Kind{kinds.ValidatingAdmissionPolicies})
 	if err != nil || len(p.Objects) != 1 {
 		t.Fatalf("with kind: %+v %v", p, err)
 	}

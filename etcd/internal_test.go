@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,9 +20,9 @@ import (
 
 func seedBackup(t testing.TB) []byte {
 	objs := []Object{
-		{Resource: ValidatingWebhookConfigurations, Name: "a", Key: "/registry/validatingwebhookconfigurations/a",
+		{Resource: kinds.ValidatingWebhookConfigurations, Name: "a", Key: "/registry/validatingwebhookconfigurations/a",
 			CreateRevision: 5, ModRevision: 7, Version: 2, Encoding: EncodingProtobuf, Value: []byte("k8s\x00\x0a\x01x")},
-		{Resource: MutatingAdmissionPolicies, Name: "b", Key: "/registry/mutatingadmissionpolicies/b",
+		{Resource: kinds.MutatingAdmissionPolicies, Name: "b", Key: "/registry/mutatingadmissionpolicies/b",
 			CreateRevision: 8, ModRevision: 8, Version: 1, Encoding: EncodingEncrypt, Value: []byte("k8s:enc:aescbc:v1:k:\x00\xff")},
 	}
 	b, err := NewBackup("/registry", ClusterInfo{ClusterID: 0xcdf818194e3a8c32, MemberID: 0x8e9e05c52164694d, Revision: 9}, objs, "v1.0.0", time.Unix(0, 0))
@@ -166,18 +167,18 @@ func TestDecodeOldV1beta1Webhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := decodeObject(ValidatingWebhookConfigurations, "old", "/registry/validatingwebhookconfigurations/old", b, 1, 1, 1)
+	o := decodeObject(kinds.ValidatingWebhookConfigurations, "old", "/registry/validatingwebhookconfigurations/old", b, 1, 1, 1)
 	if !o.Decodable() || o.APIVersion != "admissionregistration.k8s.io/v1beta1" || len(o.Webhooks) != 1 ||
 		o.Webhooks[0].FailurePolicy != "Ignore" || o.Webhooks[0].TimeoutSeconds != 30 || o.Webhooks[0].Target() != "none" {
 		t.Fatalf("%+v", o)
 	}
 	// A value of the wrong kind under a resource is reported, not trusted.
-	o = decodeObject(MutatingWebhookConfigurations, "old", "/registry/mutatingwebhookconfigurations/old", b, 1, 1, 1)
+	o = decodeObject(kinds.MutatingWebhookConfigurations, "old", "/registry/mutatingwebhookconfigurations/old", b, 1, 1, 1)
 	if o.Decodable() || !strings.Contains(o.DecodeError, "does not belong") {
 		t.Fatalf("%+v", o)
 	}
 	// A truncated protobuf value is undecodable, and still listed with its bytes.
-	o = decodeObject(ValidatingWebhookConfigurations, "old", "/registry/validatingwebhookconfigurations/old", b[:len(b)/2], 1, 1, 1)
+	o = decodeObject(kinds.ValidatingWebhookConfigurations, "old", "/registry/validatingwebhookconfigurations/old", b[:len(b)/2], 1, 1, 1)
 	if o.Decodable() || o.DecodeError == "" || o.Encoding != EncodingProtobuf || len(o.Value) != len(b)/2 {
 		t.Fatalf("%+v", o)
 	}
@@ -190,7 +191,7 @@ func BenchmarkDecodeWebhookConfiguration(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if o := decodeObject(ValidatingWebhookConfigurations, "bench", "/registry/validatingwebhookconfigurations/bench", value, 1, 2, 1); !o.Decodable() {
+		if o := decodeObject(kinds.ValidatingWebhookConfigurations, "bench", "/registry/validatingwebhookconfigurations/bench", value, 1, 2, 1); !o.Decodable() {
 			b.Fatal(o.DecodeError)
 		}
 	}

@@ -36,7 +36,7 @@ func (c *Client) KubeletVersions(ctx context.Context) ([]string, error) {
 // KeyExists tells whether PREFIX/RESOURCE/NAME is stored, e.g.
 // servicecidrs/kubernetes, which every kube-apiserver 1.33+ creates.
 func (c *Client) KeyExists(ctx context.Context, resource, name string) (bool, error) {
-	resp, err := c.kv.Get(ctx, resourcePrefix(c.prefix, Resource(resource))+name, clientv3.WithCountOnly())
+	resp, err := c.kv.Get(ctx, resourcePrefix(c.prefix, resource)+name, clientv3.WithCountOnly())
 	if err != nil {
 		return false, c.wrap(err)
 	}

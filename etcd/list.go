@@ -6,30 +6,32 @@ import (
 	"sort"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // Listing is every admission object of the selected resources, read at one revision.
 type Listing struct {
-	Prefix    string      `json:"prefix"`
-	Cluster   ClusterInfo `json:"cluster"`
-	Resources []Resource  `json:"resources"`
-	Objects   []Object    `json:"objects"`
+	Prefix    string       `json:"prefix"`
+	Cluster   ClusterInfo  `json:"cluster"`
+	Resources []kinds.Kind `json:"resources"`
+	Objects   []Object     `json:"objects"`
 }
 
 // List reads and decodes every object under PREFIX/RESOURCE/ for each
 // selected resource (nil means all). It issues one read-only transaction of
 // range requests on exactly those prefixes, so its cost does not depend on
 // the rest of the keyspace, and all resources are seen at the same revision.
-func (c *Client) List(ctx context.Context, resources []Resource) (*Listing, error) {
+func (c *Client) List(ctx context.Context, resources []kinds.Kind) (*Listing, error) {
 	if len(resources) == 0 {
-		resources = AllResources
+		resources = kinds.All
 	}
 	ops := make([]clientv3.Op, len(resources))
 	for i, r := range resources {
-		if !r.valid() {
+		if !r.Valid() {
 			return nil, &ConfigError{Reason: "unknown resource " + string(r)}
 		}
-		ops[i] = clientv3.OpGet(resourcePrefix(c.prefix, r), clientv3.WithPrefix())
+		ops[i] = clientv3.OpGet(resourcePrefix(c.prefix, r.Resource()), clientv3.WithPrefix())
 	}
 	resp, err := c.kv.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
@@ -42,7 +44,7 @@ func (c *Client) List(ctx context.Context, resources []Resource) (*Listing, erro
 			_, name, ok := splitKey(c.prefix, key)
 			if !ok {
 				// PREFIX/RESOURCE/a/b: not something kube-apiserver writes; keep it visible.
-				name = key[len(resourcePrefix(c.prefix, r)):]
+				name = key[len(resourcePrefix(c.prefix, r.Resource())):]
 			}
 			l.Objects = append(l.Objects, decodeObject(r, name, key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version))
 		}
@@ -54,13 +56,13 @@ func (c *Client) List(ctx context.Context, resources []Resource) (*Listing, erro
 	return l, nil
 }
 
-func resourceIndex(r Resource) int {
-	for i, x := range AllResources {
+func resourceIndex(r kinds.Kind) int {
+	for i, x := range kinds.All {
 		if x == r {
 			return i
 		}
 	}
-	return len(AllResources)
+	return len(kinds.All)
 }
 
 // Manifest is the decoded objects as one JSON List (apiVersion and kind

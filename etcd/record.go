@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // DeleteRecord is what a delete leaves in the state directory: what was
@@ -27,11 +29,11 @@ type DeleteRecord struct {
 
 // RecordedKey is one deleted key.
 type RecordedKey struct {
-	Key         string   `json:"key"`
-	Resource    Resource `json:"resource"`
-	Name        string   `json:"name"`
-	ModRevision int64    `json:"modRevision"`
-	SHA256      string   `json:"sha256"`
+	Key         string     `json:"key"`
+	Resource    kinds.Kind `json:"resource"`
+	Name        string     `json:"name"`
+	ModRevision int64      `json:"modRevision"`
+	SHA256      string     `json:"sha256"`
 }
 
 // writeDeleteRecord writes the record of res into dir (created 0700 if needed) through w.

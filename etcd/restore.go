@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
@@ -25,7 +26,7 @@ const (
 // RestoreItem is the report for one key.
 type RestoreItem struct {
 	Key      string        `json:"key"`
-	Resource Resource      `json:"resource"`
+	Resource kinds.Kind    `json:"resource"`
 	Name     string        `json:"name"`
 	Status   RestoreStatus `json:"status"`
 	// ModRevision is the key's revision after the restore (or of the present value).

@@ -21,6 +21,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // The proof of `breakglass audit --fix` against the real thing: the lab's
@@ -380,7 +381,7 @@ func fixProofAuditEtcd(t *testing.T, ctx context.Context, l *Lab) audit.Report {
 		t.Fatal(err)
 	}
 	defer ec.Close()
-	list, err := ec.List(ctx, []etcd.Resource{etcd.ValidatingWebhookConfigurations, etcd.MutatingWebhookConfigurations})
+	list, err := ec.List(ctx, []kinds.Kind{kinds.ValidatingWebhookConfigurations, kinds.MutatingWebhookConfigurations})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ type EtcdChange struct {
 // resolved by listing, shown, each confirmed by typing its name, backed up
 // (verified) and deleted in one guarded transaction.
 func DeleteObjects(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, c EtcdChange) (*RecoverResult, error) {
-	step := Step{Name: "delete", Confirm: true, Params: &runbooks.EtcdDeleteParams{Kind: runbooks.ObjectKind(orDefault(c.Kind, "all")), Names: c.Names},
+	step := Step{Name: "delete", Confirm: true, Params: &runbooks.EtcdDeleteParams{Kind: orDefault(c.Kind, "all"), Names: c.Names},
 		Description: "Remove the named admission objects from etcd after a verified backup."}
 	return Recover(ctx, tc, st, fx, ui, RecoverOptions{Runbook: standaloneDelete, Command: standaloneDelete, Steps: []Step{step},
 		BackupDir: c.BackupDir, Snapshot: c.Snapshot, Etcd: c.Etcd, ToolVersion: c.ToolVersion, CommandLine: c.CommandLine})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
@@ -29,14 +30,14 @@ func withRequestedDeletes(steps []Step, names []string, kind, runbook string) ([
 	s := out[i]
 	p := *s.Params.(*runbooks.EtcdDeleteParams) // a copy: the runbook's own stays as loaded
 	p.Names = slices.Clone(p.Names)
-	p.Kind = runbooks.ObjectKind(orDefault(kind, "all"))
+	p.Kind = orDefault(kind, "all")
 	for _, arg := range names {
 		name := arg
 		if k, n, ok := strings.Cut(arg, "/"); ok {
 			if kind != "" && k != kind {
 				return nil, invalidInput("give the kind once: --kind KIND, or KIND/NAME", "--delete %s names kind %s, --kind says %s", arg, k, kind)
 			}
-			p.Kind, name = runbooks.ObjectKind(k), n
+			p.Kind, name = k, n
 		}
 		if !runbooks.ValidObjectName(name) {
 			return nil, invalidInput("list the objects with: breakglass etcd webhooks --kind all", "--delete %q is not a Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253)", name)
@@ -45,7 +46,7 @@ func withRequestedDeletes(steps []Step, names []string, kind, runbook string) ([
 			p.Names = append(p.Names, name)
 		}
 	}
-	if _, err := etcd.ParseKind(string(p.Kind)); err != nil {
+	if _, err := kinds.Parse(p.Kind); err != nil {
 		return nil, err
 	}
 	s.Params, s.Optional, s.Requested = &p, false, true
@@ -68,7 +69,7 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot check the objects to remove (%s): %w", strings.Join(p.Names, ", "), err)
 		}
-		resources, err := etcd.ParseKind(string(p.Kind))
+		resources, err := kinds.Parse(p.Kind)
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +77,7 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 		if err != nil {
 			var amb *etcd.AmbiguousNameError
 			if errors.As(err, &amb) {
-				return nil, &inputError{msg: "--delete: " + err.Error(), cause: err, hints: []string{"name the kind: --kind " + strings.Join(etcd.KindValues, "|")}}
+				return nil, &inputError{msg: "--delete: " + err.Error(), cause: err, hints: []string{"name the kind: --kind " + strings.Join(kinds.Values, "|")}}
 			}
 			return nil, fmt.Errorf("--delete: %w", err)
 		}
@@ -91,7 +92,7 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 // left undone.
 func (r *run) finishCommand(s Step, err error) string {
 	if p, ok := s.Params.(*runbooks.EtcdDeleteParams); ok {
-		return fmt.Sprintf("step %s failed (%s); finish it with: %s", s.Name, shortErr(err), r.target.NodesCmd("etcd delete --kind "+orDefault(string(p.Kind), "all")+" "+strings.Join(p.Names, " ")))
+		return fmt.Sprintf("step %s failed (%s); finish it with: %s", s.Name, shortErr(err), r.target.NodesCmd("etcd delete --kind "+orDefault(p.Kind, "all")+" "+strings.Join(p.Names, " ")))
 	}
 	return fmt.Sprintf("step %s failed (%s); run it again with: %s", s.Name, shortErr(err), r.target.Cmd("resume "+r.journal.ID))
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
@@ -101,7 +102,7 @@ func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteP
 	if err != nil {
 		return nil, err
 	}
-	resources, err := etcd.ParseKind(orDefault(string(p.Kind), "validating"))
+	resources, err := kinds.Parse(p.Kind)
 	if err != nil {
 		return nil, invalidInput("", "step %s: %v", s.Name, err)
 	}

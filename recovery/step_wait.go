@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -135,7 +135,7 @@ func (r *run) waitWebhooks(ctx context.Context, _ Step, p *runbooks.WebhookWaitP
 	if err != nil {
 		return nil, skip("cannot tell: etcd is unreachable (%s)", shortErr(err))
 	}
-	l, err := ec.List(ctx, []etcd.Resource{etcd.ValidatingWebhookConfigurations, etcd.MutatingWebhookConfigurations})
+	l, err := ec.List(ctx, []kinds.Kind{kinds.ValidatingWebhookConfigurations, kinds.MutatingWebhookConfigurations})
 	if err != nil {
 		return nil, err
 	}

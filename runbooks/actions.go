@@ -77,7 +77,10 @@ type EtcdSnapshotParams struct{}
 
 // EtcdDeleteParams are etcd.delete's parameters.
 type EtcdDeleteParams struct {
-	Kind ObjectKind `yaml:"kind" json:"kind"`
+	// Kind is which admission objects the names are, a --kind word: in a
+	// runbook file one kind's short name (validating); the command line
+	// may put any word kinds.Parse reads (all, policy).
+	Kind string `yaml:"kind" json:"kind"`
 	// Names of the objects to remove. Usually empty in the file and given on
 	// the command line (--delete NAME, see Overrides); never nil after Load.
 	Names []string `yaml:"names,omitempty" json:"names"`
@@ -160,7 +163,7 @@ func checkTimeout(d Duration) []fieldError {
 
 func (p *EtcdDeleteParams) check() []fieldError {
 	var errs []fieldError
-	if !p.Kind.Valid() {
+	if _, ok := kinds.ByShort(p.Kind); !ok {
 		errs = append(errs, fieldError{field: "kind", index: -1,
 			msg: fmt.Sprintf("unknown kind %q (want one of %s)", p.Kind, strings.Join(kindStrings(), ", "))})
 	}
@@ -179,39 +182,11 @@ func (p *EtcdDeleteParams) check() []fieldError {
 	return errs
 }
 
-// ObjectKind is what etcd.delete removes. The values are the --kind values of
-// `breakglass etcd` (etcd.ParseKind reads them).
-type ObjectKind string
-
-// The admission object kinds etcd.delete can remove.
-const (
-	ValidatingWebhooks       ObjectKind = kinds.Validating
-	MutatingWebhooks         ObjectKind = kinds.Mutating
-	ValidatingPolicies       ObjectKind = kinds.ValidatingPolicy
-	ValidatingPolicyBindings ObjectKind = kinds.ValidatingPolicyBinding
-	MutatingPolicies         ObjectKind = kinds.MutatingPolicy
-	MutatingPolicyBindings   ObjectKind = kinds.MutatingPolicyBinding
-)
-
-// ObjectKinds lists every ObjectKind.
-var ObjectKinds = func() []ObjectKind {
-	out := make([]ObjectKind, len(kinds.All))
-	for i, k := range kinds.All {
-		out[i] = ObjectKind(k.Short)
-	}
-	return out
-}()
-
-// Valid reports whether k is one of ObjectKinds.
-func (k ObjectKind) Valid() bool { _, ok := kinds.ByShort(string(k)); return ok }
-
-// Resource is the resource segment of the etcd key (PREFIX/RESOURCE/NAME).
-func (k ObjectKind) Resource() string { i, _ := kinds.ByShort(string(k)); return i.Resource }
-
+// kindStrings are the kinds a runbook's etcd.delete step may name.
 func kindStrings() []string {
-	out := make([]string, len(ObjectKinds))
-	for i, k := range ObjectKinds {
-		out[i] = string(k)
+	out := make([]string, len(kinds.All))
+	for i, k := range kinds.All {
+		out[i] = k.Short()
 	}
 	return out
 }
@@ -322,7 +297,7 @@ var actionTable = []ActionInfo{
 		Name:           ActionEtcdDelete,
 		Summary:        "remove the named admission objects straight from etcd, each only after its backup is written and verified, guarded by its revision",
 		ChangesCluster: true,
-		newParams:      func() Params { return &EtcdDeleteParams{Kind: ValidatingWebhooks, Names: []string{}} },
+		newParams:      func() Params { return &EtcdDeleteParams{Kind: kinds.Validating, Names: []string{}} },
 		params: []paramDoc{
 			{"kind", "one of " + strings.Join(kindStrings(), ", "), "what kind of admission object the names are", ""},
 			{"names", "list of object names", "objects to remove; usually given on the command line with --delete NAME", "give them with --delete NAME"},

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -102,7 +104,7 @@ func TestValidDetails(t *testing.T) {
 		"diagnose":     &DiagnoseParams{TailLines: 200},
 		"disable":      &AdmissionDisableParams{Plugins: []string{"ValidatingAdmissionWebhook"}},
 		"wait":         &APIServerWaitParams{Timeout: Duration(5 * 60 * 1e9)},
-		"delete":       &EtcdDeleteParams{Kind: ValidatingWebhooks, Names: []string{}},
+		"delete":       &EtcdDeleteParams{Kind: kinds.Validating, Names: []string{}},
 		"wait-webhook": &WebhookWaitParams{Timeout: Duration(2 * 60 * 1e9)},
 		"restore":      &AdmissionRestoreParams{},
 	}
@@ -127,7 +129,7 @@ func TestValidDetails(t *testing.T) {
 	if p := rb.Step("wait-webhook").Params.(*WebhookWaitParams); p.Timeout.String() != "1h30m" {
 		t.Errorf("wait-webhook timeout %s", p.Timeout)
 	}
-	if p := rb.Step("delete").Params.(*EtcdDeleteParams); p.Kind != MutatingWebhooks || p.Names[1] != "istio-sidecar-injector.istio.io" {
+	if p := rb.Step("delete").Params.(*EtcdDeleteParams); p.Kind != kinds.Mutating || p.Names[1] != "istio-sidecar-injector.istio.io" {
 		t.Errorf("delete: %#v", p)
 	}
 	if !rb.Step("preflight").Confirm || rb.Step("diagnose").Confirm {

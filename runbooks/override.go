@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 // Overrides are command-line values that fill in or replace a runbook's
@@ -63,11 +65,11 @@ func (rb *Runbook) WithOverrides(o Overrides) (*Runbook, error) {
 		name := arg
 		if kind, n, ok := strings.Cut(arg, "/"); ok {
 			name = n
-			if !ObjectKind(kind).Valid() {
+			if _, ok := kinds.ByShort(kind); !ok {
 				return nil, flagErr("--delete", "%q: unknown kind %q (want one of %s)", arg, kind, strings.Join(kindStrings(), ", "))
 			}
 			for _, s := range deletes {
-				if s.Params.(*EtcdDeleteParams).Kind == ObjectKind(kind) {
+				if s.Params.(*EtcdDeleteParams).Kind == kind {
 					target = s
 					break
 				}

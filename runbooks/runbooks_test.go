@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
 func actionsOf(rb *Runbook) []Action {
@@ -66,10 +68,10 @@ func TestBuiltin(t *testing.T) {
 		}
 	}
 
-	checkPlugins := func(rb *Runbook, plugin string, kinds ...ObjectKind) {
+	checkPlugins := func(rb *Runbook, plugin string, wantKinds ...string) {
 		t.Helper()
 		var disabled []string
-		var deleted []ObjectKind
+		var deleted []string
 		for _, s := range rb.Spec.Steps {
 			switch p := s.Params.(type) {
 			case *AdmissionDisableParams:
@@ -84,18 +86,18 @@ func TestBuiltin(t *testing.T) {
 				}
 			}
 		}
-		if !slices.Equal(disabled, []string{plugin}) || !slices.Equal(deleted, kinds) {
-			t.Errorf("%s disables %q and deletes %q, want %s and %q", rb.Metadata.Name, disabled, deleted, plugin, kinds)
+		if !slices.Equal(disabled, []string{plugin}) || !slices.Equal(deleted, wantKinds) {
+			t.Errorf("%s disables %q and deletes %q, want %s and %q", rb.Metadata.Name, disabled, deleted, plugin, wantKinds)
 		}
 	}
-	checkPlugins(wd, "ValidatingAdmissionWebhook", ValidatingWebhooks)
+	checkPlugins(wd, "ValidatingAdmissionWebhook", kinds.Validating)
 	md, _ := Get("mutating-webhook-deadlock")
-	checkPlugins(md, "MutatingAdmissionWebhook", MutatingWebhooks)
+	checkPlugins(md, "MutatingAdmissionWebhook", kinds.Mutating)
 	if got := actionsOf(md); !slices.Equal(got, want) {
 		t.Errorf("mutating-webhook-deadlock actions %q, want %q", got, want)
 	}
 	pd, _ := Get("policy-deadlock")
-	checkPlugins(pd, "ValidatingAdmissionPolicy", ValidatingPolicyBindings, ValidatingPolicies)
+	checkPlugins(pd, "ValidatingAdmissionPolicy", kinds.ValidatingPolicyBinding, kinds.ValidatingPolicy)
 	if slices.Contains(actionsOf(pd), ActionWebhookWait) {
 		t.Error("policy-deadlock: a policy has no backend to wait for")
 	}
@@ -440,14 +442,17 @@ func TestActionTable(t *testing.T) {
 	}
 }
 
+// A runbook's etcd.delete step names one kind by its short name.
 func TestObjectKinds(t *testing.T) {
-	for _, k := range ObjectKinds {
-		if !k.Valid() || k.Resource() == "" || strings.Contains(k.Resource(), "/") {
-			t.Errorf("%s: resource %q", k, k.Resource())
+	for _, k := range kinds.All {
+		if fe := (&EtcdDeleteParams{Kind: k.Short()}).check(); len(fe) > 0 {
+			t.Errorf("%s: %v", k.Short(), fe)
 		}
 	}
-	if ValidatingPolicyBindings.Resource() != "validatingadmissionpolicybindings" || ObjectKind("validatingwebhookconfigurations").Valid() {
-		t.Error("kind table")
+	for _, k := range []string{"validatingwebhookconfigurations", "all", "policy", ""} {
+		if fe := (&EtcdDeleteParams{Kind: k}).check(); len(fe) == 0 {
+			t.Errorf("kind %q accepted in a runbook", k)
+		}
 	}
 }
 

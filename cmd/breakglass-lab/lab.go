@@ -8,11 +8,11 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/audit"
-	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/lab"
@@ -221,7 +221,7 @@ func replayFromEtcd(c *cli.Context, s streams) (lab.ReplaySource, error) {
 		return lab.ReplaySource{}, err
 	}
 	defer ec.Close()
-	l, err := ec.List(c.Context, etcd.AllResources)
+	l, err := ec.List(c.Context, kinds.All)
 	if err != nil {
 		return lab.ReplaySource{}, err
 	}

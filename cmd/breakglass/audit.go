@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/audit"
-	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/urfave/cli/v2"
@@ -198,7 +198,7 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 			return nil, err
 		}
 		defer ec.Close()
-		l, err := ec.List(c.Context, etcd.AllResources)
+		l, err := ec.List(c.Context, kinds.All)
 		if err != nil {
 			return nil, err
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -52,7 +53,7 @@ var argSpecs = map[string]argSpec{
 	"diagnose":          {0, 0, "diagnose takes no arguments", "name the nodes with -n NODE[,NODE...]"},
 	"recover":           {0, 0, "recover takes no arguments", "a runbook is named with --runbook NAME|FILE, objects to remove with --delete NAME"},
 	"audit":             {0, 0, "audit takes no arguments", "name the files to audit with -f: breakglass audit -f ARG"},
-	"etcd webhooks":     {0, 0, "etcd webhooks takes no arguments", "choose the objects with --kind " + strings.Join(etcd.KindValues, "|")},
+	"etcd webhooks":     {0, 0, "etcd webhooks takes no arguments", "choose the objects with --kind " + strings.Join(kinds.Values, "|")},
 	"etcd snapshot":     {0, 0, "etcd snapshot takes no arguments", "name the file with --out FILE"},
 	"runbook list":      {0, 0, "runbook list takes no arguments", "show one with: breakglass runbook show NAME"},
 	"journal list":      {0, 0, "journal list takes no arguments", "show one with: breakglass journal show ID"},
@@ -79,7 +80,7 @@ var intRanges = map[string][2]int{
 }
 
 // enumValues are the accepted values of the enum flags; --kind is checked
-// by etcd.ParseKind, which also takes resource and kind names.
+// by kinds.Parse, which also takes resource and kind names.
 var enumValues = map[string][]string{
 	"fix-format": {"manifest", "json-patch", "strategic-patch"},
 	"fix-style":  {"apiserver", "kinds"},
@@ -348,8 +349,8 @@ func checkFlagValues(c *cli.Context) error {
 		switch name {
 		case "kind":
 			if v := c.String(name); v != "" {
-				if _, err := etcd.ParseKind(v); err != nil {
-					return enumError(name, v, etcd.KindValues)
+				if _, err := kinds.Parse(v); err != nil {
+					return enumError(name, v, kinds.Values)
 				}
 			}
 		case "plugins":

@@ -15,6 +15,7 @@ import (
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -40,7 +41,7 @@ func etcdConnFlags() []cli.Flag {
 }
 
 func kindFlag(def string) cli.Flag {
-	return &cli.StringFlag{Name: "kind", Value: def, Usage: "which admission objects: " + strings.Join(etcd.KindValues, "|")}
+	return &cli.StringFlag{Name: "kind", Value: def, Usage: "which admission objects: " + strings.Join(kinds.Values, "|")}
 }
 
 func readEtcdFlags(c *cli.Context) etcdFlags {
@@ -189,11 +190,11 @@ func etcdCommand(s streams) *cli.Command {
 				Flags: withConn(kindFlag("all")),
 				Action: func(c *cli.Context) error {
 					return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
-						kinds, err := etcd.ParseKind(c.String("kind"))
+						selected, err := kinds.Parse(c.String("kind"))
 						if err != nil {
 							return err
 						}
-						l, err := ec.List(ctx, kinds)
+						l, err := ec.List(ctx, selected)
 						if err != nil {
 							return err
 						}
@@ -216,7 +217,7 @@ func etcdCommand(s streams) *cli.Command {
 					&cli.StringFlag{Name: "out", Usage: "backup file (default: a new file under STATE-DIR/etcd/CLUSTER-ID/backups)"}),
 				Action: func(c *cli.Context) error {
 					return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
-						kinds, err := etcd.ParseKind(c.String("kind"))
+						selected, err := kinds.Parse(c.String("kind"))
 						if err != nil {
 							return err
 						}
@@ -228,7 +229,7 @@ func etcdCommand(s streams) *cli.Command {
 							}
 							out = filepath.Join(dir, "etcd-backup-"+time.Now().UTC().Format("20060102T150405Z")+".json")
 						}
-						res, err := ec.BackupObjects(ctx, c.Args().Slice(), kinds, out, version, effects(g, nil).EtcdWriter(ec))
+						res, err := ec.BackupObjects(ctx, c.Args().Slice(), selected, out, version, effects(g, nil).EtcdWriter(ec))
 						if err != nil {
 							return err
 						}
@@ -347,9 +348,7 @@ func runEtcdDelete(c *cli.Context, s streams) error {
 	if c.NArg() == 0 {
 		return usageError{"delete needs at least one NAME", "breakglass etcd webhooks lists them"}
 	}
-	if _, err := etcd.ParseKind(c.String("kind")); err != nil {
-		return err
-	}
+	// --kind was checked with the command line (checkFlagValues).
 	change := recovery.EtcdChange{Kind: c.String("kind"), Names: c.Args().Slice(), BackupDir: c.String("backup-dir"), Snapshot: c.Bool("snapshot")}
 	g, res, err := withEtcdChange(c, s, change, recovery.DeleteObjects)
 	if res == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -49,7 +50,7 @@ func recoverFlags() []cli.Flag {
 	return append(etcdConnFlags(),
 		&cli.StringFlag{Name: "runbook", Value: "webhook-deadlock", Usage: "a built-in runbook name, or a runbook file"},
 		&cli.StringSliceFlag{Name: "delete", Usage: "remove these admission objects from etcd after a verified backup: webhook configurations, policies or bindings, found by name"},
-		&cli.StringFlag{Name: "kind", Usage: "the kind of the --delete objects, when a name is held by more than one: " + strings.Join(etcd.KindValues, "|")},
+		&cli.StringFlag{Name: "kind", Usage: "the kind of the --delete objects, when a name is held by more than one: " + strings.Join(kinds.Values, "|")},
 		&cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins to disable (default: those the diagnosis names, at least the runbook's)"},
 		&cli.DurationFlag{Name: "revert-after", Usage: "disable in Talos try mode: the nodes revert by themselves after this long"},
 		&cli.BoolFlag{Name: "keep-disabled", Usage: "stop before putting the plugins back (restore later with: breakglass admission restore)"},

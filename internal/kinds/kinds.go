@@ -4,8 +4,16 @@
 // segment of the etcd key (validatingwebhookconfigurations), the short name
 // that `breakglass etcd --kind` and a runbook's etcd.delete step take
 // (validating), and the admission plugin that evaluates the objects
-// (ValidatingAdmissionWebhook). It imports nothing of the project.
+// (ValidatingAdmissionWebhook). Kind is the one type for them; Parse reads
+// a --kind word, once, where it enters. It imports nothing of the project
+// but internal/failure.
 package kinds
+
+import (
+	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
+)
 
 // The Kubernetes kinds.
 const (
@@ -17,15 +25,19 @@ const (
 	MutatingAdmissionPolicyBinding   = "MutatingAdmissionPolicyBinding"
 )
 
-// The resources: PREFIX/RESOURCE/NAME in etcd (kube-apiserver stores
-// admission objects without an API group segment).
+// Kind is one kind of admission object. Its value is the resource:
+// PREFIX/RESOURCE/NAME in etcd (kube-apiserver stores admission objects
+// without an API group segment), as backups and listings write it.
+type Kind string
+
+// The kinds, by resource.
 const (
-	ValidatingWebhookConfigurations   = "validatingwebhookconfigurations"
-	MutatingWebhookConfigurations     = "mutatingwebhookconfigurations"
-	ValidatingAdmissionPolicies       = "validatingadmissionpolicies"
-	ValidatingAdmissionPolicyBindings = "validatingadmissionpolicybindings"
-	MutatingAdmissionPolicies         = "mutatingadmissionpolicies"
-	MutatingAdmissionPolicyBindings   = "mutatingadmissionpolicybindings"
+	ValidatingWebhookConfigurations   Kind = "validatingwebhookconfigurations"
+	MutatingWebhookConfigurations     Kind = "mutatingwebhookconfigurations"
+	ValidatingAdmissionPolicies       Kind = "validatingadmissionpolicies"
+	ValidatingAdmissionPolicyBindings Kind = "validatingadmissionpolicybindings"
+	MutatingAdmissionPolicies         Kind = "mutatingadmissionpolicies"
+	MutatingAdmissionPolicyBindings   Kind = "mutatingadmissionpolicybindings"
 )
 
 // The short names.
@@ -46,42 +58,80 @@ const (
 	PluginMutatingPolicy    = "MutatingAdmissionPolicy"
 )
 
-// Info is one kind of admission object in every vocabulary.
-type Info struct {
-	Kind     string
-	Resource string
-	Short    string
-	Plugin   string
+// names are each kind's other vocabularies.
+var names = map[Kind]struct{ kind, short, plugin string }{
+	ValidatingWebhookConfigurations:   {ValidatingWebhookConfiguration, Validating, PluginValidatingWebhook},
+	MutatingWebhookConfigurations:     {MutatingWebhookConfiguration, Mutating, PluginMutatingWebhook},
+	ValidatingAdmissionPolicies:       {ValidatingAdmissionPolicy, ValidatingPolicy, PluginValidatingPolicy},
+	ValidatingAdmissionPolicyBindings: {ValidatingAdmissionPolicyBinding, ValidatingPolicyBinding, PluginValidatingPolicy},
+	MutatingAdmissionPolicies:         {MutatingAdmissionPolicy, MutatingPolicy, PluginMutatingPolicy},
+	MutatingAdmissionPolicyBindings:   {MutatingAdmissionPolicyBinding, MutatingPolicyBinding, PluginMutatingPolicy},
 }
 
 // All lists every kind, in listing order: webhook configurations, then
 // validating and mutating policies, each followed by its bindings.
-var All = []Info{
-	{ValidatingWebhookConfiguration, ValidatingWebhookConfigurations, Validating, PluginValidatingWebhook},
-	{MutatingWebhookConfiguration, MutatingWebhookConfigurations, Mutating, PluginMutatingWebhook},
-	{ValidatingAdmissionPolicy, ValidatingAdmissionPolicies, ValidatingPolicy, PluginValidatingPolicy},
-	{ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindings, ValidatingPolicyBinding, PluginValidatingPolicy},
-	{MutatingAdmissionPolicy, MutatingAdmissionPolicies, MutatingPolicy, PluginMutatingPolicy},
-	{MutatingAdmissionPolicyBinding, MutatingAdmissionPolicyBindings, MutatingPolicyBinding, PluginMutatingPolicy},
+var All = []Kind{
+	ValidatingWebhookConfigurations, MutatingWebhookConfigurations,
+	ValidatingAdmissionPolicies, ValidatingAdmissionPolicyBindings,
+	MutatingAdmissionPolicies, MutatingAdmissionPolicyBindings,
 }
 
-// ByKind finds a kind by its Kubernetes kind, ByResource by its resource,
-// ByShort by its short name; all exactly, case included.
-func ByKind(kind string) (Info, bool) { return find(func(i Info) bool { return i.Kind == kind }) }
+// Valid reports whether k is one of All.
+func (k Kind) Valid() bool { _, ok := names[k]; return ok }
 
-// ByResource: see ByKind.
-func ByResource(resource string) (Info, bool) {
-	return find(func(i Info) bool { return i.Resource == resource })
+// Resource is the segment of the etcd key: the value of k.
+func (k Kind) Resource() string { return string(k) }
+
+// Kind is the Kubernetes kind stored under k.
+func (k Kind) Kind() string { return names[k].kind }
+
+// Short is the --kind value that selects only k.
+func (k Kind) Short() string { return names[k].short }
+
+// Plugin is the admission plugin that evaluates objects of k.
+func (k Kind) Plugin() string { return names[k].plugin }
+
+// ByResource finds a kind by its resource, ByShort by its short name; both
+// exactly, case included.
+func ByResource(resource string) (Kind, bool) {
+	k := Kind(resource)
+	return k, k.Valid()
 }
 
-// ByShort: see ByKind.
-func ByShort(short string) (Info, bool) { return find(func(i Info) bool { return i.Short == short }) }
-
-func find(match func(Info) bool) (Info, bool) {
-	for _, i := range All {
-		if match(i) {
-			return i, true
+// ByShort: see ByResource.
+func ByShort(short string) (Kind, bool) {
+	for _, k := range All {
+		if k.Short() == short {
+			return k, true
 		}
 	}
-	return Info{}, false
+	return "", false
+}
+
+// Values are the accepted --kind values, for help text.
+var Values = []string{Validating, Mutating, "policy", "all", ValidatingPolicy, ValidatingPolicyBinding, MutatingPolicy, MutatingPolicyBinding}
+
+// Parse turns a --kind value into kinds. Besides the short names of Values
+// it accepts a resource name (validatingwebhookconfigurations) or a
+// Kubernetes kind (ValidatingWebhookConfiguration), case-insensitively; ""
+// means all. It is bad input (failure.BadInput) otherwise.
+func Parse(s string) ([]Kind, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "all":
+		return append([]Kind(nil), All...), nil
+	case Validating, "webhook-validating":
+		return []Kind{ValidatingWebhookConfigurations}, nil
+	case Mutating, "webhook-mutating":
+		return []Kind{MutatingWebhookConfigurations}, nil
+	case "webhook", "webhooks":
+		return []Kind{ValidatingWebhookConfigurations, MutatingWebhookConfigurations}, nil
+	case "policy", "policies":
+		return []Kind{ValidatingAdmissionPolicies, ValidatingAdmissionPolicyBindings, MutatingAdmissionPolicies, MutatingAdmissionPolicyBindings}, nil
+	}
+	for _, k := range All {
+		if strings.EqualFold(s, string(k)) || strings.EqualFold(s, k.Kind()) || strings.EqualFold(s, k.Short()) {
+			return []Kind{k}, nil
+		}
+	}
+	return nil, failure.Input("--kind "+strings.Join(Values, "|"), "unknown --kind %q", s)
 }

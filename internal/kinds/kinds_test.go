@@ -1,33 +1,64 @@
 package kinds
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 func TestVocabularies(t *testing.T) {
 	seen := map[string]bool{}
-	for _, i := range All {
-		for _, name := range []string{i.Kind, i.Resource, i.Short} {
+	for _, k := range All {
+		for _, name := range []string{k.Kind(), k.Resource(), k.Short()} {
 			if seen[name] {
 				t.Errorf("%s named twice", name)
 			}
 			seen[name] = true
 		}
-		if i.Resource != strings.ToLower(i.Kind)+"s" && i.Resource != strings.ToLower(strings.TrimSuffix(i.Kind, "y"))+"ies" {
-			t.Errorf("%s: resource %s is not the kind's plural", i.Kind, i.Resource)
+		if k.Resource() != strings.ToLower(k.Kind())+"s" && k.Resource() != strings.ToLower(strings.TrimSuffix(k.Kind(), "y"))+"ies" {
+			t.Errorf("%s: resource %s is not the kind's plural", k.Kind(), k.Resource())
 		}
-		for name, f := range map[string]func(string) (Info, bool){i.Kind: ByKind, i.Resource: ByResource, i.Short: ByShort} {
-			if got, ok := f(name); !ok || got != i {
+		for name, f := range map[string]func(string) (Kind, bool){k.Resource(): ByResource, k.Short(): ByShort} {
+			if got, ok := f(name); !ok || got != k {
 				t.Errorf("lookup of %s: %+v %v", name, got, ok)
 			}
 		}
-		if strings.HasPrefix(i.Plugin, "Validating") != strings.HasPrefix(i.Kind, "Validating") ||
-			strings.HasSuffix(i.Plugin, "Webhook") != strings.HasSuffix(i.Kind, "WebhookConfiguration") {
-			t.Errorf("%s: plugin %s", i.Kind, i.Plugin)
+		if strings.HasPrefix(k.Plugin(), "Validating") != strings.HasPrefix(k.Kind(), "Validating") ||
+			strings.HasSuffix(k.Plugin(), "Webhook") != strings.HasSuffix(k.Kind(), "WebhookConfiguration") {
+			t.Errorf("%s: plugin %s", k.Kind(), k.Plugin())
 		}
 	}
-	if _, ok := ByKind("validatingwebhookconfiguration"); ok {
+	if len(names) != len(All) {
+		t.Errorf("%d kinds named, %d listed", len(names), len(All))
+	}
+	if _, ok := ByShort("Validating"); ok {
 		t.Error("lookups are exact")
+	}
+	if _, ok := ByResource("ValidatingWebhookConfigurations"); ok {
+		t.Error("lookups are exact")
+	}
+}
+
+func TestParse(t *testing.T) {
+	for in, want := range map[string][]Kind{
+		"validating":                     {ValidatingWebhookConfigurations},
+		"mutating":                       {MutatingWebhookConfigurations},
+		"all":                            All,
+		"":                               All,
+		"ValidatingWebhookConfiguration": {ValidatingWebhookConfigurations},
+		"mutatingadmissionpolicies":      {MutatingAdmissionPolicies},
+	} {
+		got, err := Parse(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("Parse(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if got, _ := Parse("policy"); len(got) != 4 || slices.Contains(got, ValidatingWebhookConfigurations) {
+		t.Errorf("policy = %v", got)
+	}
+	if _, err := Parse("webhookz"); failure.Code(err) != int(failure.BadInput) {
+		t.Errorf("unknown kind: %v, want bad input", err)
 	}
 }

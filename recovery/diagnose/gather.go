@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -24,7 +25,7 @@ type Nodes interface {
 
 // Objects lists admission objects; *etcd.Client is one.
 type Objects interface {
-	List(ctx context.Context, resources []etcd.Resource) (*etcd.Listing, error)
+	List(ctx context.Context, resources []kinds.Kind) (*etcd.Listing, error)
 	Endpoints() []string
 }
 
@@ -49,7 +50,7 @@ type Options struct {
 	// (connection failed); nil with a nil client means not asked.
 	EtcdError error
 	// Resources are the admission resources listed from etcd; nil: all.
-	Resources []etcd.Resource
+	Resources []kinds.Kind
 	// MaxLines is how many distinct evidence lines a finding shows;
 	// default 3.
 	MaxLines int
@@ -288,7 +289,7 @@ func readLogs(ctx context.Context, nodes Nodes, node, name, containerID string, 
 	return lines, err
 }
 
-func gatherEtcd(ctx context.Context, objs Objects, resources []etcd.Resource) EtcdEvidence {
+func gatherEtcd(ctx context.Context, objs Objects, resources []kinds.Kind) EtcdEvidence {
 	ee := EtcdEvidence{Asked: true, Endpoints: objs.Endpoints()}
 	l, err := objs.List(ctx, resources)
 	if err != nil {
