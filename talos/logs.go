@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -29,11 +32,11 @@ func (c *Client) APIServerLogs(ctx context.Context, node, nodeName, containerID 
 	}
 	stream, err := c.api.Logs(client.WithNode(ctx, node), "k8s.io", common.ContainerDriver_CRI, id, false, int32(tail))
 	if err != nil {
-		return nil, c.nodeError(ctx, node, "read kube-apiserver logs", err)
+		return nil, c.logsError(ctx, node, err)
 	}
 	r, err := client.ReadStream(stream)
 	if err != nil {
-		return nil, c.nodeError(ctx, node, "read kube-apiserver logs", err)
+		return nil, c.logsError(ctx, node, err)
 	}
 	defer r.Close()
 	var lines []string
@@ -43,9 +46,32 @@ func (c *Client) APIServerLogs(ctx context.Context, node, nodeName, containerID 
 		lines = append(lines, criPrefix.ReplaceAllString(sc.Text(), ""))
 	}
 	if err := sc.Err(); err != nil {
-		return lines, c.nodeError(ctx, node, "read kube-apiserver logs", err)
+		return lines, c.logsError(ctx, node, err)
 	}
 	return lines, nil
+}
+
+// ErrNoContainer is a log read of a container the node does not have
+// (any more: a crash-looping one is garbage-collected soon after it is
+// replaced).
+var ErrNoContainer = errors.New("no such container")
+
+// noContainer is the node's own words for ErrNoContainer.
+type noContainer struct{ msg string }
+
+func (e noContainer) Error() string { return e.msg }
+func (e noContainer) Unwrap() error { return ErrNoContainer }
+
+// logsError is nodeError for a log read; Talos says a container is gone
+// only in words (`container "ID" not found`, gRPC Unknown), so they are
+// read here, once, into ErrNoContainer.
+func (c *Client) logsError(ctx context.Context, node string, err error) error {
+	e := c.nodeError(ctx, node, "read kube-apiserver logs", err)
+	var ne *NodeError
+	if st := status.Convert(err); st.Code() == codes.Unknown && strings.Contains(st.Message(), "not found") && errors.As(e, &ne) {
+		ne.Err = noContainer{st.Message()}
+	}
+	return e
 }
 
 // EtcdSnapshot streams a full etcd snapshot from the node into w. It works

@@ -57,6 +57,25 @@ func TestNodeErrorKinds(t *testing.T) {
 	}
 }
 
+// A log read of a container the node no longer has is ErrNoContainer, in
+// the node's words (gRPC Unknown, as machined and the emulator answer);
+// other failures are not.
+func TestLogsOfAGoneContainer(t *testing.T) {
+	c := &Client{}
+	const words = `container "kube-system/kube-apiserver-cp1:kube-apiserver:0123abcd" not found`
+	for _, gone := range []error{status.Error(codes.Unknown, words), errors.New(words)} {
+		err := c.logsError(t.Context(), "127.0.0.11", gone)
+		if !errors.Is(err, ErrNoContainer) || err.Error() != "node 127.0.0.11: read kube-apiserver logs: "+words {
+			t.Errorf("%v: got %v", gone, err)
+		}
+	}
+	for _, other := range []error{status.Error(codes.Unknown, "stream closed"), status.Error(codes.PermissionDenied, "not found")} {
+		if err := c.logsError(t.Context(), "127.0.0.11", other); errors.Is(err, ErrNoContainer) {
+			t.Errorf("%v: taken for a gone container", other)
+		}
+	}
+}
+
 // ReadFacts reads the v1alpha1 document and ignores documents of kinds it
 // does not know (a config from a newer Talos).
 func TestReadFacts(t *testing.T) {

@@ -277,10 +277,10 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 // readLogs reads the named container's log. Talos refreshes the pod status
 // every 15 s while a crash-looping container is replaced and the dead one
 // garbage-collected sooner: when the status names a container that is gone
-// ("not found"), the one running now is the current one.
+// (talos.ErrNoContainer), the one running now is the current one.
 func readLogs(ctx context.Context, nodes Nodes, node, name, containerID string, tail int) ([]string, error) {
 	lines, err := nodes.APIServerLogs(ctx, node, name, containerID, tail)
-	if err == nil || !strings.Contains(err.Error(), "not found") {
+	if !errors.Is(err, talos.ErrNoContainer) {
 		return lines, err
 	}
 	if running, _ := nodes.RunningAPIServerContainer(ctx, node, name); running != "" && !strings.HasSuffix(containerID, running) {
