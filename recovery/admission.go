@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -148,7 +149,7 @@ func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts Admission
 		opts.Plugins = DefaultPlugins
 	}
 	if err := configedit.ValidatePlugins(opts.Plugins); err != nil {
-		return nil, &inputError{msg: err.Error(), cause: err}
+		return nil, failure.Input("", "%w", err)
 	}
 	if err := tc.RequireAdmin("disabling admission plugins"); err != nil {
 		return nil, err
@@ -205,7 +206,7 @@ func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts Admission
 func PlanRestore(ctx context.Context, tc *talos.Client, st State, opts AdmissionOptions) (*AdmissionPlan, error) {
 	if len(opts.Plugins) > 0 {
 		if err := configedit.ValidatePlugins(opts.Plugins); err != nil {
-			return nil, &inputError{msg: err.Error(), cause: err}
+			return nil, failure.Input("", "%w", err)
 		}
 	}
 	if err := tc.RequireAdmin("restoring admission plugins"); err != nil {
@@ -278,7 +279,7 @@ func planEach(ctx context.Context, tc *talos.Client, op string, opts AdmissionOp
 	plan func(context.Context, *NodeChange, talos.MachineConfig) error) (*AdmissionPlan, error) {
 	nodes := tc.Nodes()
 	if len(nodes) == 0 {
-		return nil, invalidInput("name the control-plane nodes with -n NODE[,NODE...]", "no target nodes: the talosconfig context names none")
+		return nil, failure.Input("name the control-plane nodes with -n NODE[,NODE...]", "no target nodes: the talosconfig context names none")
 	}
 	p := &AdmissionPlan{Operation: op, DryRun: opts.DryRun, opts: opts}
 	changes := make([]*NodeChange, len(nodes))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos/configedit"
@@ -65,7 +66,7 @@ func removalsOf(flags []string) ([]configedit.ArgRemoval, error) {
 	for _, fl := range flags {
 		key, item, err := runbooks.ParseExtraArgFlag(fl)
 		if err != nil {
-			return nil, invalidInput("name a whole key (cloud-provider) or KEY:ITEM (feature-gates:MultiCIDRServiceAllocator=false)", "%v", err)
+			return nil, failure.Input("name a whole key (cloud-provider) or KEY:ITEM (feature-gates:MultiCIDRServiceAllocator=false)", "%v", err)
 		}
 		i := slices.IndexFunc(out, func(r configedit.ArgRemoval) bool { return r.Key == key })
 		switch {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
@@ -257,7 +258,7 @@ func TestWithRequestedDeletes(t *testing.T) {
 		}
 	}
 	noDelete := []Step{{Name: "disable", Params: &runbooks.AdmissionDisableParams{}}}
-	if _, err := withRequestedDeletes(noDelete, []string{"x"}, "", "custom"); err == nil || !errors.Is(err, ErrInvalidInput) {
+	if _, err := withRequestedDeletes(noDelete, []string{"x"}, "", "custom"); err == nil || !errors.Is(err, failure.BadInput) {
 		t.Errorf("runbook without etcd.delete: %v", err)
 	}
 }

@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -445,7 +446,7 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 func (r *run) step(ctx context.Context, s Step) (Result, string, error) {
 	ex, ok := executors[s.Params.Action()]
 	if !ok {
-		return nil, "", invalidInput("see the actions with: breakglass runbook show webhook-deadlock", "unknown action %q in step %s", s.Action(), s.Name)
+		return nil, "", failure.Input("see the actions with: breakglass runbook show webhook-deadlock", "unknown action %q in step %s", s.Action(), s.Name)
 	}
 	plan, err := ex.plan(ctx, r, s)
 	if plan == nil {

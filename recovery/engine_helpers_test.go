@@ -251,7 +251,7 @@ func errorIs(err error, kind string) bool {
 	case "partial":
 		return errors.Is(err, recovery.ErrPartial)
 	case "invalid-input":
-		return errors.Is(err, recovery.ErrInvalidInput)
+		return errors.Is(err, failure.BadInput)
 	case "timeout":
 		return errors.Is(err, recovery.ErrTimeout)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -48,11 +49,11 @@ func ConnectEtcd(ctx context.Context, tc *talos.Client, o EtcdOptions) (*etcd.Cl
 		return etcd.Connect(ctx, cfg)
 	}
 	if tc == nil {
-		return nil, invalidInput("pass --etcd-endpoints with --etcd-cacert/--etcd-cert/--etcd-key, or a talosconfig", "etcd needs either certificates or Talos access to mint one")
+		return nil, failure.Input("pass --etcd-endpoints with --etcd-cacert/--etcd-cert/--etcd-key, or a talosconfig", "etcd needs either certificates or Talos access to mint one")
 	}
 	nodes := tc.Nodes()
 	if len(nodes) == 0 {
-		return nil, invalidInput("name the control-plane nodes with -n NODE[,NODE...]", "no target nodes: the talosconfig context names none")
+		return nil, failure.Input("name the control-plane nodes with -n NODE[,NODE...]", "no target nodes: the talosconfig context names none")
 	}
 	if len(cfg.Endpoints) == 0 {
 		for _, n := range nodes {

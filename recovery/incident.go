@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // Target is how a printed command reaches an incident's cluster: the
@@ -91,7 +92,7 @@ type rehearsalError struct{ id, real string }
 func (e *rehearsalError) Error() string {
 	return fmt.Sprintf("incident %s was a dry run (a rehearsal): nothing of it was applied, and it is never resumed or reverted for real", e.id)
 }
-func (e *rehearsalError) Unwrap() error   { return ErrInvalidInput }
+func (e *rehearsalError) Unwrap() error   { return failure.BadInput }
 func (e *rehearsalError) Hints() []string { return []string{"run it for real: " + e.real} }
 
 // realCommand is the command that does for real what a rehearsal's
@@ -119,26 +120,26 @@ func (r *run) bind(ctx context.Context, o IncidentOptions, verb string) error {
 	run := Target{Context: meta.Context}
 	for _, g := range o.NodesGone {
 		if !slices.Contains(recorded, g) {
-			return invalidInput("name only the incident's nodes: "+orDefault(strings.Join(recorded, ","), "(it recorded none)"),
+			return failure.Input("name only the incident's nodes: "+orDefault(strings.Join(recorded, ","), "(it recorded none)"),
 				"--nodes-gone %s is not a node of incident %s", g, meta.ID)
 		}
 	}
 	targets := without(recorded, o.NodesGone)
 	if len(recorded) > 0 && len(targets) == 0 {
-		return invalidInput("leave at least one of its nodes out of --nodes-gone", "--nodes-gone names every node of incident %s: nothing is left to act on", meta.ID)
+		return failure.Input("leave at least one of its nodes out of --nodes-gone", "--nodes-gone names every node of incident %s: nothing is left to act on", meta.ID)
 	}
 	if len(recorded) > 0 && len(o.Nodes) > 0 && !sameSet(o.Nodes, targets) {
 		hints := []string{"act on the incident's own nodes: " + run.Cmd(verb+" "+meta.ID) + " (no -n: the incident names them)"}
 		if others := without(recorded, o.Nodes); len(others) > 0 && len(without(o.Nodes, recorded)) == 0 {
 			hints = append(hints, "if "+strings.Join(others, ",")+" are gone for good, say so: "+run.Cmd(verb+" "+meta.ID)+" --nodes-gone "+strings.Join(others, ","))
 		}
-		return &inputError{msg: fmt.Sprintf("incident %s ran on nodes %s; -n names %s", meta.ID, strings.Join(targets, ","), strings.Join(o.Nodes, ",")), hints: hints}
+		return failure.Hinted(failure.Input("", "incident %s ran on nodes %s; -n names %s", meta.ID, strings.Join(targets, ","), strings.Join(o.Nodes, ",")), hints...)
 	}
 	if meta.Context != "" && r.tc != nil {
 		now := orDefault(o.Context, r.tc.ContextName())
 		if now != meta.Context {
-			return &inputError{msg: fmt.Sprintf("incident %s was run through talosconfig context %s; this command uses context %s", meta.ID, meta.Context, now),
-				hints: []string{"use the incident's context: " + run.Cmd(verb+" "+meta.ID)}}
+			return failure.Input("use the incident's context: "+run.Cmd(verb+" "+meta.ID),
+				"incident %s was run through talosconfig context %s; this command uses context %s", meta.ID, meta.Context, now)
 		}
 	}
 	if len(targets) > 0 && r.tc != nil {
@@ -150,7 +151,7 @@ func (r *run) bind(ctx context.Context, o IncidentOptions, verb string) error {
 	}
 	if meta.Cluster != "" && len(targets) > 0 {
 		if now := clusterName(ctx, r.tc); now != "" && now != meta.Cluster {
-			return invalidInput("run it against the cluster the incident was on (its talosconfig context "+orDefault(meta.Context, "-")+")",
+			return failure.Input("run it against the cluster the incident was on (its talosconfig context "+orDefault(meta.Context, "-")+")",
 				"incident %s is of cluster %s; node %s belongs to cluster %s", meta.ID, meta.Cluster, targets[0], now)
 		}
 	}
@@ -162,7 +163,7 @@ func (r *run) bind(ctx context.Context, o IncidentOptions, verb string) error {
 		}
 		info, err := ec.Cluster(ctx)
 		if err == nil && info.ClusterID.String() != want {
-			return invalidInput("reach the incident's etcd: its endpoints, or -n with its nodes",
+			return failure.Input("reach the incident's etcd: its endpoints, or -n with its nodes",
 				"incident %s recorded etcd cluster %s; the etcd reached now is cluster %s", meta.ID, want, info.ClusterID)
 		}
 	}

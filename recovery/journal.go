@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // An incident is one run of breakglass against a cluster, from the first
@@ -105,7 +107,7 @@ func (s State) ReadIncident(id string) (string, []Entry, error) {
 			return "", nil, err
 		}
 		if len(list) == 0 {
-			return "", nil, invalidInput("start one with: breakglass recover", "no incident in %s", s.incidentsDir())
+			return "", nil, failure.Input("start one with: breakglass recover", "no incident in %s", s.incidentsDir())
 		}
 		id = list[len(list)-1].ID
 	}
@@ -115,7 +117,7 @@ func (s State) ReadIncident(id string) (string, []Entry, error) {
 		if _, derr := os.Stat(dir); derr == nil {
 			return dir, nil, &JournalDamageError{Path: filepath.Join(dir, "journal.jsonl"), Reason: "the incident has no journal file"}
 		}
-		return "", nil, invalidInput("list them with: breakglass journal list", "no incident %q", id)
+		return "", nil, failure.Input("list them with: breakglass journal list", "no incident %q", id)
 	}
 	return dir, entries, err
 }
@@ -378,7 +380,7 @@ func (s State) resumable() (string, error) {
 			return list[i].ID, nil
 		}
 	}
-	return "", invalidInput("list them with: breakglass journal list", "no interrupted incident to resume in %s", s.incidentsDir())
+	return "", failure.Input("list them with: breakglass journal list", "no interrupted incident to resume in %s", s.incidentsDir())
 }
 
 // JournalData is what the journal keeps of an executed plan: per node, the

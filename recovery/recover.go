@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -87,7 +88,7 @@ type RecoverResult struct {
 // asks before changing anything, and is journaled before and after.
 func Recover(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, opts RecoverOptions) (*RecoverResult, error) {
 	if len(opts.Steps) == 0 {
-		return nil, invalidInput("", "the runbook %q has no steps", opts.Runbook)
+		return nil, failure.Input("", "the runbook %q has no steps", opts.Runbook)
 	}
 	steps, err := withRequestedDeletes(opts.Steps, opts.Delete, opts.DeleteKind, opts.Runbook)
 	if err != nil {
@@ -175,7 +176,7 @@ func Resume(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 		// as an incident of one step: it has no runbook to continue, but it
 		// is idempotent, and revert undoes it.
 		j.Close()
-		return nil, invalidInput(standaloneNext(meta, j.ID),
+		return nil, failure.Input(standaloneNext(meta, j.ID),
 			"incident %s is a standalone %s: there is nothing to resume", j.ID, orDefault(meta.Runbook, "change"))
 	}
 	var opts RecoverOptions
@@ -185,7 +186,7 @@ func Resume(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 	}
 	if _, state := incidentState(entries); finished(state) {
 		j.Close()
-		return nil, invalidInput("see it with: breakglass journal show "+j.ID, "incident %s has nothing to resume: it ended %s", j.ID, state)
+		return nil, failure.Input("see it with: breakglass journal show "+j.ID, "incident %s has nothing to resume: it ended %s", j.ID, state)
 	}
 	opts.DryRun = fx.DryRun()
 	r := newRun(tc, st, fx, ui, opts, j, entries)
@@ -216,7 +217,7 @@ func Revert(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 	meta := j.Meta()
 	if meta.Runbook == standaloneLockBreak {
 		j.Close()
-		return nil, invalidInput("see it with: breakglass journal show "+j.ID, "incident %s is a standalone lock break: there is nothing to revert", j.ID)
+		return nil, failure.Input("see it with: breakglass journal show "+j.ID, "incident %s is a standalone lock break: there is nothing to revert", j.ID)
 	}
 	steps := []Step{{Name: "revert-admission", Params: &runbooks.AdmissionRestoreParams{}, Confirm: true,
 		Description: "Put disable-admission-plugins and enable-admission-plugins back to the values recorded before the incident."}}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -25,7 +26,7 @@ func withRequestedDeletes(steps []Step, names []string, kind, runbook string) ([
 	out := slices.Clone(steps)
 	i := slices.IndexFunc(out, func(s Step) bool { _, ok := s.Params.(*runbooks.EtcdDeleteParams); return ok })
 	if i < 0 {
-		return nil, invalidInput("use a runbook that removes objects: breakglass runbook list", "runbook %s has no etcd.delete step to remove %s", runbook, strings.Join(names, ", "))
+		return nil, failure.Input("use a runbook that removes objects: breakglass runbook list", "runbook %s has no etcd.delete step to remove %s", runbook, strings.Join(names, ", "))
 	}
 	s := out[i]
 	p := *s.Params.(*runbooks.EtcdDeleteParams) // a copy: the runbook's own stays as loaded
@@ -35,12 +36,12 @@ func withRequestedDeletes(steps []Step, names []string, kind, runbook string) ([
 		name := arg
 		if k, n, ok := strings.Cut(arg, "/"); ok {
 			if kind != "" && k != kind {
-				return nil, invalidInput("give the kind once: --kind KIND, or KIND/NAME", "--delete %s names kind %s, --kind says %s", arg, k, kind)
+				return nil, failure.Input("give the kind once: --kind KIND, or KIND/NAME", "--delete %s names kind %s, --kind says %s", arg, k, kind)
 			}
 			p.Kind, name = k, n
 		}
 		if !runbooks.ValidObjectName(name) {
-			return nil, invalidInput("list the objects with: breakglass etcd webhooks --kind all", "--delete %q is not a Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253)", name)
+			return nil, failure.Input("list the objects with: breakglass etcd webhooks --kind all", "--delete %q is not a Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253)", name)
 		}
 		if !slices.Contains(p.Names, name) {
 			p.Names = append(p.Names, name)
@@ -77,7 +78,7 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 		if err != nil {
 			var amb *etcd.AmbiguousNameError
 			if errors.As(err, &amb) {
-				return nil, &inputError{msg: "--delete: " + err.Error(), cause: err, hints: []string{"name the kind: --kind " + strings.Join(kinds.Values, "|")}}
+				return nil, failure.Input("name the kind: --kind "+strings.Join(kinds.Values, "|"), "--delete: %w", err)
 			}
 			return nil, fmt.Errorf("--delete: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/configedit"
 )
@@ -36,7 +37,7 @@ func (n NodeAdmission) Disabled() bool {
 func AdmissionStatus(ctx context.Context, tc *talos.Client, st State, now time.Time) ([]NodeAdmission, error) {
 	nodes := tc.Nodes()
 	if len(nodes) == 0 {
-		return nil, invalidInput("name the control-plane nodes with -n NODE[,NODE...]", "no target nodes: the talosconfig context names none")
+		return nil, failure.Input("name the control-plane nodes with -n NODE[,NODE...]", "no target nodes: the talosconfig context names none")
 	}
 	out := make([]NodeAdmission, len(nodes))
 	errs := make([]error, len(nodes))

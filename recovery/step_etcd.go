@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -104,7 +105,7 @@ func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteP
 	}
 	resources, err := kinds.Parse(p.Kind)
 	if err != nil {
-		return nil, invalidInput("", "step %s: %v", s.Name, err)
+		return nil, failure.Input("", "step %s: %v", s.Name, err)
 	}
 	del, err := ec.PlanDelete(ctx, names, resources)
 	var nf *etcd.NotFoundError

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -59,7 +60,7 @@ func (r *run) removeFlags(ctx context.Context, s Step, p *runbooks.ExtraArgsRemo
 		flags = r.decision.Flags
 	}
 	if len(flags) == 0 {
-		return nil, invalidInput("run it after a diagnose step, or name them: with: {flags: [feature-gates:NAME=VALUE, KEY]}",
+		return nil, failure.Input("run it after a diagnose step, or name them: with: {flags: [feature-gates:NAME=VALUE, KEY]}",
 			"step %s: no flag to take out (the diagnosis named none)", s.Name)
 	}
 	removals, err := removalsOf(flags)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -106,7 +105,7 @@ func readGlobals(c *cli.Context) (globalOptions, error) {
 	// Each command's own -o values (yaml for runbook show) are checked
 	// before its action (checkOutput).
 	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
-		return o, usageError{fmt.Sprintf("unknown output format %q", o.Output), "use -o text or -o json"}
+		return o, failure.Input("use -o text or -o json", "unknown output format %q", o.Output)
 	}
 	// A node or endpoint given twice is one node: it would otherwise be
 	// patched, waited for and reported twice, in parallel with itself.

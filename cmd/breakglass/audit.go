@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/ctxfile"
@@ -14,7 +16,6 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
-	"github.com/urfave/cli/v2"
 )
 
 func init() { commandRegistry = append(commandRegistry, auditCommand) }
@@ -71,7 +72,7 @@ func auditCommand(s streams) *cli.Command {
 			cfgs := in.cfgs
 			if c.Bool("fix") {
 				if !audit.HasAdmissionObjects(cfgs) {
-					return usageError{"--fix changes webhooks and policies, and none was given", "the flags' fixes are in the report: breakglass audit without --fix"}
+					return failure.Input("the flags' fixes are in the report: breakglass audit without --fix", "--fix changes webhooks and policies, and none was given")
 				}
 				return runAuditFix(c, s, cfgs, opts)
 			}
@@ -174,7 +175,7 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 			return nil, err
 		}
 		if err != nil {
-			return nil, usageError{err.Error(), "pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)"}
+			return nil, failure.Input("pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)", "%v", err)
 		}
 		data, err := recovery.FetchWebhookConfigurations(c.Context, kc)
 		if err != nil {
@@ -226,7 +227,7 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 		}
 	}
 	if !audit.HasAdmissionObjects(cfgs) && !c.Bool("from-etcd") && c.String("kubeconfig") == "" && len(in.extraArgs) == 0 {
-		return nil, usageError{"nothing to audit", "breakglass audit -f webhooks.yaml (or a Talos machine config), --from-etcd, --kubeconfig FILE, or -n CP1,CP2,CP3 for the control planes' kube-apiserver flags"}
+		return nil, failure.Input("breakglass audit -f webhooks.yaml (or a Talos machine config), --from-etcd, --kubeconfig FILE, or -n CP1,CP2,CP3 for the control planes' kube-apiserver flags", "nothing to audit")
 	}
 	return cfgs, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/apiserverargs"
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/command"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
@@ -146,7 +147,7 @@ func instrumentCommand(c *cli.Command, path string) {
 // the command's help.
 func usageHint(help string) cli.OnUsageErrorFunc {
 	return func(c *cli.Context, err error, _ bool) error {
-		return usageError{command.ExplainParseError(c, strings.TrimPrefix(err.Error(), "breakglass: ")), "see: " + help}
+		return failure.Input("see: "+help, "%s", command.ExplainParseError(c, strings.TrimPrefix(err.Error(), "breakglass: ")))
 	}
 }
 
@@ -181,7 +182,7 @@ func unknownCommand(group *string, commands []*cli.Command) cli.ActionFunc {
 		if m := closest.Typo(word, names); m != "" {
 			hint = "did you mean: breakglass " + prefix + m + "?"
 		}
-		return usageError{fmt.Sprintf("unknown command %q", prefix+word), hint}
+		return failure.Input(hint, "unknown command %q", prefix+word)
 	}
 }
 
@@ -190,11 +191,11 @@ func checkCommandLine(c *cli.Context, path string) error {
 	if spec, ok := argSpecs[path]; ok {
 		if n := c.Args().Len(); n < spec.min || (spec.max >= 0 && n > spec.max) {
 			// A file given without -f: the hint names it with -f.
-			return usageError{spec.msg, strings.ReplaceAll(spec.hint, "ARG", c.Args().First())}
+			return failure.Input(strings.ReplaceAll(spec.hint, "ARG", c.Args().First()), "%s", spec.msg)
 		}
 	}
 	if f, ok := requiredFlags[path]; ok && c.String(f) == "" {
-		return usageError{fmt.Sprintf("%s needs --%s FILE", path, f), fmt.Sprintf("breakglass %s --%s FILE", path, f)}
+		return failure.Input(fmt.Sprintf("breakglass %s --%s FILE", path, f), "%s needs --%s FILE", path, f)
 	}
 	if err := checkOutput(c, path); err != nil {
 		return err
@@ -235,11 +236,11 @@ func checkDestination(c *cli.Context, path string) error {
 		const hint = "give --backup-dir a directory (it is created when absent), or leave it out for the state directory's (STATE-DIR/etcd/CLUSTER-ID/backups)"
 		switch file, err := fileInPath(d); {
 		case err != nil:
-			return usageError{fmt.Sprintf("backup directory %s cannot be used: %v", d, err), hint}
+			return failure.Input(hint, "backup directory %s cannot be used: %v", d, err)
 		case file == d:
-			return usageError{fmt.Sprintf("backup directory %s is not a directory", d), hint}
+			return failure.Input(hint, "backup directory %s is not a directory", d)
 		case file != "":
-			return usageError{fmt.Sprintf("backup directory %s cannot be created: %s is a file", d, file), hint}
+			return failure.Input(hint, "backup directory %s cannot be created: %s is a file", d, file)
 		}
 	case "etcd backup", "etcd snapshot":
 		out := c.String("out")
@@ -252,15 +253,15 @@ func checkDestination(c *cli.Context, path string) error {
 		}
 		if st, err := os.Lstat(out); err == nil {
 			if st.IsDir() {
-				return usageError{fmt.Sprintf("--out %s is a directory", out), hint}
+				return failure.Input(hint, "--out %s is a directory", out)
 			}
 			return &etcd.FileExistsError{Path: out}
 		}
 		switch file, err := fileInPath(filepath.Dir(out)); {
 		case err != nil:
-			return usageError{fmt.Sprintf("--out %s cannot be used: %v", out, err), hint}
+			return failure.Input(hint, "--out %s cannot be used: %v", out, err)
 		case file != "":
-			return usageError{fmt.Sprintf("--out %s cannot be created: %s is a file", out, file), hint}
+			return failure.Input(hint, "--out %s cannot be created: %s is a file", out, file)
 		}
 	}
 	return nil
@@ -322,7 +323,7 @@ func checkOutput(c *cli.Context, path string) error {
 		opts = append(opts, "-o "+a)
 	}
 	hint := "use " + strings.Join(opts[:len(opts)-1], ", ") + " or " + opts[len(opts)-1]
-	return usageError{fmt.Sprintf("unknown output format %q", o), hint}
+	return failure.Input(hint, "unknown output format %q", o)
 }
 
 // checkFlagValues checks every duration, count, enum and plugin flag the
@@ -331,14 +332,12 @@ func checkFlagValues(c *cli.Context) error {
 	for _, name := range c.FlagNames() {
 		if r, ok := durationRanges[name]; ok && c.IsSet(name) {
 			if d := c.Duration(name); d < r[0] || d > r[1] {
-				return usageError{fmt.Sprintf("--%s %s is out of range: from %s to %s", name, d, r[0], r[1]),
-					fmt.Sprintf("give --%s a value from %s to %s, e.g. --%s %s", name, r[0], r[1], name, min(10*r[0], r[1]))}
+				return failure.Input(fmt.Sprintf("give --%s a value from %s to %s, e.g. --%s %s", name, r[0], r[1], name, min(10*r[0], r[1])), "--%s %s is out of range: from %s to %s", name, d, r[0], r[1])
 			}
 		}
 		if r, ok := intRanges[name]; ok {
 			if n := c.Int(name); n < r[0] || n > r[1] {
-				return usageError{fmt.Sprintf("--%s %d is out of range: from %d to %d", name, n, r[0], r[1]),
-					fmt.Sprintf("give --%s a value from %d to %d, e.g. --%s 500", name, r[0], r[1], name)}
+				return failure.Input(fmt.Sprintf("give --%s a value from %d to %d, e.g. --%s 500", name, r[0], r[1], name), "--%s %d is out of range: from %d to %d", name, n, r[0], r[1])
 			}
 		}
 		if values, ok := enumValues[name]; ok {
@@ -373,7 +372,7 @@ func enumError(name, v string, values []string) error {
 	if m := closest.Typo(v, values); m != "" {
 		hint = fmt.Sprintf("did you mean --%s %s?", name, m)
 	}
-	return usageError{fmt.Sprintf("--%s %q is not one of: %s", name, v, strings.Join(values, ", ")), hint}
+	return failure.Input(hint, "--%s %q is not one of: %s", name, v, strings.Join(values, ", "))
 }
 
 // checkPlugins refuses a --plugins that names nothing or names something
@@ -381,12 +380,12 @@ func enumError(name, v string, values []string) error {
 func checkPlugins(values []string) error {
 	plugins := flaglist.Split(values...)
 	if len(plugins) == 0 {
-		return usageError{"--plugins names no plugin", "name them as kube-apiserver does, comma-separated: --plugins ValidatingAdmissionWebhook,MutatingAdmissionWebhook"}
+		return failure.Input("name them as kube-apiserver does, comma-separated: --plugins ValidatingAdmissionWebhook,MutatingAdmissionWebhook", "--plugins names no plugin")
 	}
 	for _, p := range plugins {
 		var pe *apiserverargs.PluginError
 		if errors.As(apiserverargs.CheckPlugin(p), &pe) {
-			return usageError{pe.Error(), pe.Hint()}
+			return failure.Input(pe.Hint(), "%s", pe.Error())
 		}
 	}
 	return nil
@@ -403,18 +402,17 @@ func checkEtcdFlags(c *cli.Context) error {
 	f := readEtcdFlags(c) // all empty for a command without them; ETCDCTL_* count as given
 	switch {
 	case f.Cert != "" && f.Key == "":
-		return usageError{"--etcd-cert needs --etcd-key", "give the client key too: --etcd-key FILE (etcdctl --key)"}
+		return failure.Input("give the client key too: --etcd-key FILE (etcdctl --key)", "--etcd-cert needs --etcd-key")
 	case f.Key != "" && f.Cert == "":
-		return usageError{"--etcd-key needs --etcd-cert", "give the client certificate too: --etcd-cert FILE (etcdctl --cert)"}
+		return failure.Input("give the client certificate too: --etcd-cert FILE (etcdctl --cert)", "--etcd-key needs --etcd-cert")
 	case f.Cert != "" && f.CACert == "" && !plainHTTP(f.Endpoints):
 		// etcd's server certificate is signed by the etcd CA, which no system trusts.
-		return usageError{"--etcd-cert and --etcd-key need --etcd-cacert, the CA etcd's own certificate is checked against",
-			"give the etcd CA too: --etcd-cacert FILE (etcdctl --cacert; on Talos, cluster.etcd.ca of the machine config)"}
+		return failure.Input("give the etcd CA too: --etcd-cacert FILE (etcdctl --cacert; on Talos, cluster.etcd.ca of the machine config)", "--etcd-cert and --etcd-key need --etcd-cacert, the CA etcd's own certificate is checked against")
 	}
 	for _, e := range f.Endpoints {
 		u, err := url.Parse(e)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return usageError{fmt.Sprintf("--etcd-endpoints %q is not an etcd client URL", e), "give it as https://HOST:2379 (or http://HOST:2379 for an etcd without TLS)"}
+			return failure.Input("give it as https://HOST:2379 (or http://HOST:2379 for an etcd without TLS)", "--etcd-endpoints %q is not an etcd client URL", e)
 		}
 	}
 	return nil
@@ -427,8 +425,7 @@ func checkAddresses(c *cli.Context) error {
 	for _, flag := range []string{"nodes", "endpoints"} {
 		for _, v := range flaglist.Split(c.StringSlice(flag)...) {
 			if strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0 {
-				return usageError{fmt.Sprintf("--%s %s: not an address or host name (it holds a control character or a space)", flag, termsafe.String(v)),
-					"give addresses or host names, comma-separated: --" + flag + " 10.5.0.2,10.5.0.3"}
+				return failure.Input("give addresses or host names, comma-separated: --"+flag+" 10.5.0.2,10.5.0.3", "--%s %s: not an address or host name (it holds a control character or a space)", flag, termsafe.String(v))
 			}
 		}
 	}
@@ -444,17 +441,16 @@ func checkStateDir(dir string, write bool) error {
 	st, err := os.Stat(dir)
 	switch {
 	case err == nil && !st.IsDir():
-		return usageError{fmt.Sprintf("state directory %s is not a directory", dir), "give --state-dir a directory (or set BREAKGLASS_STATE_DIR)"}
+		return failure.Input("give --state-dir a directory (or set BREAKGLASS_STATE_DIR)", "state directory %s is not a directory", dir)
 	case err != nil && !errors.Is(err, os.ErrNotExist):
-		return usageError{fmt.Sprintf("state directory %s cannot be used: %v", dir, errors.Unwrap(err)), "give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)"}
+		return failure.Input("give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)", "state directory %s cannot be used: %v", dir, errors.Unwrap(err))
 	}
 	// What breakglass keeps there (README, State directory) must be directories too.
 	dirs := []string{dir}
 	for _, sub := range []string{"incidents", "clusters", "etcd"} {
 		p := filepath.Join(dir, sub)
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return usageError{fmt.Sprintf("state directory %s cannot be used: %s is not a directory", dir, p),
-				fmt.Sprintf("move %s away, or give another --state-dir (or BREAKGLASS_STATE_DIR)", p)}
+			return failure.Input(fmt.Sprintf("move %s away, or give another --state-dir (or BREAKGLASS_STATE_DIR)", p), "state directory %s cannot be used: %s is not a directory", dir, p)
 		} else if err == nil {
 			dirs = append(dirs, p)
 		}
@@ -470,8 +466,7 @@ func checkStateDir(dir string, write bool) error {
 			err = writableDir(d)
 		}
 		if err != nil {
-			return usageError{fmt.Sprintf("state directory %s cannot be used: %v", dir, err),
-				"run breakglass as the user who owns it (ls -ld " + d + "), or give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)"}
+			return failure.Input("run breakglass as the user who owns it (ls -ld "+d+"), or give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)", "state directory %s cannot be used: %v", dir, err)
 		}
 	}
 	return nil
@@ -547,17 +542,17 @@ func checkBackupFile(path string) error {
 	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return usageError{fmt.Sprintf("backup file %s: no such file", path), hint}
+		return failure.Input(hint, "backup file %s: no such file", path)
 	case err != nil:
-		return usageError{fmt.Sprintf("backup file %s cannot be read: %v", path, errors.Unwrap(err)), hint}
+		return failure.Input(hint, "backup file %s cannot be read: %v", path, errors.Unwrap(err))
 	case st.IsDir():
-		return usageError{fmt.Sprintf("backup file %s is a directory", path), hint}
+		return failure.Input(hint, "backup file %s is a directory", path)
 	case st.Size() == 0:
-		return usageError{fmt.Sprintf("backup file %s is empty", path), hint}
+		return failure.Input(hint, "backup file %s is empty", path)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return usageError{fmt.Sprintf("backup file %s cannot be read: %v", path, errors.Unwrap(err)), hint}
+		return failure.Input(hint, "backup file %s cannot be read: %v", path, errors.Unwrap(err))
 	}
 	var head struct {
 		APIVersion string `json:"apiVersion"`
@@ -568,7 +563,7 @@ func checkBackupFile(path string) error {
 		_, err = etcd.ReadBackup(path)
 		return err
 	} else if err != nil || (head.APIVersion == "" && head.Kind == "") {
-		return usageError{fmt.Sprintf("%s is not a breakglass backup file (want JSON of kind %s)", path, etcd.BackupKind), hint}
+		return failure.Input(hint, "%s is not a breakglass backup file (want JSON of kind %s)", path, etcd.BackupKind)
 	}
 	// A backup that fails verification (checksums, keys, names) is refused
 	// here too, before an incident is opened: exit 10.

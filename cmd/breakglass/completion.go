@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 
-	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/urfave/cli/v2"
+
+	"github.com/breakglass-dev/breakglass/internal/command"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 func init() { commandRegistry = append(commandRegistry, completionCommand, docsCommand) }
@@ -65,7 +67,7 @@ func completionCommand(s streams) *cli.Command {
 				_, err = fmt.Fprint(s.Out, script)
 				return err
 			}
-			return usageError{fmt.Sprintf("unknown shell %q", c.Args().First()), "breakglass completion bash|zsh|fish"}
+			return failure.Input("breakglass completion bash|zsh|fish", "unknown shell %q", c.Args().First())
 		},
 	}
 }

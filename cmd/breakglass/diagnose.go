@@ -56,7 +56,7 @@ func diagnoseCommand(s streams) *cli.Command {
 				return err
 			}
 			if c.Int("tail") <= 0 {
-				return usageError{"--tail must be positive", "e.g. --tail 500"}
+				return failure.Input("e.g. --tail 500", "--tail must be positive")
 			}
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
@@ -70,7 +70,7 @@ func diagnoseCommand(s streams) *cli.Command {
 			var ec *etcd.Client
 			if c.Bool("no-etcd") {
 				if c.IsSet("etcd-endpoints") {
-					return usageError{"--no-etcd and --etcd-endpoints contradict each other", "drop one of them"}
+					return failure.Input("drop one of them", "--no-etcd and --etcd-endpoints contradict each other")
 				}
 			} else {
 				f := readEtcdFlags(c)

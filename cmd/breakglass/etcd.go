@@ -142,10 +142,7 @@ func talosForEtcd(ctx context.Context, g globalOptions, f etcdFlags) (*talos.Cli
 	if len(missing) == 1 { // only the endpoints: the nodes will do
 		hint += ", or the control-plane nodes with -n NODE"
 	}
-	return nil, usageError{
-		fmt.Sprintf("%s given, but not %s: without %s breakglass reaches etcd %s, and %v", joinFlags(given), joinFlags(missing), them, strings.Join(how, ", "), err),
-		hint + "; or a talosconfig it can read: --talosconfig PATH",
-	}
+	return nil, failure.Input(hint+"; or a talosconfig it can read: --talosconfig PATH", "%s given, but not %s: without %s breakglass reaches etcd %s, and %v", joinFlags(given), joinFlags(missing), them, strings.Join(how, ", "), err)
 }
 
 // given are the etcd connection flags set (on the command line or as ETCDCTL_*).
@@ -276,7 +273,7 @@ func etcdCommand(s streams) *cli.Command {
 				Flags: withConn(&cli.BoolFlag{Name: "force-cluster", Usage: "restore a backup taken from another etcd cluster ID"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return usageError{"restore takes exactly one backup FILE", "breakglass etcd restore FILE"}
+						return failure.Input("breakglass etcd restore FILE", "restore takes exactly one backup FILE")
 					}
 					return runEtcdRestore(c, s, c.Args().First())
 				},
@@ -346,7 +343,7 @@ func withEtcdChange(c *cli.Context, s streams, change recovery.EtcdChange,
 
 func runEtcdDelete(c *cli.Context, s streams) error {
 	if c.NArg() == 0 {
-		return usageError{"delete needs at least one NAME", "breakglass etcd webhooks lists them"}
+		return failure.Input("breakglass etcd webhooks lists them", "delete needs at least one NAME")
 	}
 	// --kind was checked with the command line (checkFlagValues).
 	change := recovery.EtcdChange{Kind: c.String("kind"), Names: c.Args().Slice(), BackupDir: c.String("backup-dir"), Snapshot: c.Bool("snapshot")}
@@ -460,7 +457,7 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 		defer tc.Close()
 		nodes := tc.Nodes()
 		if len(nodes) == 0 {
-			return usageError{"no target node for the snapshot", "-n NODE"}
+			return failure.Input("-n NODE", "no target node for the snapshot")
 		}
 		source = "the Talos API on node " + nodes[0]
 		w := effects(g, nil).EtcdWriter(nil)

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -12,18 +11,6 @@ import (
 )
 
 func exitCodeHelp() string { return failure.Help() }
-
-// usageError is bad input caught by the command layer.
-type usageError struct{ msg, hint string }
-
-func (e usageError) Error() string { return e.msg }
-func (e usageError) Unwrap() error { return failure.BadInput }
-func (e usageError) Hints() []string {
-	if e.hint == "" {
-		return nil
-	}
-	return []string{e.hint}
-}
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -42,6 +29,5 @@ func permissionAsBadInput(path string, err error) error {
 		!errors.Is(err, fs.ErrPermission) || !errors.As(err, &pe) {
 		return err
 	}
-	return usageError{fmt.Sprintf("%s: %s cannot be read: permission denied", path, pe.Path),
-		"run breakglass as the user who owns it (ls -l " + pe.Path + "), or give it a file or --state-dir it can read"}
+	return failure.Input("run breakglass as the user who owns it (ls -l "+pe.Path+"), or give it a file or --state-dir it can read", "%s: %s cannot be read: permission denied", path, pe.Path)
 }

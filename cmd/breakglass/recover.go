@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
@@ -321,7 +322,7 @@ func journalCommand(s streams) *cli.Command {
 					switch c.String("format") {
 					case "text", "markdown":
 					default:
-						return usageError{"unknown format " + c.String("format"), "use --format text or --format markdown"}
+						return failure.Input("use --format text or --format markdown", "unknown format %s", c.String("format"))
 					}
 					recovery.RenderTimeline(s.Out, meta, rows, c.String("format") == "markdown")
 					return nil

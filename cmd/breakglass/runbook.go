@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -69,7 +70,7 @@ func runbookCommand(s streams) *cli.Command {
 						return err
 					}
 					if c.Args().Len() != 1 {
-						return usageError{"runbook show takes one runbook name or file", "list them with: breakglass runbook list"}
+						return failure.Input("list them with: breakglass runbook list", "runbook show takes one runbook name or file")
 					}
 					rb, err := runbooks.ResolveContext(c.Context, c.Args().First())
 					if err != nil {
@@ -97,7 +98,7 @@ func runbookCommand(s streams) *cli.Command {
 				Flags:     recoverFlags(),
 				Action: func(c *cli.Context) error {
 					if c.Args().Len() != 1 {
-						return usageError{"runbook run takes one runbook name or file", "list them with: breakglass runbook list"}
+						return failure.Input("list them with: breakglass runbook list", "runbook run takes one runbook name or file")
 					}
 					if err := c.Set("runbook", c.Args().First()); err != nil {
 						return err

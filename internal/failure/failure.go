@@ -162,9 +162,12 @@ func Hints(err error) []string {
 	return out
 }
 
-// Input is bad input (BadInput) with the next step to take.
+// Input is bad input (BadInput) with the next step to take, hint ("" for
+// none): the one constructor of bad input, for every package. format is
+// fmt.Errorf's: a cause wrapped with %w keeps its own hints and category
+// (see precedence).
 func Input(hint, format string, args ...any) error {
-	e := &inputError{msg: fmt.Sprintf(format, args...)}
+	e := &inputError{err: fmt.Errorf(format, args...)}
 	if hint != "" {
 		e.hints = []string{hint}
 	}
@@ -172,12 +175,12 @@ func Input(hint, format string, args ...any) error {
 }
 
 type inputError struct {
-	msg   string
+	err   error
 	hints []string
 }
 
-func (e *inputError) Error() string   { return e.msg }
-func (e *inputError) Unwrap() error   { return BadInput }
+func (e *inputError) Error() string   { return e.err.Error() }
+func (e *inputError) Unwrap() []error { return []error{BadInput, e.err} }
 func (e *inputError) Hints() []string { return e.hints }
 
 // Reported is an outcome the command has already rendered (a status, a

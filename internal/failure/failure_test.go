@@ -44,6 +44,22 @@ func TestHintsOnceEachInOrder(t *testing.T) {
 	}
 }
 
+// Bad input that wraps a cause (%w) is the cause's category when it has
+// one, and says the cause's hints after its own.
+func TestInputWrapsItsCause(t *testing.T) {
+	cause := Hinted(New(Conflict, "held by someone else"), "wait")
+	err := Input("name the kind", "--delete: %w", cause)
+	if err.Error() != "--delete: held by someone else" || !errors.Is(err, cause) || !errors.Is(err, BadInput) {
+		t.Errorf("%v: does not wrap its cause as bad input", err)
+	}
+	if Code(err) != int(Conflict) || strings.Join(Hints(err), "|") != "name the kind|wait" {
+		t.Errorf("code %d, hints %q", Code(err), Hints(err))
+	}
+	if plain := Input("", "bad %s", "flag"); Code(plain) != int(BadInput) || len(Hints(plain)) != 0 {
+		t.Errorf("%v: code %d, hints %q", plain, Code(plain), Hints(plain))
+	}
+}
+
 func TestEveryCategoryHasItsWords(t *testing.T) {
 	seen := map[Category]bool{}
 	for _, e := range Table {
