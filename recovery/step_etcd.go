@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -47,10 +46,7 @@ func (r *run) snapshot(_ context.Context, _ Step, _ *runbooks.EtcdSnapshotParams
 	return &Plan{DryRun: "would take a full etcd snapshot to " + path, Apply: func(ctx context.Context) (Result, error) {
 		node := r.tc.Nodes()[0]
 		r.progress(node, "streaming an etcd snapshot through the Talos API")
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(r.tc.EtcdSnapshot(ctx, node, pw)) }()
-		info, err := etcd.WriteSnapshot(pr, path, r.fx.EtcdWriter(nil))
-		pr.Close()
+		info, err := snapshotThroughTalos(ctx, r.tc, node, path, r.fx.EtcdWriter(nil))
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -71,26 +70,6 @@ func admissionCommand(s streams) *cli.Command {
 
 func allowPendingFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "allow-pending-change", Usage: "apply even where someone's TRY or STAGED change is pending on a node (a TRY change then becomes permanent, a STAGED one is overwritten)"}
-}
-
-func connectTalos(ctx context.Context, g globalOptions) (*talos.Client, error) {
-	return talos.Connect(ctx, talos.Options{Talosconfig: g.Talosconfig, Context: g.Context, Endpoints: g.Endpoints, Nodes: g.Nodes,
-		ConnectTimeout: g.ConnectTimeout, Progress: g.progress})
-}
-
-// withTalos reads the global flags and connects to the Talos API for one
-// command.
-func withTalos(c *cli.Context, fn func(globalOptions, *talos.Client) error) error {
-	g, err := readGlobals(c)
-	if err != nil {
-		return err
-	}
-	tc, err := connectTalos(c.Context, g)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	return fn(g, tc)
 }
 
 func runAdmissionChange(c *cli.Context, s streams, op string) error {

@@ -161,8 +161,7 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 			return nil, err
 		}
 	}
-	etcdFlags := readEtcdFlags(c)
-	if len(g.Nodes) > 0 && !(c.Bool("from-etcd") && etcdFlags.hasClientCert()) {
+	if len(g.Nodes) > 0 && !(c.Bool("from-etcd") && etcdOptions(c).HasClientCert()) {
 		// -n: the control planes' machine configs, through the Talos API
 		// (with --from-etcd and etcd certificates -n names etcd's hosts only).
 		if err := auditMachineConfigs(c, g, in); err != nil {
@@ -194,7 +193,7 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 		cfgs = append(cfgs, parsed...)
 	}
 	if c.Bool("from-etcd") {
-		ec, err := connectEtcd(c.Context, g, readEtcdFlags(c))
+		ec, err := recovery.DialEtcd(c.Context, etcdOptions(c), g.talosOptions())
 		if err != nil {
 			return nil, err
 		}

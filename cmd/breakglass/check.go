@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,7 +202,7 @@ func checkCommandLine(c *cli.Context, path string) error {
 	if err := checkFlagValues(c); err != nil {
 		return err
 	}
-	if err := checkEtcdFlags(c); err != nil {
+	if err := etcdOptions(c).Check(); err != nil {
 		return err
 	}
 	if err := checkAddresses(c); err != nil {
@@ -296,7 +295,7 @@ var talosCommands = []string{"admission disable", "admission restore", "admissio
 // private key others can read; the command goes on.
 func warnLooseTalosconfig(c *cli.Context, path string) {
 	uses := slices.Contains(talosCommands, path) ||
-		((strings.HasPrefix(path, "etcd ") || strings.HasPrefix(path, "lock ")) && readEtcdFlags(c).needsTalos())
+		((strings.HasPrefix(path, "etcd ") || strings.HasPrefix(path, "lock ")) && etcdOptions(c).NeedsTalos())
 	if !uses {
 		return
 	}
@@ -386,33 +385,6 @@ func checkPlugins(values []string) error {
 		var pe *apiserverargs.PluginError
 		if errors.As(apiserverargs.CheckPlugin(p), &pe) {
 			return failure.Input(pe.Hint(), "%s", pe.Error())
-		}
-	}
-	return nil
-}
-
-// checkEtcdFlags refuses half a client certificate, a client certificate
-// without the CA to check etcd's own, and endpoints that are not URLs:
-// without them breakglass would fall back to minting a certificate through
-// Talos and say something about a talosconfig, or fail TLS and blame a
-// flag never given. The combinations that are complete only with a
-// talosconfig (a minted certificate, the nodes' endpoints) are explained
-// when it cannot be read (talosForEtcd).
-func checkEtcdFlags(c *cli.Context) error {
-	f := readEtcdFlags(c) // all empty for a command without them; ETCDCTL_* count as given
-	switch {
-	case f.Cert != "" && f.Key == "":
-		return failure.Input("give the client key too: --etcd-key FILE (etcdctl --key)", "--etcd-cert needs --etcd-key")
-	case f.Key != "" && f.Cert == "":
-		return failure.Input("give the client certificate too: --etcd-cert FILE (etcdctl --cert)", "--etcd-key needs --etcd-cert")
-	case f.Cert != "" && f.CACert == "" && !plainHTTP(f.Endpoints):
-		// etcd's server certificate is signed by the etcd CA, which no system trusts.
-		return failure.Input("give the etcd CA too: --etcd-cacert FILE (etcdctl --cacert; on Talos, cluster.etcd.ca of the machine config)", "--etcd-cert and --etcd-key need --etcd-cacert, the CA etcd's own certificate is checked against")
-	}
-	for _, e := range f.Endpoints {
-		u, err := url.Parse(e)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return failure.Input("give it as https://HOST:2379 (or http://HOST:2379 for an etcd without TLS)", "--etcd-endpoints %q is not an etcd client URL", e)
 		}
 	}
 	return nil

@@ -73,8 +73,7 @@ func diagnoseCommand(s streams) *cli.Command {
 					return failure.Input("drop one of them", "--no-etcd and --etcd-endpoints contradict each other")
 				}
 			} else {
-				f := readEtcdFlags(c)
-				ec, err = recovery.ConnectEtcd(ctx, tc, f.options())
+				ec, err = recovery.ConnectEtcd(ctx, tc, etcdOptions(c))
 				if err != nil {
 					// Not fatal: the logs still name the webhook.
 					opts.EtcdError = err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,161 +13,15 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
-	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/breakglass-dev/breakglass/talos"
 )
 
 func init() { commandRegistry = append(commandRegistry, etcdCommand) }
 
-// etcdFlags are etcdctl's connection flags, prefixed as in issue 3.
-type etcdFlags struct {
-	Endpoints         []string
-	CACert, Cert, Key string
-	Prefix            string
-}
-
-func etcdConnFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "etcd-endpoints", EnvVars: []string{"ETCDCTL_ENDPOINTS"}, Usage: "etcd client URLs (default: https://NODE:2379 for the target nodes); http:// for an etcd without TLS"},
-		&cli.StringFlag{Name: "etcd-cacert", EnvVars: []string{"ETCDCTL_CACERT"}, Usage: "etcd CA certificate file (etcdctl --cacert)"},
-		&cli.StringFlag{Name: "etcd-cert", EnvVars: []string{"ETCDCTL_CERT"}, Usage: "etcd client certificate file (etcdctl --cert); without it one is minted from the Talos etcd CA, in memory, for one hour"},
-		&cli.StringFlag{Name: "etcd-key", EnvVars: []string{"ETCDCTL_KEY"}, Usage: "etcd client key file (etcdctl --key)"},
-		&cli.StringFlag{Name: "etcd-prefix", Value: etcd.DefaultPrefix, Usage: "kube-apiserver's --etcd-prefix"},
-	}
-}
-
 func kindFlag(def string) cli.Flag {
 	return &cli.StringFlag{Name: "kind", Value: def, Usage: "which admission objects: " + strings.Join(kinds.Values, "|")}
-}
-
-func readEtcdFlags(c *cli.Context) etcdFlags {
-	f := etcdFlags{
-		Endpoints: flaglist.Split(c.StringSlice("etcd-endpoints")...),
-		CACert:    c.String("etcd-cacert"), Cert: c.String("etcd-cert"), Key: c.String("etcd-key"),
-		Prefix: c.String("etcd-prefix"),
-	}
-	return f
-}
-
-func plainHTTP(endpoints []string) bool {
-	if len(endpoints) == 0 {
-		return false
-	}
-	for _, e := range endpoints {
-		if !strings.HasPrefix(e, "http://") {
-			return false
-		}
-	}
-	return true
-}
-
-// needsTalos mirrors recovery.ConnectEtcd: explicit certificates with
-// endpoints, or plain http:// endpoints, need no Talos access at all.
-func (f etcdFlags) needsTalos() bool {
-	if len(f.Endpoints) == 0 {
-		return true
-	}
-	return !f.hasClientCert() && !plainHTTP(f.Endpoints)
-}
-
-func (f etcdFlags) hasClientCert() bool { return f.Cert != "" && f.Key != "" }
-
-// withNodes gives a client certificate without --etcd-endpoints the target
-// nodes' https://NODE:2379, as recovery.ConnectEtcd would from the Talos
-// client's nodes: with -n, no talosconfig is needed for them.
-func (f etcdFlags) withNodes(nodes []string) etcdFlags {
-	if len(f.Endpoints) == 0 && f.hasClientCert() {
-		for _, n := range nodes {
-			f.Endpoints = append(f.Endpoints, "https://"+net.JoinHostPort(n, "2379"))
-		}
-	}
-	return f
-}
-
-// connectEtcd connects with the given certificates, or mints a one-hour
-// client certificate in memory from the etcd CA read through the Talos API
-// (os:admin), with https://NODE:2379 as default endpoints.
-func connectEtcd(ctx context.Context, g globalOptions, f etcdFlags) (*etcd.Client, error) {
-	f = f.withNodes(g.Nodes)
-	tc, err := talosForEtcd(ctx, g, f)
-	if err != nil {
-		return nil, err
-	}
-	if tc != nil {
-		defer tc.Close()
-	}
-	return recovery.ConnectEtcd(ctx, tc, f.options())
-}
-
-// talosForEtcd opens the Talos client when reaching etcd needs one (to mint
-// a client certificate, or for the nodes' endpoints), nil otherwise. When
-// etcd flags were given that are not enough without a talosconfig, and it
-// cannot be read, the error says which etcd flags are missing: the
-// operator meant to reach etcd directly.
-func talosForEtcd(ctx context.Context, g globalOptions, f etcdFlags) (*talos.Client, error) {
-	if !f.needsTalos() {
-		return nil, nil
-	}
-	tc, err := connectTalos(ctx, g)
-	if err == nil {
-		return tc, nil
-	}
-	given := f.given()
-	if len(given) == 0 || failure.Code(err) != int(failure.BadInput) {
-		return nil, err // no etcd flags: the talosconfig is the way, and its error says what is wrong
-	}
-	// With -n the endpoints are the nodes' (withNodes); only the
-	// certificate then needs the talosconfig.
-	var missing, give, how []string
-	if len(f.Endpoints) == 0 && len(g.Nodes) == 0 {
-		missing, give = append(missing, "--etcd-endpoints"), append(give, "--etcd-endpoints https://HOST:2379")
-		how = append(how, "at https://NODE:2379 of the talosconfig's nodes")
-	}
-	if !f.hasClientCert() {
-		if f.CACert == "" {
-			missing, give = append(missing, "--etcd-cacert"), append(give, "--etcd-cacert FILE")
-		}
-		missing, give = append(missing, "--etcd-cert", "--etcd-key"), append(give, "--etcd-cert FILE", "--etcd-key FILE")
-		how = append(how, "with a client certificate minted from the Talos etcd CA")
-	}
-	them := "them"
-	if len(missing) == 1 {
-		them = "it"
-	}
-	hint := "to reach etcd directly, give " + strings.Join(give, " ") + " (etcdctl's names)"
-	if len(missing) == 1 { // only the endpoints: the nodes will do
-		hint += ", or the control-plane nodes with -n NODE"
-	}
-	return nil, failure.Input(hint+"; or a talosconfig it can read: --talosconfig PATH", "%s given, but not %s: without %s breakglass reaches etcd %s, and %v", joinFlags(given), joinFlags(missing), them, strings.Join(how, ", "), err)
-}
-
-// given are the etcd connection flags set (on the command line or as ETCDCTL_*).
-func (f etcdFlags) given() []string {
-	var out []string
-	for _, x := range []struct {
-		name string
-		set  bool
-	}{{"--etcd-endpoints", len(f.Endpoints) > 0}, {"--etcd-cacert", f.CACert != ""}, {"--etcd-cert", f.Cert != ""}, {"--etcd-key", f.Key != ""}} {
-		if x.set {
-			out = append(out, x.name)
-		}
-	}
-	return out
-}
-
-// joinFlags is "--a", "--a and --b", "--a, --b and --c".
-func joinFlags(flags []string) string {
-	if len(flags) <= 1 {
-		return strings.Join(flags, "")
-	}
-	return strings.Join(flags[:len(flags)-1], ", ") + " and " + flags[len(flags)-1]
-}
-
-func (f etcdFlags) options() recovery.EtcdOptions {
-	return recovery.EtcdOptions{Endpoints: f.Endpoints, CACert: f.CACert, Cert: f.Cert, Key: f.Key, Prefix: f.Prefix}
 }
 
 func etcdCommand(s streams) *cli.Command {
@@ -294,20 +147,6 @@ func etcdCommand(s streams) *cli.Command {
 	}
 }
 
-// withEtcd reads the flags, connects, runs fn and closes.
-func withEtcd(c *cli.Context, fn func(context.Context, globalOptions, *etcd.Client) error) error {
-	g, err := readGlobals(c)
-	if err != nil {
-		return err
-	}
-	ec, err := connectEtcd(c.Context, g, readEtcdFlags(c))
-	if err != nil {
-		return err
-	}
-	defer ec.Close()
-	return fn(c.Context, g, ec)
-}
-
 // etcdStateDir is STATE-DIR/etcd/CLUSTER-ID/SUB: records are per etcd cluster.
 func etcdStateDir(ctx context.Context, g globalOptions, ec *etcd.Client, sub string) (string, error) {
 	info, err := ec.Cluster(ctx)
@@ -315,30 +154,6 @@ func etcdStateDir(ctx context.Context, g globalOptions, ec *etcd.Client, sub str
 		return "", err
 	}
 	return filepath.Join(g.StateDir, "etcd", info.ClusterID.String(), sub), nil
-}
-
-// withEtcdChange runs a change of etcd through the engine: with a Talos
-// connection only when the etcd flags need one (to mint a certificate).
-func withEtcdChange(c *cli.Context, s streams, change recovery.EtcdChange,
-	run func(context.Context, *talos.Client, recovery.State, recovery.Effects, recovery.UI, recovery.EtcdChange) (*recovery.RecoverResult, error)) (globalOptions, *recovery.RecoverResult, error) {
-	g, err := readGlobals(c)
-	if err != nil {
-		return g, nil, err
-	}
-	f := readEtcdFlags(c).withNodes(g.Nodes)
-	tc, err := talosForEtcd(c.Context, g, f)
-	if err != nil {
-		return g, nil, err
-	}
-	if tc != nil {
-		defer tc.Close()
-	}
-	change.Etcd, change.ToolVersion, change.CommandLine = f.options(), version, typedCommand(c, tc)
-	res, err := run(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), newChangeUI(s, g), change)
-	if res != nil {
-		fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", res.Incident)
-	}
-	return g, res, withIncident(err, res)
 }
 
 func runEtcdDelete(c *cli.Context, s streams) error {
@@ -432,47 +247,9 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Context
-	f := readEtcdFlags(c)
-	out := c.String("out")
-	var info *etcd.SnapshotInfo
-	source := ""
-	if len(f.Endpoints) > 0 || f.Cert != "" {
-		// Straight from etcd.
-		ec, err := connectEtcd(ctx, g, f)
-		if err != nil {
-			return err
-		}
-		defer ec.Close()
-		source = "etcd " + strings.Join(ec.Endpoints(), ",")
-		if info, err = ec.Snapshot(ctx, out, effects(g, nil).EtcdWriter(ec)); err != nil {
-			return err
-		}
-	} else {
-		// Through the Talos API: os:operator is enough, no etcd certificate needed.
-		tc, err := connectTalos(ctx, g)
-		if err != nil {
-			return err
-		}
-		defer tc.Close()
-		nodes := tc.Nodes()
-		if len(nodes) == 0 {
-			return failure.Input("-n NODE", "no target node for the snapshot")
-		}
-		source = "the Talos API on node " + nodes[0]
-		w := effects(g, nil).EtcdWriter(nil)
-		if w.DryRun() {
-			// The stream is not even opened.
-			info, err = etcd.WriteSnapshot(strings.NewReader(""), out, w)
-		} else {
-			pr, pw := io.Pipe()
-			go func() { pw.CloseWithError(tc.EtcdSnapshot(ctx, nodes[0], pw)) }()
-			info, err = etcd.WriteSnapshot(pr, out, w)
-			pr.Close()
-		}
-		if err != nil {
-			return err
-		}
+	info, source, err := recovery.SaveSnapshot(c.Context, etcdOptions(c), g.talosOptions(), effects(g, nil), c.String("out"))
+	if err != nil {
+		return err
 	}
 	if g.json() {
 		return writeJSON(s.Out, info)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -169,37 +170,6 @@ func checkIncident(c *cli.Context, resume bool) error {
 	return recovery.State{Dir: g.StateDir}.CheckIncident(c.Args().First(), resume)
 }
 
-// effects are what a run may change: nothing on --dry-run.
-func effects(g globalOptions, tc *talos.Client) recovery.Effects {
-	if g.DryRun {
-		return recovery.Effects{}
-	}
-	return recovery.Live(tc)
-}
-
-// runGuided connects, runs a guided flow and renders its result.
-func runGuided(c *cli.Context, s streams, fn func(globalOptions, recovery.UI, *talos.Client) (*recovery.RecoverResult, error)) error {
-	return withTalos(c, func(g globalOptions, tc *talos.Client) error {
-		return guided(s, g, tc, fn)
-	})
-}
-
-func guided(s streams, g globalOptions, tc *talos.Client, fn func(globalOptions, recovery.UI, *talos.Client) (*recovery.RecoverResult, error)) error {
-	res, err := fn(g, newTerminalUI(s, g.Yes), tc)
-	if res == nil {
-		return err
-	}
-	err = withIncident(err, res)
-	if g.json() {
-		if werr := writeJSON(s.Out, res); werr != nil {
-			return werr
-		}
-	} else {
-		renderRecoverResult(s.Out, res)
-	}
-	return err
-}
-
 func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
 	fmt.Fprintf(w, "\nIncident %s: %s in %s", res.Incident, res.Outcome, time.Duration(res.Elapsed).Round(time.Millisecond))
 	switch {
@@ -224,10 +194,6 @@ func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
 	for _, n := range res.Next {
 		fmt.Fprintf(w, "Next: %s\n", n)
 	}
-}
-
-func etcdOptions(c *cli.Context) recovery.EtcdOptions {
-	return readEtcdFlags(c).options()
 }
 
 func journalCommand(s streams) *cli.Command {
@@ -353,7 +319,7 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "say who holds the cluster lock",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					return withLockHolder(c, func(g globalOptions, _ *etcd.Client, h *etcd.LockHolder, unreadable *etcd.UnreadableLockError) error {
+					return withLockHolder(c, func(g globalOptions, h *etcd.LockHolder, unreadable *etcd.UnreadableLockError) error {
 						if g.json() {
 							if unreadable != nil {
 								return writeJSON(s.Out, map[string]any{"holder": nil, "unreadable": string(unreadable.Raw)})
@@ -403,23 +369,16 @@ func lockCommand(s streams) *cli.Command {
 
 // withLockHolder connects to etcd and reads who holds the cluster lock, or
 // the value there when breakglass cannot read it.
-func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.Client, *etcd.LockHolder, *etcd.UnreadableLockError) error) error {
-	g, err := readGlobals(c)
-	if err != nil {
-		return err
-	}
-	ec, err := connectEtcd(c.Context, g, readEtcdFlags(c))
-	if err != nil {
-		return err
-	}
-	defer ec.Close()
-	h, err := ec.ReadLock(c.Context)
-	var unreadable *etcd.UnreadableLockError
-	if errors.As(err, &unreadable) {
-		return fn(g, ec, nil, unreadable)
-	}
-	if err != nil {
-		return err
-	}
-	return fn(g, ec, h, nil)
+func withLockHolder(c *cli.Context, fn func(globalOptions, *etcd.LockHolder, *etcd.UnreadableLockError) error) error {
+	return withEtcd(c, func(ctx context.Context, g globalOptions, ec *etcd.Client) error {
+		h, err := ec.ReadLock(ctx)
+		var unreadable *etcd.UnreadableLockError
+		if errors.As(err, &unreadable) {
+			return fn(g, nil, unreadable)
+		}
+		if err != nil {
+			return err
+		}
+		return fn(g, h, nil)
+	})
 }
