@@ -16,6 +16,15 @@ import (
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
+func init() {
+	for _, sub := range []string{"disable", "restore"} {
+		declare("admission "+sub, commandSpec{args: takes(0, 0, "admission "+sub+" takes no arguments", "name the nodes with -n NODE[,NODE...]"),
+			state: stateWrite, journaled: true, talos: talosAlways})
+	}
+	declare("admission status", commandSpec{args: takes(0, 0, "admission status takes no arguments", "name the nodes with -n NODE[,NODE...]"),
+		state: stateRead, talos: talosAlways})
+}
+
 func admissionCommand(s streams) *cli.Command {
 	plugins := &cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins (comma-separated or repeated)"}
 	noWait := &cli.BoolFlag{Name: "no-wait", Usage: "do not wait for kube-apiserver to restart with the new flags"}

@@ -10,7 +10,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { commandRegistry = append(commandRegistry, apiserverCommand) }
+func init() {
+	commandRegistry = append(commandRegistry, apiserverCommand)
+	declare("apiserver wait", commandSpec{args: takes(0, 0, "apiserver wait takes no arguments", "name the nodes with -n NODE[,NODE...]"), talos: talosAlways})
+}
 
 func apiserverCommand(s streams) *cli.Command {
 	return &cli.Command{

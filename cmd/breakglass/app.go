@@ -176,6 +176,10 @@ func run(ctx context.Context, args []string, s streams) int {
 	return command.Report(s.Err, err)
 }
 
+func init() {
+	declare("version", commandSpec{args: takes(0, 0, "version takes no arguments", "breakglass version")})
+}
+
 func versionCommand(s streams) *cli.Command {
 	return &cli.Command{
 		Name:  "version",

@@ -18,7 +18,10 @@ import (
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
-func init() { commandRegistry = append(commandRegistry, auditCommand) }
+func init() {
+	commandRegistry = append(commandRegistry, auditCommand)
+	declare("audit", commandSpec{args: takes(0, 0, "audit takes no arguments", "name the files to audit with -f: breakglass audit -f ARG")})
+}
 
 func auditCommand(s streams) *cli.Command {
 	return &cli.Command{

@@ -33,6 +33,33 @@ import (
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
+// commandSpec is what the checks below know of one command beyond its
+// flags. Each command declares its own beside its definition (declare, in
+// an init function of the command's file); a command that declares none
+// gets the checks every command gets.
+type commandSpec struct {
+	// args is how many arguments it takes; nil: it checks its own (etcd
+	// delete, etcd restore, runbook show|run).
+	args *argSpec
+	// required is a FILE flag it needs: checked here, after the arguments,
+	// rather than by urfave/cli (Required), which would refuse first and
+	// without a hint.
+	required string
+	// outputs are its -o values, when not text and json.
+	outputs []string
+	// state is how it uses the state directory.
+	state stateUse
+	// journaled: it changes the cluster and keeps an incident journal.
+	journaled bool
+	// talos is whether it reads the talosconfig.
+	talos talosUse
+	// newFile is the hint for its --out, which must name a new file (an
+	// empty --out is the command's to fill in).
+	newFile string
+	// backupDir: its --backup-dir must be a directory, or creatable.
+	backupDir bool
+}
+
 // argSpec is how many positional arguments a command takes.
 type argSpec struct {
 	min, max int    // max -1: any number
@@ -40,29 +67,35 @@ type argSpec struct {
 	hint     string
 }
 
-// argSpecs are the commands whose arguments are checked here; the others
-// (etcd delete, etcd restore, runbook show|run, completion's shell name)
-// check their own.
-var argSpecs = map[string]argSpec{
-	"version":           {0, 0, "version takes no arguments", "breakglass version"},
-	"completion":        {1, 1, "completion takes one shell: bash, zsh or fish", "breakglass completion bash|zsh|fish"},
-	"admission disable": {0, 0, "admission disable takes no arguments", "name the nodes with -n NODE[,NODE...]"},
-	"admission restore": {0, 0, "admission restore takes no arguments", "name the nodes with -n NODE[,NODE...]"},
-	"admission status":  {0, 0, "admission status takes no arguments", "name the nodes with -n NODE[,NODE...]"},
-	"apiserver wait":    {0, 0, "apiserver wait takes no arguments", "name the nodes with -n NODE[,NODE...]"},
-	"diagnose":          {0, 0, "diagnose takes no arguments", "name the nodes with -n NODE[,NODE...]"},
-	"recover":           {0, 0, "recover takes no arguments", "a runbook is named with --runbook NAME|FILE, objects to remove with --delete NAME"},
-	"audit":             {0, 0, "audit takes no arguments", "name the files to audit with -f: breakglass audit -f ARG"},
-	"etcd webhooks":     {0, 0, "etcd webhooks takes no arguments", "choose the objects with --kind " + strings.Join(kinds.Values, "|")},
-	"etcd snapshot":     {0, 0, "etcd snapshot takes no arguments", "name the file with --out FILE"},
-	"runbook list":      {0, 0, "runbook list takes no arguments", "show one with: breakglass runbook show NAME"},
-	"journal list":      {0, 0, "journal list takes no arguments", "show one with: breakglass journal show ID"},
-	"journal show":      {0, 1, "journal show takes at most one incident ID", "list them with: breakglass journal list"},
-	"journal timeline":  {0, 1, "journal timeline takes at most one incident ID", "list them with: breakglass journal list"},
-	"resume":            {0, 1, "resume takes at most one incident ID", "list them with: breakglass journal list"},
-	"revert":            {0, 1, "revert takes at most one incident ID", "list them with: breakglass journal list"},
-	"lock status":       {0, 0, "lock status takes no arguments", "breakglass lock status"},
-	"lock break":        {0, 0, "lock break takes no arguments", "see who holds it: breakglass lock status"},
+// takes is an argSpec.
+func takes(min, max int, msg, hint string) *argSpec { return &argSpec{min, max, msg, hint} }
+
+type stateUse int
+
+const (
+	stateNone  stateUse = iota
+	stateRead           // reads its records
+	stateWrite          // writes journals, records or backups there
+)
+
+type talosUse int
+
+const (
+	talosNone    talosUse = iota
+	talosAlways           // every run reads the talosconfig
+	talosForEtcd          // when its etcd flags need it (recovery.EtcdOptions.NeedsTalos)
+)
+
+// commandSpecs are the declared specs, by command path ("etcd delete").
+var commandSpecs = map[string]commandSpec{}
+
+// declare records the spec of the command at path; called from init
+// functions only, beside the command's definition.
+func declare(path string, spec commandSpec) {
+	if _, dup := commandSpecs[path]; dup {
+		panic("command spec declared twice: " + path)
+	}
+	commandSpecs[path] = spec
 }
 
 // durationRanges are the accepted ranges of the duration flags.
@@ -86,21 +119,6 @@ var enumValues = map[string][]string{
 	"fix-style":  {"apiserver", "kinds"},
 	"format":     {"text", "markdown"},
 }
-
-// requiredFlags are checked here, after the arguments, rather than by
-// urfave/cli (Required), which would refuse first and without a hint.
-var requiredFlags = map[string]string{
-	"etcd snapshot": "out",
-}
-
-// outputFormats are the -o values a command takes beyond text and json.
-var outputFormats = map[string][]string{
-	"runbook show": {"text", "json", "yaml"},
-}
-
-// stateCommands use the state directory.
-var stateCommands = []string{"admission disable", "admission restore", "admission status", "recover", "resume", "revert",
-	"runbook run", "journal list", "journal show", "journal timeline", "etcd backup", "etcd delete", "etcd restore"}
 
 // instrument gives every command of app the checks above and makes an
 // unknown command or a flag parse error a usage error naming the next step.
@@ -187,16 +205,17 @@ func unknownCommand(group *string, commands []*cli.Command) cli.ActionFunc {
 
 // checkCommandLine checks the command's arguments and flag values.
 func checkCommandLine(c *cli.Context, path string) error {
-	if spec, ok := argSpecs[path]; ok {
-		if n := c.Args().Len(); n < spec.min || (spec.max >= 0 && n > spec.max) {
+	spec := commandSpecs[path]
+	if a := spec.args; a != nil {
+		if n := c.Args().Len(); n < a.min || (a.max >= 0 && n > a.max) {
 			// A file given without -f: the hint names it with -f.
-			return failure.Input(strings.ReplaceAll(spec.hint, "ARG", c.Args().First()), "%s", spec.msg)
+			return failure.Input(strings.ReplaceAll(a.hint, "ARG", c.Args().First()), "%s", a.msg)
 		}
 	}
-	if f, ok := requiredFlags[path]; ok && c.String(f) == "" {
+	if f := spec.required; f != "" && c.String(f) == "" {
 		return failure.Input(fmt.Sprintf("breakglass %s --%s FILE", path, f), "%s needs --%s FILE", path, f)
 	}
-	if err := checkOutput(c, path); err != nil {
+	if err := checkOutput(c, spec.outputs); err != nil {
 		return err
 	}
 	if err := checkFlagValues(c); err != nil {
@@ -208,15 +227,15 @@ func checkCommandLine(c *cli.Context, path string) error {
 	if err := checkAddresses(c); err != nil {
 		return err
 	}
-	if slices.Contains(stateCommands, path) {
-		if err := checkStateDir(c.String("state-dir"), writesState(path)); err != nil {
+	if spec.state != stateNone {
+		if err := checkStateDir(c.String("state-dir"), spec.state == stateWrite); err != nil {
 			return err
 		}
 	}
-	if err := checkDestination(c, path); err != nil {
+	if err := checkDestination(c, spec); err != nil {
 		return err
 	}
-	warnLooseTalosconfig(c, path)
+	warnLooseTalosconfig(c, spec.talos)
 	return nil
 }
 
@@ -225,13 +244,8 @@ func checkCommandLine(c *cli.Context, path string) error {
 // that is a file or lies under one, an --out that exists already (nothing
 // is ever overwritten) or lies under a file. A missing directory is fine:
 // it is created when the file is written.
-func checkDestination(c *cli.Context, path string) error {
-	switch path {
-	case "etcd delete":
-		d := c.String("backup-dir")
-		if d == "" {
-			return nil
-		}
+func checkDestination(c *cli.Context, spec commandSpec) error {
+	if d := c.String("backup-dir"); spec.backupDir && d != "" {
 		const hint = "give --backup-dir a directory (it is created when absent), or leave it out for the state directory's (STATE-DIR/etcd/CLUSTER-ID/backups)"
 		switch file, err := fileInPath(d); {
 		case err != nil:
@@ -241,15 +255,9 @@ func checkDestination(c *cli.Context, path string) error {
 		case file != "":
 			return failure.Input(hint, "backup directory %s cannot be created: %s is a file", d, file)
 		}
-	case "etcd backup", "etcd snapshot":
-		out := c.String("out")
-		if out == "" {
-			return nil // etcd backup: a new file in the state directory, checked with it
-		}
-		hint := "give --out a new file, e.g. --out ./etcd-backup.json, or leave it out for a new file in the state directory"
-		if path == "etcd snapshot" {
-			hint = "give --out a new file, e.g. --out ./etcd-snapshot.db"
-		}
+	}
+	if out := c.String("out"); spec.newFile != "" && out != "" {
+		hint := spec.newFile
 		if st, err := os.Lstat(out); err == nil {
 			if st.IsDir() {
 				return failure.Input(hint, "--out %s is a directory", out)
@@ -286,17 +294,10 @@ func fileInPath(dir string) (string, error) {
 	}
 }
 
-// talosCommands read the talosconfig (etcd and lock commands too, unless
-// given etcd certificates).
-var talosCommands = []string{"admission disable", "admission restore", "admission status", "apiserver wait", "diagnose",
-	"recover", "resume", "revert", "runbook run"}
-
 // warnLooseTalosconfig warns, as ssh does, about a talosconfig whose
 // private key others can read; the command goes on.
-func warnLooseTalosconfig(c *cli.Context, path string) {
-	uses := slices.Contains(talosCommands, path) ||
-		((strings.HasPrefix(path, "etcd ") || strings.HasPrefix(path, "lock ")) && etcdOptions(c).NeedsTalos())
-	if !uses {
+func warnLooseTalosconfig(c *cli.Context, use talosUse) {
+	if use == talosNone || use == talosForEtcd && !etcdOptions(c).NeedsTalos() {
 		return
 	}
 	file := c.String("talosconfig")
@@ -308,10 +309,9 @@ func warnLooseTalosconfig(c *cli.Context, path string) {
 	}
 }
 
-func checkOutput(c *cli.Context, path string) error {
+func checkOutput(c *cli.Context, allowed []string) error {
 	o := c.String("output")
-	allowed, ok := outputFormats[path]
-	if !ok {
+	if allowed == nil {
 		allowed = []string{"text", "json"}
 	}
 	if o == "" || slices.Contains(allowed, o) {
@@ -467,12 +467,6 @@ func writableDir(d string) error {
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
-}
-
-// writesState tells whether the command at path writes into the state
-// directory (journals, records, backups).
-func writesState(path string) bool {
-	return path == "etcd backup" || slices.Contains(journaledCommands, path)
 }
 
 // checkDurations is kept for the commands that still call it; every

@@ -40,12 +40,43 @@ func TestEveryFlagValueChecked(t *testing.T) {
 				walk(p, c.Subcommands)
 				continue
 			}
-			if _, ok := argSpecs[p]; !ok && c.ArgsUsage == "" {
-				t.Errorf("%s: takes no ArgsUsage and has no argSpecs entry: its arguments are not checked", p)
+			if commandSpecs[p].args == nil && c.ArgsUsage == "" {
+				t.Errorf("%s: takes no ArgsUsage and declares no args: its arguments are not checked", p)
 			}
 		}
 	}
 	walk("", app.Commands)
+}
+
+// Every declared spec is of a command there is (a misspelt path would
+// leave its command unchecked), and what a spec says matches the command:
+// a required flag or a destination check names a flag it has.
+func TestSpecsAreOfCommands(t *testing.T) {
+	app := newApp(streams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard})
+	commands := map[string]*cli.Command{}
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := strings.TrimSpace(path + " " + c.Name)
+			commands[p] = c
+			walk(p, c.Subcommands)
+		}
+	}
+	walk("", app.Commands)
+	has := func(c *cli.Command, flag string) bool {
+		return slices.ContainsFunc(c.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), flag) })
+	}
+	for path, spec := range commandSpecs {
+		c, ok := commands[path]
+		switch {
+		case !ok || len(c.Subcommands) > 0:
+			t.Errorf("spec of %q: no such command", path)
+		case spec.required != "" && !has(c, spec.required), spec.newFile != "" && !has(c, "out"), spec.backupDir && !has(c, "backup-dir"):
+			t.Errorf("%s: its spec names a flag it does not have", path)
+		case spec.journaled && spec.state == stateRead:
+			t.Errorf("%s: journaled, but its spec says it only reads the state directory", path)
+		}
+	}
 }
 
 // A global flag left without its value at the end of the line is reported

@@ -9,7 +9,10 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
-func init() { commandRegistry = append(commandRegistry, completionCommand, docsCommand) }
+func init() {
+	commandRegistry = append(commandRegistry, completionCommand, docsCommand)
+	declare("completion", commandSpec{args: takes(1, 1, "completion takes one shell: bash, zsh or fish", "breakglass completion bash|zsh|fish")})
+}
 
 // Completion scripts ask the binary itself (--generate-bash-completion), so
 // they never fall behind the commands.

@@ -12,7 +12,10 @@ import (
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 )
 
-func init() { commandRegistry = append(commandRegistry, diagnoseCommand) }
+func init() {
+	commandRegistry = append(commandRegistry, diagnoseCommand)
+	declare("diagnose", commandSpec{args: takes(0, 0, "diagnose takes no arguments", "name the nodes with -n NODE[,NODE...]"), talos: talosAlways})
+}
 
 // diagnoseExit ends diagnose with its verdict's exit code (healthy is 0).
 func diagnoseExit(v diagnose.Verdict) error {

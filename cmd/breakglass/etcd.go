@@ -18,7 +18,17 @@ import (
 	"github.com/breakglass-dev/breakglass/recovery"
 )
 
-func init() { commandRegistry = append(commandRegistry, etcdCommand) }
+func init() {
+	commandRegistry = append(commandRegistry, etcdCommand)
+	declare("etcd webhooks", commandSpec{args: takes(0, 0, "etcd webhooks takes no arguments", "choose the objects with --kind "+strings.Join(kinds.Values, "|")),
+		talos: talosForEtcd})
+	declare("etcd backup", commandSpec{state: stateWrite, talos: talosForEtcd,
+		newFile: "give --out a new file, e.g. --out ./etcd-backup.json, or leave it out for a new file in the state directory"})
+	declare("etcd delete", commandSpec{state: stateWrite, journaled: true, talos: talosForEtcd, backupDir: true})
+	declare("etcd restore", commandSpec{state: stateWrite, journaled: true, talos: talosForEtcd})
+	declare("etcd snapshot", commandSpec{args: takes(0, 0, "etcd snapshot takes no arguments", "name the file with --out FILE"),
+		required: "out", talos: talosForEtcd, newFile: "give --out a new file, e.g. --out ./etcd-snapshot.db"})
+}
 
 func kindFlag(def string) cli.Flag {
 	return &cli.StringFlag{Name: "kind", Value: def, Usage: "which admission objects: " + strings.Join(kinds.Values, "|")}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"slices"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
@@ -25,7 +24,7 @@ func writeJSON(w io.Writer, v any) error {
 // change, where "nothing was changed" would be false.
 func permissionAsBadInput(path string, err error) error {
 	var pe *fs.PathError
-	if err == nil || slices.Contains(journaledCommands, path) || failure.Code(err) != int(failure.Unexpected) ||
+	if err == nil || commandSpecs[path].journaled || failure.Code(err) != int(failure.Unexpected) ||
 		!errors.Is(err, fs.ErrPermission) || !errors.As(err, &pe) {
 		return err
 	}

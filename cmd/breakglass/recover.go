@@ -21,6 +21,19 @@ import (
 
 func init() {
 	commandRegistry = append(commandRegistry, recoverCommand, resumeCommand, revertCommand, journalCommand, lockCommand)
+	const listThem = "list them with: breakglass journal list"
+	declare("recover", commandSpec{args: takes(0, 0, "recover takes no arguments", "a runbook is named with --runbook NAME|FILE, objects to remove with --delete NAME"),
+		state: stateWrite, journaled: true, talos: talosAlways})
+	for _, verb := range []string{"resume", "revert"} {
+		declare(verb, commandSpec{args: takes(0, 1, verb+" takes at most one incident ID", listThem), state: stateWrite, journaled: true, talos: talosAlways})
+	}
+	declare("journal list", commandSpec{args: takes(0, 0, "journal list takes no arguments", "show one with: breakglass journal show ID"), state: stateRead})
+	for _, sub := range []string{"show", "timeline"} {
+		declare("journal "+sub, commandSpec{args: takes(0, 1, "journal "+sub+" takes at most one incident ID", listThem), state: stateRead})
+	}
+	declare("lock status", commandSpec{args: takes(0, 0, "lock status takes no arguments", "breakglass lock status"), talos: talosForEtcd})
+	declare("lock break", commandSpec{args: takes(0, 0, "lock break takes no arguments", "see who holds it: breakglass lock status"),
+		journaled: true, talos: talosForEtcd})
 }
 
 func recoverCommand(s streams) *cli.Command {

@@ -12,7 +12,12 @@ import (
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
-func init() { commandRegistry = append(commandRegistry, runbookCommand) }
+func init() {
+	commandRegistry = append(commandRegistry, runbookCommand)
+	declare("runbook list", commandSpec{args: takes(0, 0, "runbook list takes no arguments", "show one with: breakglass runbook show NAME")})
+	declare("runbook show", commandSpec{outputs: []string{"text", "json", "yaml"}})
+	declare("runbook run", commandSpec{state: stateWrite, journaled: true, talos: talosAlways})
+}
 
 // guidedSteps resolves the runbook (a built-in name or a file) and applies
 // the command line's overrides to it.

@@ -86,10 +86,6 @@ type interruptedRun struct {
 // kept in the app's metadata.
 const commandPathKey = "command"
 
-// journaledCommands change the cluster and keep an incident journal; the
-// others read only.
-var journaledCommands = []string{"admission disable", "admission restore", "recover", "resume", "revert", "runbook run", "etcd delete", "etcd restore", "lock break"}
-
 func (e *interruptedRun) Error() string {
 	if e.err == nil || errors.Is(e.err, e.sig) {
 		return fmt.Sprintf("%v", e.sig)
