@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -89,4 +90,48 @@ func installBlockers(gomod string) []string {
 		}
 	}
 	return found
+}
+
+// Imports point one way (DESIGN.md, Layout): cmd -> recovery -> talos,
+// etcd, runbooks (audit beside recovery); talos and etcd never import each
+// other or recovery; internal/* imports nothing of the project but other
+// internal packages. No import runs back up.
+func TestImportsRunOneWay(t *testing.T) {
+	const module = "github.com/breakglass-dev/breakglass/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	// may is what each part of the tree may import of the project, by the
+	// first element of the package's path.
+	may := map[string][]string{
+		"internal": {"internal"},
+		"talos":    {"internal", "talos"},
+		"etcd":     {"internal", "etcd"},
+		"runbooks": {"internal"},
+		"audit":    {"internal"},
+		"recovery": {"internal", "talos", "etcd", "runbooks", "audit", "recovery"},
+		"lab":      {"internal", "talos", "etcd", "runbooks", "audit", "recovery", "lab"},
+		"cmd":      {"internal", "talos", "etcd", "runbooks", "audit", "recovery", "lab"},
+	}
+	part := func(pkg string) string { p, _, _ := strings.Cut(strings.TrimPrefix(pkg, module), "/"); return p }
+	packages := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		from := part(fields[0])
+		allowed, ok := may[from]
+		if !ok {
+			t.Errorf("%s: a part of the tree the rule does not know", fields[0])
+			continue
+		}
+		packages++
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, module) && !slices.Contains(allowed, part(imp)) {
+				t.Errorf("%s imports %s: an import that runs back up", fields[0], imp)
+			}
+		}
+	}
+	if packages < 20 {
+		t.Fatalf("go list listed only %d packages; the check would prove nothing", packages)
+	}
 }
