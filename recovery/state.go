@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +11,9 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/atomicfile"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/talos/configedit"
 )
 
@@ -38,6 +41,31 @@ type AdmissionRecord struct {
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// etcdDir is where the records of one etcd cluster are kept:
+// STATE-DIR/etcd/CLUSTER-ID (backups/, deleted/).
+func (s State) etcdDir(ctx context.Context, ec *etcd.Client) (string, error) {
+	info, err := ec.Cluster(ctx)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(s.Dir, "etcd", info.ClusterID.String()), nil
+}
+
+// BackupObjects backs up the named admission objects of the kinds (every
+// one of them when no name is given) into a new verified file through fx
+// (a dry run writes nothing): out, or a new file under
+// STATE-DIR/etcd/CLUSTER-ID/backups when out is "".
+func (s State) BackupObjects(ctx context.Context, ec *etcd.Client, fx Effects, names []string, of []kinds.Kind, out, toolVersion string) (*etcd.BackupResult, error) {
+	if out == "" {
+		dir, err := s.etcdDir(ctx, ec)
+		if err != nil {
+			return nil, err
+		}
+		out = filepath.Join(dir, "backups", "etcd-backup-"+time.Now().UTC().Format("20060102T150405Z")+".json")
+	}
+	return ec.BackupObjects(ctx, names, of, out, toolVersion, fx.EtcdWriter(ec))
+}
 
 func (s State) admissionPath(cluster, node string) string {
 	if cluster == "" {

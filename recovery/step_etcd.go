@@ -166,11 +166,10 @@ func (r *run) deleteOptions(ctx context.Context, ec *etcd.Client, s Step, del *e
 		opts.BackupPath = r.freeBackupPath(s.Name)
 		return opts, nil
 	}
-	info, err := ec.Cluster(ctx)
+	dir, err := r.st.etcdDir(ctx, ec)
 	if err != nil {
 		return opts, err
 	}
-	dir := filepath.Join(r.st.Dir, "etcd", info.ClusterID.String())
 	opts.BackupDir, opts.Snapshot, opts.RecordDir = orDefault(r.opts.BackupDir, filepath.Join(dir, "backups")), r.opts.Snapshot, filepath.Join(dir, "deleted")
 	opts.BackupPath = filepath.Join(opts.BackupDir, etcd.BackupFileName(time.Now(), del.Objects))
 	return opts, nil

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,15 +79,8 @@ func etcdCommand(s streams) *cli.Command {
 						if err != nil {
 							return err
 						}
-						out := c.String("out")
-						if out == "" {
-							dir, err := etcdStateDir(ctx, g, ec, "backups")
-							if err != nil {
-								return err
-							}
-							out = filepath.Join(dir, "etcd-backup-"+time.Now().UTC().Format("20060102T150405Z")+".json")
-						}
-						res, err := ec.BackupObjects(ctx, c.Args().Slice(), selected, out, version, effects(g, nil).EtcdWriter(ec))
+						st := recovery.State{Dir: g.StateDir}
+						res, err := st.BackupObjects(ctx, ec, effects(g, nil), c.Args().Slice(), selected, c.String("out"), version)
 						if err != nil {
 							return err
 						}
@@ -155,15 +146,6 @@ func etcdCommand(s streams) *cli.Command {
 			},
 		},
 	}
-}
-
-// etcdStateDir is STATE-DIR/etcd/CLUSTER-ID/SUB: records are per etcd cluster.
-func etcdStateDir(ctx context.Context, g globalOptions, ec *etcd.Client, sub string) (string, error) {
-	info, err := ec.Cluster(ctx)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(g.StateDir, "etcd", info.ClusterID.String(), sub), nil
 }
 
 func runEtcdDelete(c *cli.Context, s streams) error {
