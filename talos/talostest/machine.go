@@ -520,15 +520,20 @@ func adminKubeconfig(n *Node) ([]byte, error) {
 	return yaml.Marshal(doc)
 }
 
-// EtcdSnapshot streams a snapshot through ClusterOptions.EtcdSnapshot.
+// EtcdSnapshot streams a snapshot through ClusterOptions.EtcdSnapshot, else of the node's
+// member (ClusterOptions.EtcdMember).
 func (s *machineService) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machine.MachineService_EtcdSnapshotServer) error {
 	if err := checkControlPlane(s.n, "etcd snapshot"); err != nil {
 		return err
 	}
 
 	hook := s.n.cluster.opts.EtcdSnapshot
+	if hook == nil && s.n.realEtcd() {
+		return s.n.etcdSnapshotFromMember(srv.Context(), func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) })
+	}
+
 	if hook == nil {
-		return status.Error(codes.Unavailable, "failed to create etcd client: etcd is not running on this emulated node")
+		return status.Error(codes.Unavailable, "failed to create etcd client: "+errNoEtcdHook.Error())
 	}
 
 	w := &chunkWriter{send: func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) }}

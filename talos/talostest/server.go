@@ -33,6 +33,9 @@ var methodRoles = map[string]role.Set{
 	"/machine.MachineService/ApplyConfiguration": role.MakeSet(role.Admin, role.Reader), // reader only in maintenance, checked in the handler
 	"/machine.MachineService/Containers":         role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/Dmesg":              role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/EtcdAlarmDisarm":    role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/EtcdAlarmList":      role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
+	"/machine.MachineService/EtcdDefragment":     role.MakeSet(role.Admin, role.Operator),
 	"/machine.MachineService/EtcdMemberList":     role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
 	"/machine.MachineService/EtcdSnapshot":       role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
 	"/machine.MachineService/EtcdStatus":         role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
