@@ -231,6 +231,12 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		c.Nodes = append(c.Nodes, n)
 	}
 
+	if err := c.publishMembers(); err != nil {
+		c.Close()
+
+		return nil, err
+	}
+
 	return c, nil
 }
 
