@@ -87,11 +87,7 @@ func (c *Client) EtcdAlarms(ctx context.Context, node string) ([]EtcdAlarm, erro
 	if err != nil {
 		return nil, c.etcdError(ctx, node, "list etcd alarms", err, false)
 	}
-	var out []EtcdAlarm
-	for _, m := range resp.GetMessages() {
-		out = append(out, alarms(m.GetMemberAlarms())...)
-	}
-	return out, nil
+	return alarms(resp.GetMessages()), nil
 }
 
 // EtcdAlarmDisarm disarms every alarm of the cluster, whichever member raised it (etcd's
@@ -103,11 +99,7 @@ func (c *Client) EtcdAlarmDisarm(ctx context.Context, node string) ([]EtcdAlarm,
 	if err != nil {
 		return nil, c.etcdError(ctx, node, "disarm etcd alarms", err, true)
 	}
-	var out []EtcdAlarm
-	for _, m := range resp.GetMessages() {
-		out = append(out, alarms(m.GetMemberAlarms())...)
-	}
-	return out, nil
+	return alarms(resp.GetMessages()), nil
 }
 
 // EtcdDefragment defragments the node's member. The member serves nothing until it is
@@ -141,10 +133,15 @@ func (c *Client) EtcdMembers(ctx context.Context, node string) ([]EtcdMember, er
 	return out, nil
 }
 
-func alarms(in []*machine.EtcdMemberAlarm) []EtcdAlarm {
-	out := make([]EtcdAlarm, 0, len(in))
-	for _, a := range in {
-		out = append(out, EtcdAlarm{MemberID: a.GetMemberId(), Type: a.GetAlarm().String()})
+// alarms gathers the alarms of the answer's messages.
+func alarms[M interface {
+	GetMemberAlarms() []*machine.EtcdMemberAlarm
+}](messages []M) []EtcdAlarm {
+	out := []EtcdAlarm{}
+	for _, m := range messages {
+		for _, a := range m.GetMemberAlarms() {
+			out = append(out, EtcdAlarm{MemberID: a.GetMemberId(), Type: a.GetAlarm().String()})
+		}
 	}
 	return out
 }

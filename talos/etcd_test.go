@@ -3,7 +3,6 @@ package talos
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"strings"
 	"testing"
@@ -47,13 +46,11 @@ func memberCluster(t *testing.T) (*talostest.Cluster, *etcdtest.Server, *clientv
 
 func memberTLS(t *testing.T, srv *etcdtest.Server) *tls.Config {
 	t.Helper()
-	cert, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM)
+	tlsConf, err := srv.ClientTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(srv.CACertPEM)
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return tlsConf
 }
 
 func connectRole(t *testing.T, c *talostest.Cluster, r role.Role) *Client {

@@ -4,6 +4,8 @@
 package etcdtest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -181,6 +183,20 @@ func Start(dir string, opts ...Option) (*Server, error) {
 		return s, nil
 	}
 	return nil, lastErr
+}
+
+// ClientTLS is a TLS config for a client of the server: its client certificate,
+// trusting its CA (TLS servers only).
+func (s *Server) ClientTLS() (*tls.Config, error) {
+	cert, err := tls.X509KeyPair(s.CertPEM, s.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(s.CACertPEM) {
+		return nil, errors.New("etcdtest: no CA certificate")
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Close stops etcd; calling it again does nothing.

@@ -126,26 +126,43 @@ func mapAlarms(alarms []*etcdserverpb.AlarmMember) []*machine.EtcdMemberAlarm {
 	return out
 }
 
-// EtcdAlarmList implements machine.MachineServiceServer: the cluster's alarms as the
-// node's member knows them (alarms are replicated: every member lists all of them).
-func (s *machineService) EtcdAlarmList(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdAlarmListResponse, error) {
-	if err := checkControlPlane(s.n, "etcd alarm list"); err != nil {
-		return nil, err
+// onLocalMember is the frame of machined's etcd maintenance handlers: control planes
+// only, a new client of the node's own member, one call, its error in machined's words
+// (failed, e.g. "failed to list etcd alarms").
+func (n *Node) onLocalMember(ctx context.Context, api, failed string, call func(cli *clientv3.Client, endpoint string) error) error {
+	if err := checkControlPlane(n, api); err != nil {
+		return err
 	}
 
-	if err := s.n.waitLocalEtcd(ctx); err != nil { // a stopped member: etcd's client waits
-		return nil, fmt.Errorf("failed to list etcd alarms: %w", err)
+	if err := n.waitLocalEtcd(ctx); err != nil { // a stopped member: etcd's client waits
+		return fmt.Errorf("%s: %w", failed, err)
 	}
 
-	cli, _, err := s.n.localEtcd(ctx)
+	cli, endpoint, err := n.localEtcd(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("failed to create etcd client: %w", err)
+		return fmt.Errorf("failed to create etcd client: %w", err)
 	}
 	defer cli.Close() //nolint:errcheck
 
-	resp, err := cli.AlarmList(ctx)
+	if err := call(cli, endpoint); err != nil {
+		return fmt.Errorf("%s: %w", failed, err)
+	}
+
+	return nil
+}
+
+// EtcdAlarmList implements machine.MachineServiceServer: the cluster's alarms as the
+// node's member knows them (alarms are replicated: every member lists all of them).
+func (s *machineService) EtcdAlarmList(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdAlarmListResponse, error) {
+	var resp *clientv3.AlarmResponse
+
+	err := s.n.onLocalMember(ctx, "etcd alarm list", "failed to list etcd alarms", func(cli *clientv3.Client, _ string) (err error) {
+		resp, err = cli.AlarmList(ctx)
+
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to list etcd alarms: %w", err)
+		return nil, err
 	}
 
 	return &machine.EtcdAlarmListResponse{Messages: []*machine.EtcdAlarm{{MemberAlarms: mapAlarms(resp.Alarms)}}}, nil
@@ -155,23 +172,15 @@ func (s *machineService) EtcdAlarmList(ctx context.Context, _ *emptypb.Empty) (*
 // AlarmMember, which etcd's client turns into a disarm of every alarm listed, whichever
 // member raised it; the answer lists those disarmed.
 func (s *machineService) EtcdAlarmDisarm(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdAlarmDisarmResponse, error) {
-	if err := checkControlPlane(s.n, "etcd alarm disarm"); err != nil {
+	var resp *clientv3.AlarmResponse
+
+	err := s.n.onLocalMember(ctx, "etcd alarm disarm", "failed to disarm etcd alarm", func(cli *clientv3.Client, _ string) (err error) {
+		resp, err = cli.AlarmDisarm(ctx, &clientv3.AlarmMember{})
+
+		return err
+	})
+	if err != nil {
 		return nil, err
-	}
-
-	if err := s.n.waitLocalEtcd(ctx); err != nil { // a stopped member: etcd's client waits
-		return nil, fmt.Errorf("failed to disarm etcd alarm: %w", err)
-	}
-
-	cli, _, err := s.n.localEtcd(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create etcd client: %w", err)
-	}
-	defer cli.Close() //nolint:errcheck
-
-	resp, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{})
-	if err != nil {
-		return nil, fmt.Errorf("failed to disarm etcd alarm: %w", err)
 	}
 
 	return &machine.EtcdAlarmDisarmResponse{Messages: []*machine.EtcdAlarmDisarm{{MemberAlarms: mapAlarms(resp.Alarms)}}}, nil
@@ -180,22 +189,13 @@ func (s *machineService) EtcdAlarmDisarm(ctx context.Context, _ *emptypb.Empty) 
 // EtcdDefragment implements machine.MachineServiceServer: the node's member defragments
 // its database, refusing reads and writes until it is done, as etcd does.
 func (s *machineService) EtcdDefragment(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdDefragmentResponse, error) {
-	if err := checkControlPlane(s.n, "etcd defragment"); err != nil {
-		return nil, err
-	}
+	err := s.n.onLocalMember(ctx, "etcd defragment", "failed to defragment etcd", func(cli *clientv3.Client, endpoint string) error {
+		_, err := cli.Defragment(ctx, endpoint)
 
-	if err := s.n.waitLocalEtcd(ctx); err != nil { // a stopped member: etcd's client waits
-		return nil, fmt.Errorf("failed to defragment etcd: %w", err)
-	}
-
-	cli, endpoint, err := s.n.localEtcd(ctx)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to create etcd client: %w", err)
-	}
-	defer cli.Close() //nolint:errcheck
-
-	if _, err := cli.Defragment(ctx, endpoint); err != nil {
-		return nil, fmt.Errorf("failed to defragment etcd: %w", err)
+		return nil, err
 	}
 
 	return &machine.EtcdDefragmentResponse{Messages: []*machine.EtcdDefragment{{}}}, nil

@@ -2,8 +2,6 @@ package talostest_test
 
 import (
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"strings"
 	"testing"
 
@@ -70,14 +68,12 @@ func TestEtcdMemberAnswers(t *testing.T) {
 	ctx := t.Context()
 	srv := etcdtest.StartTLS(t)
 
-	cert, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM)
+	tlsConf, err := srv.ClientTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(srv.CACertPEM)
-	acc := talostest.EtcdAccess{Endpoint: srv.Endpoints[0], TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	acc := talostest.EtcdAccess{Endpoint: srv.Endpoints[0], TLS: tlsConf}
 
 	c := newCluster(t, talostest.ClusterOptions{EtcdMember: func(*talostest.Node) (talostest.EtcdAccess, error) { return acc, nil }})
 	cl := newClient(t, c, role.EtcdBackup)
