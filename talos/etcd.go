@@ -1,9 +1,11 @@
 package talos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -81,7 +83,7 @@ func (c *Client) EtcdStatus(ctx context.Context, node string) (EtcdMemberStatus,
 	return EtcdMemberStatus{}, &NodeError{Node: node, Op: op, Err: errors.New("empty answer")}
 }
 
-// EtcdAlarms lists the cluster's etcd alarms as the node's member knows them.
+// EtcdAlarms lists the cluster's etcd alarms as the node's member knows them, sorted.
 func (c *Client) EtcdAlarms(ctx context.Context, node string) ([]EtcdAlarm, error) {
 	resp, err := c.api.EtcdAlarmList(client.WithNode(ctx, node))
 	if err != nil {
@@ -133,7 +135,8 @@ func (c *Client) EtcdMembers(ctx context.Context, node string) ([]EtcdMember, er
 	return out, nil
 }
 
-// alarms gathers the alarms of the answer's messages.
+// alarms gathers the alarms of the answer's messages, sorted by member and type
+// (etcd lists them in map order).
 func alarms[M interface {
 	GetMemberAlarms() []*machine.EtcdMemberAlarm
 }](messages []M) []EtcdAlarm {
@@ -143,6 +146,9 @@ func alarms[M interface {
 			out = append(out, EtcdAlarm{MemberID: a.GetMemberId(), Type: a.GetAlarm().String()})
 		}
 	}
+	slices.SortFunc(out, func(a, b EtcdAlarm) int {
+		return cmp.Or(cmp.Compare(a.MemberID, b.MemberID), cmp.Compare(a.Type, b.Type))
+	})
 	return out
 }
 
