@@ -62,7 +62,7 @@ func TestHealthCheck(t *testing.T) {
 	cp1, cp2, worker := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 
 	// apid carries a node's failure in the message metadata of a one-to-many call
-	lines, err := health(ctx, cl, cp1.IP, 3*time.Second)
+	lines, err := health(ctx, cl, cp1.IP, 5*time.Second) // ample for the checks before Kubernetes, which never passes here
 	wantError(t, err, "healthcheck error: context deadline exceeded")
 
 	for _, want := range []string{
