@@ -1,11 +1,8 @@
 package lab
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -15,7 +12,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
@@ -38,10 +34,10 @@ type EtcdCluster struct {
 }
 
 // startEtcd starts one member on each of ips, on the given client ports
-// (reserved by the caller) and peer ports it reserves, and waits until the
-// cluster has a leader. The members listen with SO_REUSEPORT, next to the
+// (reserved by the caller) and peer ports it reserves, each with the space
+// quota given (0: etcd's default), and waits until the cluster has a leader. The members listen with SO_REUSEPORT, next to the
 // reservations.
-func startEtcd(dir string, ca *etcdtest.CA, names, ips []string, clientPorts []int) (_ *EtcdCluster, err error) {
+func startEtcd(dir string, ca *etcdtest.CA, names, ips []string, clientPorts []int, quota int64) (_ *EtcdCluster, err error) {
 	c := &EtcdCluster{CACertPEM: ca.CertPEM, byNode: map[string]string{}}
 	defer func() {
 		if err != nil {
@@ -97,6 +93,7 @@ func startEtcd(dir string, ca *etcdtest.CA, names, ips []string, clientPorts []i
 		cfg.InitialCluster = strings.Join(initial, ",")
 		cfg.InitialClusterToken = "breakglass-lab"
 		cfg.SocketOpts = transport.SocketOpts{ReusePort: true}
+		cfg.QuotaBackendBytes = quota
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("etcd member %s: %w", names[i], err)
@@ -137,21 +134,4 @@ func (c *EtcdCluster) Close() {
 		r.Close()
 	}
 	c.peers = nil
-}
-
-// snapshot streams a snapshot of the member serving ip (Talos's
-// MachineService.EtcdSnapshot on that node).
-func (c *EtcdCluster) snapshot(ctx context.Context, tlsConf *tls.Config, ip string, w io.Writer) error {
-	kv, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EndpointFor(ip)}, TLS: tlsConf, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer kv.Close()
-	rc, err := kv.Snapshot(clientv3.WithRequireLeader(ctx))
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	_, err = io.Copy(w, rc)
-	return err
 }

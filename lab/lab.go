@@ -65,8 +65,11 @@ type Options struct {
 	// EtcdMembers is how many etcd members run, on the first nodes'
 	// addresses; default one per node, as on Talos.
 	EtcdMembers int
-	KubeBinDir  string // holds VERSION/kube-apiserver; default: FindKubeBinDir
-	Version     string // Kubernetes version to boot, default OldVersion
+	// EtcdQuotaBytes is each member's space quota (etcd's --quota-backend-bytes); 0:
+	// etcd's default, 2 GiB, as on Talos. A small one lets a scenario fill it (NOSPACE).
+	EtcdQuotaBytes int64
+	KubeBinDir     string // holds VERSION/kube-apiserver; default: FindKubeBinDir
+	Version        string // Kubernetes version to boot, default OldVersion
 	// Kubelet are the emulated kubelet's and Talos's times; zero: the real ones.
 	Kubelet talostest.KubeletOptions
 	// TimeScale scales the real kubelet and Talos times left zero in Kubelet
@@ -182,16 +185,7 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 		Runner:            l.runner,
 		BaseArgs:          l.baseArgs,
 		Kubelet:           kubelet,
-		EtcdSnapshot: func(ctx context.Context, n *talostest.Node, w io.Writer) error {
-			if l.Etcd == nil {
-				return errors.New("etcd is not running")
-			}
-			tlsConf, err := l.etcdTLS()
-			if err != nil {
-				return err
-			}
-			return l.Etcd.snapshot(ctx, tlsConf, n.IP, w)
-		},
+		EtcdMember:        l.etcdMember,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lab: talos nodes: %w", err)
@@ -211,7 +205,7 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	for _, n := range l.Cluster.Nodes[:members] {
 		names = append(names, n.Name)
 	}
-	if l.Etcd, err = startEtcd(filepath.Join(opts.Dir, "etcd"), ca, names, ips[:members], etcdPorts); err != nil {
+	if l.Etcd, err = startEtcd(filepath.Join(opts.Dir, "etcd"), ca, names, ips[:members], etcdPorts, opts.EtcdQuotaBytes); err != nil {
 		return nil, fmt.Errorf("lab: etcd: %w", err)
 	}
 	l.logf("etcd: %d member(s) on %s (client-certificate auth, CA cluster.etcd.ca)", members, strings.Join(l.Etcd.Endpoints, ","))
@@ -404,6 +398,24 @@ func loopbackOnlyArgs(version string) []string {
 		return []string{"--endpoint-reconciler-type=none"}
 	}
 	return nil
+}
+
+// etcdMember is how the node's Talos API reaches the node's own etcd member
+// (talostest.ClusterOptions.EtcdMember): its client URL, with the lab's client
+// certificate from the etcd CA, as machined uses its own.
+func (l *Lab) etcdMember(n *talostest.Node) (talostest.EtcdAccess, error) {
+	if l.Etcd == nil {
+		return talostest.EtcdAccess{}, errors.New("etcd is not running")
+	}
+	endpoint, ok := l.Etcd.byNode[n.IP]
+	if !ok {
+		return talostest.EtcdAccess{}, fmt.Errorf("no etcd member runs on node %s (the lab runs %d)", n.IP, len(l.Etcd.Endpoints))
+	}
+	tlsConf, err := l.etcdTLS()
+	if err != nil {
+		return talostest.EtcdAccess{}, err
+	}
+	return talostest.EtcdAccess{Endpoint: endpoint, TLS: tlsConf}, nil
 }
 
 func (l *Lab) etcdTLS() (*tls.Config, error) {

@@ -334,7 +334,7 @@ func SplitList(s string) []string { return flaglist.Split(s) }
 // kube-apiserver is down.
 func (c *Client) AdminKubeconfig(ctx context.Context, node string) ([]byte, error) {
 	b, err := c.api.Kubeconfig(client.WithNode(ctx, node))
-	if err != nil && strings.Contains(err.Error(), "only available on control plane nodes") {
+	if isNotControlPlane(err) {
 		// A worker: the node's refusal, said as preflight says it.
 		return nil, NewNodeError(node, "fetch admin kubeconfig", fmt.Errorf("%w: kube-apiserver does not run there", ErrNotControlPlane),
 			"target only the control-plane nodes: -n CP1,CP2,CP3")

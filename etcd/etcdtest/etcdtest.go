@@ -186,6 +186,20 @@ func Start(dir string, opts ...Option) (*Server, error) {
 	return nil, lastErr
 }
 
+// ClientTLS is a TLS config for a client of the server: its client certificate,
+// trusting its CA (TLS servers only).
+func (s *Server) ClientTLS() (*tls.Config, error) {
+	cert, err := tls.X509KeyPair(s.CertPEM, s.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(s.CACertPEM) {
+		return nil, errors.New("etcdtest: no CA certificate")
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
 // Close stops etcd; calling it again does nothing.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {

@@ -63,8 +63,15 @@ type ClusterOptions struct {
 	// Kubelet are the kubelet's and Talos's times; zero fields take a real node's.
 	// Tests set TimeScale (e.g. 0.01) to run them faster.
 	Kubelet KubeletOptions
-	// EtcdSnapshot streams an etcd snapshot for MachineService.EtcdSnapshot; nil answers Unavailable.
+	// EtcdSnapshot streams an etcd snapshot for MachineService.EtcdSnapshot; nil: the
+	// snapshot of the node's member (EtcdMember), Unavailable without one.
 	EtcdSnapshot func(ctx context.Context, n *Node, w io.Writer) error
+	// EtcdMember tells how to reach a control plane's own etcd member, as machined's local
+	// client does. With it the etcd calls (EtcdStatus, EtcdMemberList, EtcdAlarmList,
+	// EtcdAlarmDisarm, EtcdDefragment, EtcdSnapshot) act on that real member; an error
+	// means no member runs there. Without it EtcdStatus and EtcdMemberList answer from a
+	// model and the others fail (etcd.go).
+	EtcdMember func(n *Node) (EtcdAccess, error)
 	// RebootDuration is how long the Talos API is away after an apply in REBOOT mode; default 1s.
 	RebootDuration time.Duration
 
@@ -222,6 +229,12 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		}
 
 		c.Nodes = append(c.Nodes, n)
+	}
+
+	if err := c.publishMembers(); err != nil {
+		c.Close()
+
+		return nil, err
 	}
 
 	return c, nil

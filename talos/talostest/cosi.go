@@ -18,8 +18,10 @@ import (
 
 	configpb "github.com/siderolabs/talos/pkg/machinery/api/resource/config"
 	"github.com/siderolabs/talos/pkg/machinery/proto"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/role"
@@ -45,6 +47,7 @@ func newNodeState(ctx context.Context) (state.State, error) {
 		{k8s.ControlPlaneNamespaceName, "Kubernetes control plane resources."},
 		{secrets.NamespaceName, "Resources with secret material."},
 		{v1alpha1.NamespaceName, "Talos v1alpha1 subsystems glue resources."},
+		{cluster.NamespaceName, "Cluster configuration and discovery resources."},
 	} {
 		if err := nsReg.Register(ctx, ns.name, ns.desc); err != nil {
 			return nil, err
@@ -66,6 +69,8 @@ func newNodeState(ctx context.Context) (state.State, error) {
 		&secrets.EtcdRoot{},
 		&secrets.Etcd{},
 		&v1alpha1.Service{},
+		&runtime.MachineStatus{},
+		&cluster.Member{},
 	} {
 		if err := rdReg.Register(ctx, r); err != nil {
 			return nil, err

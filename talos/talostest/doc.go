@@ -111,8 +111,19 @@
 //     the kubelet's live state, Node.Pod). StandIn.ShutdownDelay makes a container
 //     slow to stop, StandIn.GiveUpAfter makes a hung one exit by itself as v1.34 does.
 //   - Kubeconfig returns an admin kubeconfig for the cluster endpoint signed by the
-//     cluster CA; EtcdSnapshot streams from ClusterOptions.EtcdSnapshot, Unavailable
-//     without it. Both are control-plane only (Unimplemented on a worker, as machined).
+//     cluster CA; EtcdSnapshot streams from ClusterOptions.EtcdSnapshot, else from the
+//     node's member (EtcdMember), Unavailable without either. Both are control-plane only
+//     (Unimplemented on a worker, as machined).
+//   - etcd maintenance (etcd.go): with ClusterOptions.EtcdMember, EtcdStatus,
+//     EtcdMemberList, EtcdAlarmList, EtcdAlarmDisarm and EtcdDefragment make a client of
+//     the node's own real member and answer what it answers, in machined's words (NOSPACE
+//     alarms with the member that raised them, sizes, a real defragmentation that blocks
+//     the member while it runs, a disarm of every alarm); roles as machined's table
+//     (disarm and defragment: admin and operator). Without it, status and members come
+//     from the model in services.go and the others fail ("failed to create etcd client").
+//   - ClusterService.HealthCheck (health.go), discovery Members and the runtime
+//     MachineStatus (machinestatus.go), as described there: what the emulator cannot
+//     check is said so, never passed.
 //
 // Node.Stop takes the API off the network (connections refused) and Node.Start brings
 // it back; the node's address stays reserved meanwhile (PortReservation), so nothing
@@ -121,7 +132,8 @@
 //
 // Not emulated: the machine-service methods not described here or in services.go
 // (Unimplemented), the other
-// control-plane static pods, etcd itself, the runtime validation of configs against
+// control-plane static pods, etcd itself (the lab runs real members and hands them over
+// through ClusterOptions.EtcdMember), the runtime validation of configs against
 // node resources, the kubelet's own restart (which tears the StaticPodStatus down),
 // Talos's teardown of the static pods when the etcd service is missing, and a
 // reboot's effect on the pod (the kubelet keeps running through it).

@@ -447,6 +447,41 @@ func (s *machineService) Kubeconfig(_ *emptypb.Empty, srv machine.MachineService
 	return srv.Send(&common.Data{Bytes: buf.Bytes()})
 }
 
+// adminCredentials is the admin client certificate machined mints from the cluster CA
+// for a kubeconfig, and the CAs the kubeconfig trusts.
+func adminCredentials(n *Node) (*x509.KeyPair, []byte, error) {
+	cl := n.currentConfig().prov.Cluster()
+
+	issuing := cl.IssuingCA()
+	if issuing == nil {
+		return nil, nil, errors.New("no Kubernetes CA in the config")
+	}
+
+	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(issuing)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error getting Kubernetes CA: %w", err)
+	}
+
+	kp, err := x509.NewKeyPair(ca,
+		x509.CommonName(cl.AdminKubeconfig().CommonName()),
+		x509.Organization(cl.AdminKubeconfig().CertOrganization()),
+		x509.NotBefore(time.Now().Add(-10*time.Second)),
+		x509.NotAfter(time.Now().Add(cl.AdminKubeconfig().CertLifetime())),
+		x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
+		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error generating Kubernetes client certificate: %w", err)
+	}
+
+	var caData []byte
+	for _, a := range cl.AcceptedCAs() {
+		caData = append(caData, a.Crt...)
+	}
+
+	return kp, append(caData, issuing.Crt...), nil
+}
+
 // AdminKubeconfig returns an admin kubeconfig for the cluster endpoint, as the node's Kubeconfig call does.
 func (c *Cluster) AdminKubeconfig() ([]byte, error) {
 	for _, n := range c.ControlPlanes() {
@@ -459,34 +494,10 @@ func (c *Cluster) AdminKubeconfig() ([]byte, error) {
 func adminKubeconfig(n *Node) ([]byte, error) {
 	cl := n.currentConfig().prov.Cluster()
 
-	issuing := cl.IssuingCA()
-	if issuing == nil {
-		return nil, errors.New("no Kubernetes CA in the config")
-	}
-
-	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(issuing)
+	kp, caData, err := adminCredentials(n)
 	if err != nil {
-		return nil, fmt.Errorf("error getting Kubernetes CA: %w", err)
+		return nil, err
 	}
-
-	kp, err := x509.NewKeyPair(ca,
-		x509.CommonName(cl.AdminKubeconfig().CommonName()),
-		x509.Organization(cl.AdminKubeconfig().CertOrganization()),
-		x509.NotBefore(time.Now().Add(-10*time.Second)),
-		x509.NotAfter(time.Now().Add(cl.AdminKubeconfig().CertLifetime())),
-		x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
-		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("error generating Kubernetes client certificate: %w", err)
-	}
-
-	var caData []byte
-	for _, a := range cl.AcceptedCAs() {
-		caData = append(caData, a.Crt...)
-	}
-
-	caData = append(caData, issuing.Crt...)
 
 	name := cl.Name()
 	user := "admin@" + name
@@ -520,15 +531,20 @@ func adminKubeconfig(n *Node) ([]byte, error) {
 	return yaml.Marshal(doc)
 }
 
-// EtcdSnapshot streams a snapshot through ClusterOptions.EtcdSnapshot.
+// EtcdSnapshot streams a snapshot through ClusterOptions.EtcdSnapshot, else of the node's
+// member (ClusterOptions.EtcdMember).
 func (s *machineService) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machine.MachineService_EtcdSnapshotServer) error {
 	if err := checkControlPlane(s.n, "etcd snapshot"); err != nil {
 		return err
 	}
 
 	hook := s.n.cluster.opts.EtcdSnapshot
+	if hook == nil && s.n.realEtcd() {
+		return s.n.etcdSnapshotFromMember(srv.Context(), func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) })
+	}
+
 	if hook == nil {
-		return status.Error(codes.Unavailable, "failed to create etcd client: etcd is not running on this emulated node")
+		return status.Error(codes.Unavailable, "failed to create etcd client: "+errNoEtcdHook.Error())
 	}
 
 	w := &chunkWriter{send: func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) }}

@@ -29,6 +29,7 @@ import (
 	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
 
+	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -50,6 +51,7 @@ type Node struct {
 	knownKinds []string
 	st         state.State
 	machine    *machineService
+	clusterSvc *clusterService
 	cosi       cosiv1alpha1.StateServer
 	handlers   *handlers
 	tlsConf    *tls.Config
@@ -71,6 +73,8 @@ type Node struct {
 	renderedVersion  string // the APIServerConfig version it was rendered from
 	renderErr        error
 	renderPending    bool // a render waits for etcd to be healthy
+
+	statusMu sync.Mutex // one MachineStatus computation at a time
 
 	kubelet    *kubelet
 	rebooting  atomic.Bool
@@ -127,10 +131,12 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 	}
 
 	n.machine = &machineService{n: n}
+	n.clusterSvc = &clusterService{n: n}
 	n.cosi = server.NewState(state.WrapCore(state.Filter(n.st, accessPolicy(n.st))))
 	n.handlers = newHandlers(map[*grpc.ServiceDesc]any{
-		&machine.MachineService_ServiceDesc: n.machine,
-		&cosiv1alpha1.State_ServiceDesc:     n.cosi,
+		&machine.MachineService_ServiceDesc:    n.machine,
+		&clusterapi.ClusterService_ServiceDesc: n.clusterSvc,
+		&cosiv1alpha1.State_ServiceDesc:        n.cosi,
 	})
 
 	if err = n.publishStatic(ctx, cfg); err != nil {
@@ -764,6 +770,8 @@ func (n *Node) writePodStatus(ps *corev1.PodStatus) {
 			n.logf("removing StaticPodStatus: %v", err)
 		}
 
+		n.publishMachineStatus()
+
 		return
 	}
 
@@ -788,4 +796,6 @@ func (n *Node) writePodStatus(ps *corev1.PodStatus) {
 	}); err != nil && n.ctx.Err() == nil {
 		n.logf("writing StaticPodStatus: %v", err)
 	}
+
+	n.publishMachineStatus()
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/role"
@@ -30,9 +31,13 @@ var errNotAuthorized = status.Error(codes.PermissionDenied, "not authorized")
 // methodRoles is machined's rule table (internal/app/machined/pkg/system/services/machined.go)
 // for the methods the emulator serves. Methods not listed need os:admin (the fallback).
 var methodRoles = map[string]role.Set{
+	"/cluster.ClusterService/HealthCheck":        role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/ApplyConfiguration": role.MakeSet(role.Admin, role.Reader), // reader only in maintenance, checked in the handler
 	"/machine.MachineService/Containers":         role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/Dmesg":              role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/EtcdAlarmDisarm":    role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/EtcdAlarmList":      role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
+	"/machine.MachineService/EtcdDefragment":     role.MakeSet(role.Admin, role.Operator),
 	"/machine.MachineService/EtcdMemberList":     role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
 	"/machine.MachineService/EtcdSnapshot":       role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
 	"/machine.MachineService/EtcdStatus":         role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
@@ -146,6 +151,7 @@ func (n *Node) newGRPCServer(tlsConf *tls.Config) *grpc.Server {
 
 	// the interceptors do the dispatching; these registrations make the methods known to grpc
 	machine.RegisterMachineServiceServer(srv, n.machine)
+	clusterapi.RegisterClusterServiceServer(srv, n.clusterSvc)
 	cosiv1alpha1.RegisterStateServer(srv, n.cosi)
 
 	return srv
@@ -172,7 +178,7 @@ func route(ctx context.Context, method string) (routeMode, []string, error) {
 
 	switch {
 	case okNodes:
-		if !strings.HasPrefix(method, "/machine.MachineService/") {
+		if !strings.HasPrefix(method, "/machine.MachineService/") && !strings.HasPrefix(method, "/cluster.ClusterService/") {
 			return routeOne, nil, status.Errorf(codes.InvalidArgument, "one-2-many proxying is not supported for method %s", method)
 		}
 
@@ -490,9 +496,7 @@ func (r *replayStream) RecvMsg(m any) error {
 }
 
 func readStreamRequest(ss grpc.ServerStream, method string) (proto.Message, error) {
-	name := strings.TrimPrefix(method, "/machine.MachineService/")
-
-	md := machine.File_machine_machine_proto.Services().ByName("MachineService").Methods().ByName(protoreflect.Name(name))
+	md := methodDescriptor(method)
 	if md == nil {
 		return nil, status.Errorf(codes.Unimplemented, "unknown method %s", method)
 	}
@@ -512,4 +516,24 @@ func readStreamRequest(ss grpc.ServerStream, method string) (proto.Message, erro
 
 func protoRegistryFind(name protoreflect.FullName) (protoreflect.MessageType, error) {
 	return protoregistry.GlobalTypes.FindMessageByName(name)
+}
+
+// methodDescriptor finds "/package.Service/Method" among the registered protobuf files.
+func methodDescriptor(method string) protoreflect.MethodDescriptor {
+	service, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if !ok {
+		return nil
+	}
+
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err != nil {
+		return nil
+	}
+
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil
+	}
+
+	return sd.Methods().ByName(protoreflect.Name(name))
 }

@@ -24,4 +24,6 @@ func (n *Node) publishServices() {
 			n.logf("writing Service %s: %v", d.id, err)
 		}
 	}
+
+	n.publishMachineStatus()
 }

@@ -287,6 +287,10 @@ func (s *machineService) EtcdMemberList(ctx context.Context, in *machine.EtcdMem
 		return nil, err
 	}
 
+	if n.realEtcd() {
+		return n.realEtcdMembers(ctx, in.QueryLocal)
+	}
+
 	leader, members := n.etcdLeader()
 	if leader == nil {
 		// etcd's rpctypes.ErrNoLeader reaches the caller as an error without a gRPC status
@@ -328,6 +332,10 @@ func (s *machineService) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*mac
 
 	if err := n.waitLocalEtcd(ctx); err != nil {
 		return nil, fmt.Errorf("failed to query etcd status: %w", err)
+	}
+
+	if n.realEtcd() {
+		return n.realEtcdStatus(ctx)
 	}
 
 	id := etcdMemberID(n)
