@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,36 +101,100 @@ type Plan struct {
 
 // View is text for the operator: a plan before its question, a diagnosis.
 // Parts are a plan's per-node (or per-object) sections, in order, between
-// Head and Foot: a terminal may say once a Body that is the same on every
-// node.
+// Head and Foot. Detail is the evidence behind it: a terminal shows it with
+// -v; the journal and -o json keep the results whole either way.
 type View struct {
-	Head  string
-	Parts []ViewPart
-	Foot  string
+	Head   string
+	Parts  []ViewPart
+	Foot   string
+	Detail string
 }
 
-// ViewPart is one node's (or object's) part of a plan.
+// ViewPart is one node's part of a plan.
 type ViewPart struct {
-	Node  string // whom it is about
-	Title string // its first line, which names it
-	Body  string // the rest
+	Node   string // whom it is about
+	About  string // what else its title says ("cluster c1, Talos v1.13.8")
+	Body   string // the rest
+	Detail string // the evidence behind it (the node's own dry run), after the view
+}
+
+func (p ViewPart) title(who string) string {
+	if p.About == "" {
+		return fmt.Sprintf("  %s\n", who)
+	}
+	return fmt.Sprintf("  %s (%s)\n", who, p.About)
 }
 
 // Text is a view of plain text.
 func Text(s string) View { return View{Head: s} }
 
+// String is the whole view, every part in full and the detail last.
 func (v View) String() string {
 	var b strings.Builder
 	b.WriteString(v.Head)
 	for _, p := range v.Parts {
-		b.WriteString(p.Title)
+		b.WriteString(p.title("node " + p.Node))
 		b.WriteString(p.Body)
 	}
 	b.WriteString(v.Foot)
+	b.WriteString(v.details())
 	return b.String()
 }
 
-func (v View) empty() bool { return v.Head == "" && len(v.Parts) == 0 && v.Foot == "" }
+// details are the view's and its parts' evidence.
+func (v View) details() string {
+	var b strings.Builder
+	for _, p := range v.Parts {
+		b.WriteString(p.Detail)
+	}
+	b.WriteString(v.Detail)
+	return b.String()
+}
+
+// Short is the view as a person reads it at 3 a.m.: parts that are the
+// same on every node said once, naming the nodes, and the details (each
+// node's own) only when verbose.
+func (v View) Short(verbose bool) string {
+	if !v.sameOnEveryNode() {
+		if !verbose {
+			v.Detail = ""
+			v.Parts = slices.Clone(v.Parts)
+			for i := range v.Parts {
+				v.Parts[i].Detail = ""
+			}
+		}
+		return v.String()
+	}
+	var b strings.Builder
+	b.WriteString(v.Head)
+	nodes := make([]string, len(v.Parts))
+	for i, p := range v.Parts {
+		nodes[i] = p.Node
+	}
+	b.WriteString(v.Parts[0].title(fmt.Sprintf("the same on all %d nodes: %s", len(nodes), strings.Join(nodes, ", "))))
+	b.WriteString(v.Parts[0].Body)
+	b.WriteString(v.Foot)
+	if verbose {
+		b.WriteString(v.details())
+	}
+	return b.String()
+}
+
+func (v View) sameOnEveryNode() bool {
+	if len(v.Parts) < 2 {
+		return false
+	}
+	for _, p := range v.Parts[1:] {
+		if p.Body != v.Parts[0].Body || p.About != v.Parts[0].About {
+			return false
+		}
+	}
+	return true
+}
+
+func (v View) empty() bool {
+	return v.Head == "" && len(v.Parts) == 0 && v.Foot == "" && v.Detail == ""
+}
 
 // Question is how a change is confirmed: a yes/no question, or a word
 // (an object's name) to type.

@@ -21,7 +21,7 @@ func AdmissionView(p *AdmissionPlan) View {
 			shortDuration(d), shortDuration(d), time.Now().Add(d).Local().Format("15:04 MST"))
 	}
 	for _, n := range p.Nodes {
-		v.Parts = append(v.Parts, ViewPart{Node: n.Node, Title: fmt.Sprintf("  node %s (cluster %s, Talos %s)\n", n.Node, orNone(n.Cluster), n.TalosVersion), Body: nodePlan(p, n)})
+		v.Parts = append(v.Parts, ViewPart{Node: n.Node, About: fmt.Sprintf("cluster %s, Talos %s", orNone(n.Cluster), n.TalosVersion), Body: nodePlan(p, n), Detail: nodeDryRun(n)})
 	}
 	var foot strings.Builder
 	for _, f := range p.Failed {
@@ -66,17 +66,55 @@ func nodePlan(p *AdmissionPlan, n *NodeChange) string {
 }
 
 // writeNodeEdit ends a node's part of a plan: how its config is edited,
-// and the node's own dry run of it.
+// and what the node's own dry run said of it, in a line (nodeDryRun has it
+// whole).
 func writeNodeEdit(w io.Writer, n *NodeChange) {
 	if n.Method == configedit.MethodMerge {
 		fmt.Fprintln(w, "    edit: strategic merge (the config's layout could not be edited in place; comments are lost)")
 	}
 	if d := strings.TrimSpace(n.NodeDiff); d != "" {
-		fmt.Fprintln(w, "    the node's dry run:")
-		for _, line := range strings.Split(d, "\n") {
-			fmt.Fprintf(w, "      | %s\n", line)
+		fmt.Fprintf(w, "    the node's dry run: %s\n", dryRunSummary(d))
+	}
+}
+
+// dryRunSummary is a node's dry-run answer in a line: its summary and how
+// many config lines the change adds and removes.
+func dryRunSummary(answer string) string {
+	var summary string
+	added, removed := 0, 0
+	inDiff := false
+	for _, l := range strings.Split(answer, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Config diff:"):
+			inDiff = true
+		case !inDiff && summary == "" && l != "" && !strings.HasPrefix(l, "Dry run summary:"):
+			summary = strings.TrimSuffix(strings.TrimSpace(l), ".")
+		case inDiff && strings.HasPrefix(l, "+") && !strings.HasPrefix(l, "+++"):
+			added++
+		case inDiff && strings.HasPrefix(l, "-") && !strings.HasPrefix(l, "---"):
+			removed++
 		}
 	}
+	if summary == "" {
+		summary = "validated"
+	}
+	summary = strings.TrimSuffix(summary, " (skipped in dry-run)")
+	return fmt.Sprintf("%s; +%d -%d config lines (-v shows them)", summary, added, removed)
+}
+
+// nodeDryRun is the node's own dry-run answer, whole: the evidence behind
+// its part of a plan.
+func nodeDryRun(n *NodeChange) string {
+	d := strings.TrimSpace(n.NodeDiff)
+	if d == "" {
+		return ""
+	}
+	var w strings.Builder
+	fmt.Fprintf(&w, "  node %s's dry run:\n", n.Node)
+	for _, line := range strings.Split(d, "\n") {
+		fmt.Fprintf(&w, "    | %s\n", line)
+	}
+	return w.String()
 }
 
 // RenderAdmissionOutcome writes what happened on each node.

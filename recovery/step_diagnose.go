@@ -14,6 +14,7 @@ import (
 type DiagnoseResult struct {
 	said
 	Verdict  string    `json:"verdict"`
+	Summary  string    `json:"summary,omitempty"`
 	Culprits any       `json:"culprits"`
 	Decision *Decision `json:"decision,omitempty"`
 }
@@ -32,10 +33,10 @@ func (r *run) diagnose(ctx context.Context, _ Step, p *runbooks.DiagnoseParams) 
 	if err != nil {
 		return nil, err
 	}
-	var b strings.Builder
-	_ = diagnose.WriteText(&b, report)
-	res := &DiagnoseResult{Verdict: string(report.Verdict), Culprits: report.Culprits}
-	plan := &Plan{View: Text(b.String()), Result: res}
+	// The diagnosis's own next commands are left out: this run is the next
+	// command, and its decision below says what it will do.
+	res := &DiagnoseResult{Verdict: string(report.Verdict), Summary: report.Summary, Culprits: report.Culprits}
+	plan := &Plan{View: View{Head: diagnose.Brief(report), Detail: diagnose.EvidenceText(report)}, Result: res}
 	d, err := decide(report, r.opts)
 	if err != nil {
 		return plan, err
@@ -47,7 +48,8 @@ func (r *run) diagnose(ctx context.Context, _ Step, p *runbooks.DiagnoseParams) 
 		fix = d.flagsPlanText()
 		r.followDecision()
 	}
-	res.said = said(fmt.Sprintf("verdict %s: %s; plan: %s", report.Verdict, report.Summary, fix))
+	// The summary is in the view just above and in the result's record.
+	res.said = said(fmt.Sprintf("verdict %s; plan: %s", report.Verdict, fix))
 	return plan, nil
 }
 

@@ -340,8 +340,8 @@ func flagsView(p *AdmissionPlan, edits map[string]FlagEdit, remove bool) View {
 	}
 	v := View{Head: fmt.Sprintf("Plan: %s on %d node(s)\n", verb, len(p.Nodes)+len(p.Failed))}
 	for _, n := range p.Nodes {
-		v.Parts = append(v.Parts, ViewPart{Node: n.Node, Title: fmt.Sprintf("  node %s (cluster %s, Talos %s)\n", n.Node, orNone(n.Cluster), n.TalosVersion),
-			Body: nodeFlagsPlan(n, edits[n.Node], remove)})
+		v.Parts = append(v.Parts, ViewPart{Node: n.Node, About: fmt.Sprintf("cluster %s, Talos %s", orNone(n.Cluster), n.TalosVersion),
+			Body: nodeFlagsPlan(n, edits[n.Node], remove), Detail: nodeDryRun(n)})
 	}
 	var foot strings.Builder
 	for _, f := range p.Failed {

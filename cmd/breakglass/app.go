@@ -34,6 +34,7 @@ type globalOptions struct {
 	Output      string
 	Yes         bool
 	DryRun      bool
+	Verbose     bool
 	StateDir    string
 	// ConnectTimeout bounds each connection to a Talos API endpoint.
 	ConnectTimeout time.Duration
@@ -56,6 +57,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json (runbook show: also yaml)"},
 		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (for automation)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "show the plan (and let the nodes validate it) without changing anything"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "also show the evidence behind each diagnosis (-o json and the incident journal always keep it)"},
 		&cli.StringFlag{Name: "state-dir", Usage: "where breakglass keeps its records and backups", EnvVars: []string{"BREAKGLASS_STATE_DIR"}, DefaultText: "$XDG_STATE_HOME/breakglass or ~/.local/state/breakglass"},
 		&cli.DurationFlag{Name: "connect-timeout", Value: talos.DefaultConnectTimeout, Usage: "give up on a Talos API endpoint that has not connected and answered (TCP, TLS, gRPC) within this long"},
 	}
@@ -89,6 +91,7 @@ func readGlobals(c *cli.Context) (globalOptions, error) {
 		Output:      c.String("output"),
 		Yes:         c.Bool("yes"),
 		DryRun:      c.Bool("dry-run"),
+		Verbose:     c.Bool("verbose"),
 		StateDir:    c.String("state-dir"),
 
 		ConnectTimeout: c.Duration("connect-timeout"),

@@ -183,7 +183,10 @@ func checkIncident(c *cli.Context, resume bool) error {
 	return recovery.State{Dir: g.StateDir}.CheckIncident(c.Args().First(), resume)
 }
 
-func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
+// renderRecoverResult writes how a run ended: every step in a table, or,
+// when the steps were just told on the same terminal (brief), those that
+// ended well in a line and the others in full.
+func renderRecoverResult(w io.Writer, res *recovery.RecoverResult, brief bool) {
 	fmt.Fprintf(w, "\nIncident %s: %s in %s", res.Incident, res.Outcome, time.Duration(res.Elapsed).Round(time.Millisecond))
 	switch {
 	case res.DryRun && res.Journal == "":
@@ -192,8 +195,16 @@ func renderRecoverResult(w io.Writer, res *recovery.RecoverResult) {
 		fmt.Fprint(w, " (dry run: nothing was changed)")
 	}
 	fmt.Fprintln(w)
+	var fine []string
 	for _, st := range res.Steps {
+		if brief && (st.Outcome == recovery.OutcomeOK || st.Outcome == recovery.OutcomeSkipped) {
+			fine = append(fine, st.Name+" "+st.Outcome)
+			continue
+		}
 		fmt.Fprintf(w, "  %-8s %-18s %8s  %s\n", st.Outcome, st.Name, time.Duration(st.Elapsed).Round(time.Millisecond), st.Message)
+	}
+	if len(fine) > 0 {
+		fmt.Fprintf(w, "  %s\n", strings.Join(fine, ", "))
 	}
 	for _, u := range res.Undone {
 		fmt.Fprintf(w, "NOT DONE: %s\n", u)

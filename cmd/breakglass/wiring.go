@@ -114,7 +114,7 @@ func runGuided(c *cli.Context, s streams, fn func(globalOptions, recovery.UI, *t
 }
 
 func guided(s streams, g globalOptions, tc *talos.Client, fn func(globalOptions, recovery.UI, *talos.Client) (*recovery.RecoverResult, error)) error {
-	res, err := fn(g, newTerminalUI(s, g.Yes), tc)
+	res, err := fn(g, newTerminalUI(s, g), tc)
 	if res == nil {
 		return err
 	}
@@ -124,7 +124,9 @@ func guided(s streams, g globalOptions, tc *talos.Client, fn func(globalOptions,
 			return werr
 		}
 	} else {
-		renderRecoverResult(s.Out, res)
+		// Its steps were just told, one by one, on the same terminal: the
+		// recap says them in a line.
+		renderRecoverResult(s.Out, res, isTerminal(s.Err) && !g.Verbose)
 	}
 	return err
 }

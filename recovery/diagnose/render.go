@@ -20,6 +20,22 @@ const (
 // first, the evidence after, the next commands last (where the eye lands).
 func WriteText(w io.Writer, r *Report) error {
 	var b strings.Builder
+	b.WriteString(Brief(r))
+	b.WriteString(EvidenceText(r))
+	if len(r.Next) > 0 {
+		b.WriteString("\nnext:\n")
+		for _, c := range r.Next {
+			fmt.Fprintf(&b, "  %s\n", termsafe.String(c))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Brief is the verdict, its summary and the culprits: what a recovery shows
+// of its diagnosis before its plan.
+func Brief(r *Report) string {
+	var b strings.Builder
 	fmt.Fprintf(&b, "verdict: %s\n%s\n", r.Verdict, r.Summary)
 	for _, c := range r.Culprits {
 		b.WriteString("\n")
@@ -42,6 +58,13 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 	writeRefusedFlags(&b, r)
+	return b.String()
+}
+
+// EvidenceText is what the verdict rests on: each node's state, what etcd
+// holds, the log signatures and the notes.
+func EvidenceText(r *Report) string {
+	var b strings.Builder
 	if ev := r.Evidence; ev != nil {
 		b.WriteString("\nnodes:\n")
 		for _, ne := range ev.Nodes {
@@ -74,14 +97,7 @@ func WriteText(w io.Writer, r *Report) error {
 	if len(r.Notes) > 0 {
 		b.WriteString("\n")
 	}
-	if len(r.Next) > 0 {
-		b.WriteString("\nnext:\n")
-		for _, c := range r.Next {
-			fmt.Fprintf(&b, "  %s\n", termsafe.String(c))
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
 }
 
 func nodeLabel(ne NodeEvidence) string {
