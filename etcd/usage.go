@@ -1,0 +1,410 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
+)
+
+// Usage is what the keys in etcd weigh, grouped by resource and namespace,
+// read page by page at one revision, with the members' database sizes
+// beside it (Space) to tell what compaction and defragmentation can free
+// from what only deleting the source frees.
+type Usage struct {
+	Prefix  string      `json:"prefix"`
+	Cluster ClusterInfo `json:"cluster"`
+	// Consistent is false when etcd compacted the revision being read while
+	// the report read it: the rest was read at a newer one.
+	Consistent bool `json:"consistent"`
+	// Total is every key under the prefix; Outside every key outside it.
+	Total   UsageCount `json:"total"`
+	Outside UsageCount `json:"outside"`
+	// Resources sums Groups by resource, largest first.
+	Resources []ResourceUsage `json:"resources"`
+	// Groups are the keys by resource and namespace (a cluster-scoped
+	// resource is one group), odd keys by what could be read of them, keys
+	// outside the prefix by their first segment; largest first.
+	Groups []UsageGroup `json:"groups"`
+	// Ungrouped counts the keys of groups past the first MaxGroups: in
+	// Total, in no group.
+	Ungrouped UsageCount `json:"ungrouped"`
+	// Largest are the biggest keys (key + value bytes), largest first.
+	Largest []KeyUsage `json:"largest"`
+	// MostWritten are the keys written most often since their creation
+	// (etcd's version), most first: a controller rewriting a status in a
+	// loop shows here, though its history, not its live value, fills etcd.
+	MostWritten []KeyUsage `json:"mostWritten"`
+	Space       Space      `json:"space"`
+	// Elapsed is how long the reading took.
+	Elapsed time.Duration `json:"elapsedNanoseconds"`
+}
+
+// UsageCount is a number of keys and their bytes (key + value).
+type UsageCount struct {
+	Keys  int64 `json:"keys"`
+	Bytes int64 `json:"bytes"`
+}
+
+func (c *UsageCount) add(bytes int64) { c.Keys++; c.Bytes += bytes }
+
+// UsageGroup is the keys of one resource in one namespace (or of a
+// cluster-scoped resource, or odd keys, or keys outside the prefix).
+type UsageGroup struct {
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace,omitempty"`
+	Scope     Scope  `json:"scope"`
+	UsageCount
+	// Share is Bytes over the bytes of every key counted, in percent.
+	Share float64 `json:"share"`
+	// Examples are a few odd keys, to look at (only for ScopeOdd).
+	Examples []string `json:"examples,omitempty"`
+}
+
+// String names the group the way a summary quotes it, safely for a
+// terminal: "events in namespace flood: 41234 keys, 40.2 MiB".
+func (g UsageGroup) String() string {
+	return g.Label() + ": " + g.UsageCount.String()
+}
+
+// Label names the group alone: "events in namespace flood".
+func (g UsageGroup) Label() string {
+	r := termsafe.String(g.Resource)
+	switch g.Scope {
+	case ScopeNamespaced:
+		return r + " in namespace " + termsafe.String(g.Namespace)
+	case ScopeCluster:
+		return r + " (cluster-scoped)"
+	case ScopeOdd:
+		return "odd keys under " + r
+	}
+	return "keys outside the prefix under " + r
+}
+
+func (c UsageCount) String() string {
+	return plural(c.Keys, "key") + ", " + FormatBytes(c.Bytes)
+}
+
+// ResourceUsage is every group of one resource summed.
+type ResourceUsage struct {
+	Resource string `json:"resource"`
+	Scope    Scope  `json:"scope"`
+	UsageCount
+	Namespaces int `json:"namespaces,omitempty"`
+}
+
+// KeyUsage is one key: its size and how often it was written.
+type KeyUsage struct {
+	Key   string `json:"key"`
+	Bytes int64  `json:"bytes"`
+	// Version is how many times it was written since it was created.
+	Version     int64 `json:"version"`
+	ModRevision int64 `json:"modRevision"`
+}
+
+func (k KeyUsage) String() string {
+	written := "written once"
+	if k.Version > 1 {
+		written = fmt.Sprintf("written %d times", k.Version)
+	}
+	return termsafe.String(k.Key) + ": " + FormatBytes(k.Bytes) + ", " + written
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// Space relates the keys counted to the members' database files.
+type Space struct {
+	Members []MemberStatus `json:"members"`
+	// Fullest is the member whose file is largest (the one a NOSPACE alarm
+	// comes from first); DBSize, DBSizeInUse and Quota are its.
+	Fullest     string `json:"fullest,omitempty"`
+	DBSize      int64  `json:"dbSize"`
+	DBSizeInUse int64  `json:"dbSizeInUse"`
+	Quota       int64  `json:"quota,omitempty"`
+	// Live is the bytes of every key counted (key + value, under the
+	// prefix and outside it): what only deleting the source frees.
+	Live int64 `json:"liveBytes"`
+	// Fragmented is DBSize - DBSizeInUse: free pages inside the file, given
+	// back by defragmenting the member alone.
+	Fragmented int64 `json:"fragmentedBytes"`
+	// History is DBSizeInUse - Live (at least 0): older versions of keys
+	// and etcd's own bookkeeping, freed inside the file by a compaction,
+	// then given back by a defragmentation.
+	History int64 `json:"historyBytes"`
+	// Reclaimable is Fragmented + History: about what compaction then
+	// defragmentation free, an upper bound (the file keeps its
+	// bookkeeping; pages are not full).
+	Reclaimable int64 `json:"reclaimableBytes"`
+}
+
+// MaxGroups bounds the groups a report keeps, so that no keyspace, however
+// strange, makes it hold more than that in memory.
+const MaxGroups = 100_000
+
+// UsageOptions tune Usage; the zero value is fine.
+type UsageOptions struct {
+	// PageBytes is about how many bytes one range request brings back
+	// (default 8 MiB). etcd counts the rest of the range at each page, so
+	// pages too small cost etcd time on large keyspaces; too large cost
+	// memory here and on the member.
+	PageBytes int
+	// Keep is how many keys Largest and MostWritten keep (default 10).
+	Keep int
+}
+
+// Usage reads every key (under the prefix, then outside it) page by page
+// at one revision, keeps only counts per group and the few largest and
+// most written keys, and drops each page's values as soon as they are
+// weighed: memory stays about one page whatever the size of the database.
+// It reads only. The members' statuses are asked first; one that does not
+// answer is named in Space.Members, not an error.
+func (c *Client) Usage(ctx context.Context, opts UsageOptions) (*Usage, error) {
+	start := time.Now()
+	if opts.PageBytes <= 0 {
+		opts.PageBytes = 8 << 20
+	}
+	if opts.Keep <= 0 {
+		opts.Keep = 10
+	}
+	statuses, err := c.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &usageAcc{prefix: c.prefix, groups: map[groupKey]*UsageGroup{}, largest: topKeys{n: opts.Keep}, written: topKeys{n: opts.Keep}}
+	s := &scanner{c: c, pageBytes: opts.PageBytes, consistent: true}
+	under := underPrefix(c.prefix)
+	end := clientv3.GetPrefixRangeEnd(under)
+	for _, r := range [][2]string{{under, end}, {"\x00", under}, {end, "\x00"}} {
+		if err := s.scan(ctx, r[0], r[1], a.add); err != nil {
+			return nil, err
+		}
+	}
+	u := a.finish()
+	u.Cluster, u.Consistent = s.cluster, s.consistent
+	u.Space = space(statuses, u.Total.Bytes+u.Outside.Bytes)
+	u.Elapsed = time.Since(start)
+	return u, nil
+}
+
+// scanner reads ranges page by page at one revision.
+type scanner struct {
+	c          *Client
+	pageBytes  int
+	rev        int64 // 0 until the first page fixes it
+	cluster    ClusterInfo
+	consistent bool
+}
+
+// scan calls visit on every key in [from, end) ("\x00" as end: to the
+// end of the keyspace), in key order.
+func (s *scanner) scan(ctx context.Context, from, end string, visit func(*mvccpb.KeyValue)) error {
+	limit := int64(256) // until the first page tells the keys' size
+	key := from
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(limit)}
+		if s.rev > 0 {
+			opts = append(opts, clientv3.WithRev(s.rev))
+		}
+		resp, err := s.c.kv.Get(ctx, key, opts...)
+		if s.rev > 0 && errors.Is(err, rpctypes.ErrCompacted) {
+			// Compacted under our feet (kube-apiserver does every 5 minutes):
+			// go on at the newest revision, and say so.
+			s.rev, s.consistent = 0, false
+			continue
+		}
+		if err != nil {
+			return s.c.wrap(err)
+		}
+		if s.rev == 0 {
+			s.rev = resp.Header.Revision
+			if s.cluster.Revision == 0 {
+				s.cluster = clusterInfo(resp.Header)
+			}
+		}
+		var bytes int64
+		for _, kv := range resp.Kvs {
+			visit(kv)
+			bytes += int64(len(kv.Key) + len(kv.Value))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		limit = min(max(int64(s.pageBytes)*int64(len(resp.Kvs))/max(bytes, 1), 16), 1<<20)
+	}
+}
+
+type groupKey struct {
+	resource, namespace string
+	scope               Scope
+}
+
+// usageAcc accumulates keys into groups.
+type usageAcc struct {
+	prefix           string
+	total, outside   UsageCount
+	ungrouped        UsageCount
+	groups           map[groupKey]*UsageGroup
+	largest, written topKeys
+}
+
+// maxExamples is how many odd keys a group names.
+const maxExamples = 3
+
+func (a *usageAcc) add(kv *mvccpb.KeyValue) {
+	key := string(kv.Key)
+	size := int64(len(kv.Key) + len(kv.Value))
+	p := ParseKey(a.prefix, key)
+	if p.Scope == ScopeOutside {
+		a.outside.add(size)
+	} else {
+		a.total.add(size)
+	}
+	if g := a.group(groupKey{p.Resource, p.Namespace, p.Scope}); g != nil {
+		g.add(size)
+		if p.Scope == ScopeOdd && len(g.Examples) < maxExamples {
+			g.Examples = append(g.Examples, key)
+		}
+	} else {
+		a.ungrouped.add(size)
+	}
+	k := KeyUsage{Key: key, Bytes: size, Version: kv.Version, ModRevision: kv.ModRevision}
+	a.largest.offer(k, func(x, y KeyUsage) bool { return x.Bytes > y.Bytes || x.Bytes == y.Bytes && x.Key < y.Key })
+	if kv.Version > 1 {
+		a.written.offer(k, func(x, y KeyUsage) bool { return x.Version > y.Version || x.Version == y.Version && x.Key < y.Key })
+	}
+}
+
+// group is gk's group, made on first use; nil past MaxGroups groups.
+func (a *usageAcc) group(gk groupKey) *UsageGroup {
+	g := a.groups[gk]
+	if g == nil && len(a.groups) < MaxGroups {
+		g = &UsageGroup{Resource: gk.resource, Namespace: gk.namespace, Scope: gk.scope}
+		a.groups[gk] = g
+	}
+	return g
+}
+
+func (a *usageAcc) finish() *Usage {
+	u := &Usage{Prefix: a.prefix, Total: a.total, Outside: a.outside, Ungrouped: a.ungrouped,
+		Groups: make([]UsageGroup, 0, len(a.groups)), Largest: a.largest.keys, MostWritten: a.written.keys}
+	if u.Largest == nil {
+		u.Largest = []KeyUsage{}
+	}
+	if u.MostWritten == nil {
+		u.MostWritten = []KeyUsage{}
+	}
+	all := a.total.Bytes + a.outside.Bytes
+	type rk struct {
+		r string
+		s Scope
+	}
+	byRes := map[rk]*ResourceUsage{}
+	for _, g := range a.groups {
+		if all > 0 {
+			g.Share = float64(g.Bytes) * 100 / float64(all)
+		}
+		u.Groups = append(u.Groups, *g)
+		r := byRes[rk{g.Resource, g.Scope}]
+		if r == nil {
+			r = &ResourceUsage{Resource: g.Resource, Scope: g.Scope}
+			byRes[rk{g.Resource, g.Scope}] = r
+		}
+		r.Keys += g.Keys
+		r.Bytes += g.Bytes
+		if g.Scope == ScopeNamespaced {
+			r.Namespaces++
+		}
+	}
+	sort.Slice(u.Groups, func(i, j int) bool {
+		x, y := u.Groups[i], u.Groups[j]
+		if x.Bytes != y.Bytes {
+			return x.Bytes > y.Bytes
+		}
+		if x.Resource != y.Resource {
+			return x.Resource < y.Resource
+		}
+		if x.Namespace != y.Namespace {
+			return x.Namespace < y.Namespace
+		}
+		return x.Scope < y.Scope
+	})
+	u.Resources = make([]ResourceUsage, 0, len(byRes))
+	for _, r := range byRes {
+		u.Resources = append(u.Resources, *r)
+	}
+	sort.Slice(u.Resources, func(i, j int) bool {
+		x, y := u.Resources[i], u.Resources[j]
+		if x.Bytes != y.Bytes {
+			return x.Bytes > y.Bytes
+		}
+		if x.Resource != y.Resource {
+			return x.Resource < y.Resource
+		}
+		return x.Scope < y.Scope
+	})
+	return u
+}
+
+// topKeys keeps the n first keys in the order of less.
+type topKeys struct {
+	n    int
+	keys []KeyUsage
+}
+
+func (t *topKeys) offer(k KeyUsage, less func(a, b KeyUsage) bool) {
+	if len(t.keys) == t.n && !less(k, t.keys[t.n-1]) {
+		return
+	}
+	i := sort.Search(len(t.keys), func(i int) bool { return less(k, t.keys[i]) })
+	if len(t.keys) < t.n {
+		t.keys = append(t.keys, KeyUsage{})
+	}
+	copy(t.keys[i+1:], t.keys[i:])
+	t.keys[i] = k
+}
+
+// space relates the members' files to the live bytes counted.
+func space(members []MemberStatus, live int64) Space {
+	s := Space{Members: members, Live: live}
+	for _, m := range members {
+		if m.Error == "" && (s.Fullest == "" || m.DBSize > s.DBSize) {
+			s.Fullest, s.DBSize, s.DBSizeInUse, s.Quota = m.Endpoint, m.DBSize, m.DBSizeInUse, m.Quota
+		}
+	}
+	s.Fragmented = max(s.DBSize-s.DBSizeInUse, 0)
+	s.History = max(s.DBSizeInUse-live, 0)
+	s.Reclaimable = s.Fragmented + s.History
+	return s
+}
+
+// Top is the n largest groups ("events in namespace flood: ..." with String).
+func (u *Usage) Top(n int) []UsageGroup {
+	return u.Groups[:min(n, len(u.Groups))]
+}
+
+// FormatBytes is n in binary units, as etcd and Kubernetes quotas are
+// written: 512 B, 1.5 KiB, 40.2 MiB, 2.0 GiB.
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), -1
+	for ; (f >= unit || f <= -unit) && i < 4; i++ {
+		f /= unit
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[i])
+}
