@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -193,6 +194,10 @@ type DisarmResult struct {
 	// Remaining are the alarms still raised after it (a CORRUPT alarm is
 	// never disarmed here); in a dry run, those that would remain.
 	Remaining []Alarm `json:"remaining"`
+	// Unchecked are the members disarmed whose database size could not be
+	// checked against their quota (not among the endpoints, or not
+	// answering): if still full, they raise the alarm again at the next write.
+	Unchecked []ID `json:"unchecked,omitempty"`
 }
 
 func (r *DisarmResult) String() string {
@@ -207,6 +212,9 @@ func (r *DisarmResult) String() string {
 	}
 	if len(r.Remaining) > 0 {
 		fmt.Fprintf(&b, "; still raised: %s", alarmList(r.Remaining))
+	}
+	for _, id := range r.Unchecked {
+		fmt.Fprintf(&b, "; the size of member %s was not checked (not among the endpoints, or not answering)", id)
 	}
 	return b.String()
 }
@@ -249,13 +257,20 @@ func (c *Client) DisarmNoSpace(ctx context.Context, w Writer) (*DisarmResult, er
 		return nil, err
 	}
 	var full []MemberStatus
+	checked := map[ID]bool{}
 	for _, m := range statuses {
 		if m.Full() {
 			full = append(full, m)
 		}
+		checked[m.MemberID] = m.Error == "" && m.Quota > 0
 	}
 	if len(full) > 0 {
 		return nil, &StillFullError{Members: full}
+	}
+	for _, a := range res.Disarmed {
+		if !checked[a.MemberID] && !slices.Contains(res.Unchecked, a.MemberID) {
+			res.Unchecked = append(res.Unchecked, a.MemberID)
+		}
 	}
 	for i, a := range res.Disarmed {
 		if err := w.DisarmAlarm(ctx, a); err != nil {

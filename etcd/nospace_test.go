@@ -346,7 +346,7 @@ func TestNoSpaceWayOut(t *testing.T) {
 		t.Errorf("dry disarm: %v %v", dr, err)
 	}
 	dr, err = f.c.DisarmNoSpace(ctx, etcd.RealWriter(f.c))
-	if err != nil || dr.DryRun || len(dr.Disarmed) != 1 || len(dr.Remaining) != 0 || len(f.alarms(t)) != 0 {
+	if err != nil || dr.DryRun || len(dr.Disarmed) != 1 || len(dr.Remaining) != 0 || len(dr.Unchecked) != 0 || len(f.alarms(t)) != 0 {
 		t.Fatalf("disarm: %v %v, alarms %v", dr, err, f.alarms(t))
 	}
 	if dr, err := f.c.DisarmNoSpace(ctx, etcd.RealWriter(f.c)); err != nil || len(dr.Disarmed) != 0 {
@@ -389,18 +389,26 @@ func TestDisarmNoSpaceLeavesCorrupt(t *testing.T) {
 	f := newFullEtcd(t)
 	member := uint64(f.srv.Etcd.Server.MemberID())
 	mc := etcdserverpb.NewMaintenanceClient(f.c.KV().ActiveConnection())
-	for _, a := range []etcdserverpb.AlarmType{etcdserverpb.AlarmType_NOSPACE, etcdserverpb.AlarmType_CORRUPT} {
-		if _, err := mc.Alarm(ctx, &etcdserverpb.AlarmRequest{Action: etcdserverpb.AlarmRequest_ACTIVATE, MemberID: member, Alarm: a}); err != nil {
+	// A member this client cannot ask (as when given one endpoint of three).
+	const other = 0x1234
+	for _, a := range []*etcdserverpb.AlarmRequest{
+		{MemberID: member, Alarm: etcdserverpb.AlarmType_NOSPACE},
+		{MemberID: member, Alarm: etcdserverpb.AlarmType_CORRUPT},
+		{MemberID: other, Alarm: etcdserverpb.AlarmType_NOSPACE},
+	} {
+		a.Action = etcdserverpb.AlarmRequest_ACTIVATE
+		if _, err := mc.Alarm(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	dr, err := f.c.DisarmNoSpace(ctx, etcd.RealWriter(f.c))
 	corrupt := []etcd.Alarm{{MemberID: etcd.ID(member), Type: etcd.AlarmCorrupt}}
-	if err != nil || len(dr.Disarmed) != 1 || dr.Disarmed[0].Type != etcd.AlarmNoSpace || !slices.Equal(dr.Remaining, corrupt) {
+	nospace := []etcd.Alarm{{MemberID: other, Type: etcd.AlarmNoSpace}, {MemberID: etcd.ID(member), Type: etcd.AlarmNoSpace}}
+	if err != nil || !slices.Equal(dr.Disarmed, nospace) || !slices.Equal(dr.Remaining, corrupt) || !slices.Equal(dr.Unchecked, []etcd.ID{other}) {
 		t.Fatalf("disarm: %+v %v", dr, err)
 	}
-	if !strings.Contains(dr.String(), "still raised: CORRUPT on member") {
-		t.Errorf("%q", dr)
+	if s := dr.String(); !strings.Contains(s, "still raised: CORRUPT on member") || !strings.Contains(s, "member 1234 was not checked") {
+		t.Errorf("%q", s)
 	}
 	if got := f.alarms(t); !slices.Equal(got, corrupt) {
 		t.Errorf("alarms after %v", got)

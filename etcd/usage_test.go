@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,77 @@ func TestFormatBytes(t *testing.T) {
 		if got := etcd.FormatBytes(n); got != want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// The report counts every key exactly once however the keys fall: bytes
+// 0x00 and 0xff in keys, keys that end a window, one subtree far larger
+// than a page beside many tiny ones, keys right at the prefix's edges;
+// with pages of 16 keys, so that it takes hundreds of windows.
+func TestUsageCountsEveryKeyOnce(t *testing.T) {
+	f := newFullEtcd(t)
+	kvs := map[string]string{
+		"/registry": "edge", "/registry0": "edge", "/registry.": "edge", "/registrz": "edge",
+		"/registry/": "odd", "/registry/\xff": "odd", "/registry/\xff\xff/a": "odd", "/registry/a\x00/b": "odd",
+		"\x01": "first", "\xff\xff\xff": "last", "compact_rev_key": "7",
+		"/registry/a/b": "x", "/registry/a/b\x00": "x", "/registry/a/b\xff": "x", "/registry/a/c": "x",
+		"/breakglass/lock": "held",
+	}
+	for i := range 2000 {
+		kvs[fmt.Sprintf("/registry/events/flood/crashloop-%06d.17a2b3c4d5e6f708", i)] = strings.Repeat("e", 100+i%7)
+	}
+	for i := range 300 {
+		kvs[fmt.Sprintf("/registry/pods/ns-%03d/p", i)] = "p"
+		kvs[fmt.Sprintf("/registry/ns-%03d.example.com/widgets/w", i)] = "w"
+	}
+	for len(kvs) > 0 {
+		batch := map[string]string{}
+		for k, v := range kvs {
+			batch[k] = v
+			delete(kvs, k)
+			if len(batch) == 100 {
+				break
+			}
+		}
+		if err := f.putAll(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := f.c.Usage(ctx, etcd.UsageOptions{PageBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var under, outside etcd.UsageCount
+	groups := map[string]etcd.UsageCount{}
+	for k, v := range f.live {
+		p := etcd.ParseKey("/registry", k)
+		c := &under
+		if p.Scope == etcd.ScopeOutside {
+			c = &outside
+		}
+		c.Keys++
+		c.Bytes += int64(len(k) + len(v))
+		g := groups[p.Resource+"|"+p.Namespace+"|"+string(p.Scope)]
+		g.Keys++
+		g.Bytes += int64(len(k) + len(v))
+		groups[p.Resource+"|"+p.Namespace+"|"+string(p.Scope)] = g
+	}
+	if u.Total != under || u.Outside != outside {
+		t.Errorf("counted %+v under, %+v outside; want %+v, %+v", u.Total, u.Outside, under, outside)
+	}
+	if len(u.Groups) != len(groups) {
+		t.Errorf("%d groups, want %d", len(u.Groups), len(groups))
+	}
+	for _, g := range u.Groups {
+		if want := groups[g.Resource+"|"+g.Namespace+"|"+string(g.Scope)]; g.UsageCount != want {
+			t.Errorf("%s, want %s", g, want)
+		}
+	}
+	t.Logf("%d keys in %d pages", u.Total.Keys+u.Outside.Keys, u.Pages)
+	if u.Pages < len(f.live)/16 {
+		t.Errorf("%d keys in %d pages of at most 16", len(f.live), u.Pages)
+	}
+	if u.Groups[0].Resource != "events" || u.Groups[0].Keys != 2000 {
+		t.Errorf("first group %s", u.Groups[0])
 	}
 }
