@@ -262,7 +262,7 @@ func TestNoSpaceWayOut(t *testing.T) {
 	}
 	sp := u.Space
 	if len(sp.Members) != 1 || sp.Fullest != f.srv.Endpoints[0] || sp.Quota != testQuota || !sp.Members[0].Full() ||
-		sp.Live != all.Bytes || sp.History <= 0 || sp.Reclaimable != sp.History+sp.Fragmented || sp.DBSizeInUse > sp.DBSize ||
+		sp.Live != all.Bytes || sp.History != sp.DBSizeInUse-sp.AfterDefrag || sp.Reclaimable != sp.DBSize-sp.AfterDefrag || sp.DBSizeInUse > sp.DBSize ||
 		!slices.Contains(sp.Members[0].Errors, "memberID:"+fmt.Sprint(uint64(member))+" alarm:NOSPACE ") {
 		t.Errorf("space %+v", sp)
 	}
@@ -337,8 +337,11 @@ func TestNoSpaceWayOut(t *testing.T) {
 	if st[0].Full() || st[0].DBSize > sp.Live*3/2 {
 		t.Fatalf("after defragmentation %+v", st[0])
 	}
-	t.Logf("live %d bytes in %d keys; database %d bytes (in use %d) before, %d after compaction and defragmentation",
-		sp.Live, all.Keys, sp.DBSize, sp.DBSizeInUse, st[0].DBSize)
+	t.Logf("live %d bytes in %d keys; database %d bytes (in use %d) before, %d after compaction and defragmentation, estimated %d",
+		sp.Live, all.Keys, sp.DBSize, sp.DBSizeInUse, st[0].DBSize, sp.AfterDefrag)
+	if d := float64(sp.AfterDefrag)/float64(st[0].DBSize) - 1; d > 0.05 || d < -0.05 {
+		t.Errorf("estimated %d bytes after defragmentation, %d in fact", sp.AfterDefrag, st[0].DBSize)
+	}
 
 	// Disarm: a dry run says what it would do, then the real one.
 	dr, err := f.c.DisarmNoSpace(ctx, dry)

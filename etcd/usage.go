@@ -137,16 +137,19 @@ type Space struct {
 	// Live is the bytes of every key counted (key + value, under the
 	// prefix and outside it): what only deleting the source frees.
 	Live int64 `json:"liveBytes"`
-	// Fragmented is DBSize - DBSizeInUse: free pages inside the file, given
-	// back by defragmenting the member alone.
-	Fragmented int64 `json:"fragmentedBytes"`
-	// History is DBSizeInUse - Live (at least 0): older versions of keys
-	// and etcd's own bookkeeping, freed inside the file by a compaction,
-	// then given back by a defragmentation.
+	// AfterDefrag estimates the file's size once compacted and
+	// defragmented: the live keys as bbolt stores them (see
+	// defragEstimate; within 2% on the databases measured). Only deleting
+	// keys brings it lower.
+	AfterDefrag int64 `json:"afterDefragBytes"`
+	// History is DBSizeInUse - AfterDefrag (at least 0): older versions
+	// of keys, freed inside the file by a compaction.
 	History int64 `json:"historyBytes"`
-	// Reclaimable is Fragmented + History: about what compaction then
-	// defragmentation free, an upper bound (the file keeps its
-	// bookkeeping; pages are not full).
+	// Fragmented is DBSize - DBSizeInUse: free pages inside the file,
+	// given back by defragmenting the member.
+	Fragmented int64 `json:"fragmentedBytes"`
+	// Reclaimable is DBSize - AfterDefrag (at least 0): about what
+	// compaction then defragmentation of the fullest member free.
 	Reclaimable int64 `json:"reclaimableBytes"`
 }
 
@@ -157,9 +160,8 @@ const MaxGroups = 100_000
 // UsageOptions tune Usage; the zero value is fine.
 type UsageOptions struct {
 	// PageBytes is about how many bytes one range request brings back
-	// (default 8 MiB). etcd counts the rest of the range at each page, so
-	// pages too small cost etcd time on large keyspaces; too large cost
-	// memory here and on the member.
+	// (default 1 MiB). Larger pages do not read faster (etcd spends the
+	// time) and cost memory here and on the member.
 	PageBytes int
 	// Keep is how many keys Largest and MostWritten keep (default 10).
 	Keep int
@@ -168,13 +170,14 @@ type UsageOptions struct {
 // Usage reads every key (under the prefix, then outside it) page by page
 // at one revision, keeps only counts per group and the few largest and
 // most written keys, and drops each page's values as soon as they are
-// weighed: memory stays about one page whatever the size of the database.
+// weighed: memory stays a few pages whatever the size of the database
+// (66 MiB of peak RSS for 1 GB, 640,000 keys, read in 14 s).
 // It reads only. The members' statuses are asked first; one that does not
 // answer is named in Space.Members, not an error.
 func (c *Client) Usage(ctx context.Context, opts UsageOptions) (*Usage, error) {
 	start := time.Now()
 	if opts.PageBytes <= 0 {
-		opts.PageBytes = 8 << 20
+		opts.PageBytes = 1 << 20
 	}
 	if opts.Keep <= 0 {
 		opts.Keep = 10
@@ -194,7 +197,7 @@ func (c *Client) Usage(ctx context.Context, opts UsageOptions) (*Usage, error) {
 	}
 	u := a.finish()
 	u.Cluster, u.Consistent, u.Pages = s.cluster, s.consistent, s.pages
-	u.Space = space(statuses, u.Total.Bytes+u.Outside.Bytes)
+	u.Space = space(statuses, u.Total.Bytes+u.Outside.Bytes, a.defrag.size())
 	u.Elapsed = time.Since(start)
 	return u, nil
 }
@@ -220,7 +223,7 @@ type scanner struct {
 // page holds and widened when it counts few, so that what etcd counts
 // stays about what it returns.
 func (s *scanner) scan(ctx context.Context, from, end string, visit func(*mvccpb.KeyValue)) error {
-	limit := int64(256) // until the first page tells the keys' size
+	limit := int64(minPage) // until pages tell the keys' sizes
 	key, level := from, len(from)
 	for {
 		wend := windowEnd(key, level, end)
@@ -245,10 +248,12 @@ func (s *scanner) scan(ctx context.Context, from, end string, visit func(*mvccpb
 				s.cluster = clusterInfo(resp.Header)
 			}
 		}
-		var bytes int64
+		var bytes, biggest int64
 		for _, kv := range resp.Kvs {
 			visit(kv)
-			bytes += int64(len(kv.Key) + len(kv.Value))
+			size := int64(len(kv.Key) + len(kv.Value))
+			bytes += size
+			biggest = max(biggest, size)
 		}
 		switch n := len(resp.Kvs); {
 		case resp.Count > 4*limit && n > 0:
@@ -265,9 +270,28 @@ func (s *scanner) scan(ctx context.Context, from, end string, visit func(*mvccpb
 			key = wend
 		}
 		if len(resp.Kvs) > 0 {
-			limit = min(max(int64(s.pageBytes)*int64(len(resp.Kvs))/max(bytes, 1), 16), 1<<20)
+			limit = nextLimit(limit, int64(s.pageBytes), int64(len(resp.Kvs)), bytes, biggest)
 		}
 	}
+}
+
+// Bounds of a page, in keys.
+const (
+	minPage = 16
+	maxPage = 2048
+)
+
+// nextLimit is how many keys to ask for next, after a page of n keys and
+// bytes bytes, the biggest of them biggest bytes. etcd cannot bound a page
+// in bytes, only in keys, so the limit follows the sizes seen: shrunk at
+// once (big values make it small, so that a run of them costs a few
+// pages' worth), grown at most twice a page (small values ahead of big ones
+// inflate a page only so much), between 16 and 2048 keys. A page can still
+// exceed pageBytes where values grow from one page to the next; at worst
+// 2048 of etcd's largest values (1.5 MiB by default).
+func nextLimit(limit, pageBytes, n, bytes, biggest int64) int64 {
+	next := min(pageBytes*n/max(bytes, 1), 4*pageBytes/max(biggest, 1), 2*limit)
+	return min(max(next, minPage), maxPage)
 }
 
 // windowEnd is the end of the range of keys that share key's first level
@@ -300,6 +324,7 @@ type usageAcc struct {
 	ungrouped        UsageCount
 	groups           map[groupKey]*UsageGroup
 	largest, written topKeys
+	defrag           defragEstimate
 }
 
 // maxExamples is how many odd keys a group names.
@@ -308,6 +333,7 @@ const maxExamples = 3
 func (a *usageAcc) add(kv *mvccpb.KeyValue) {
 	key := string(kv.Key)
 	size := int64(len(kv.Key) + len(kv.Value))
+	a.defrag.add(kv)
 	p := ParseKey(a.prefix, key)
 	if p.Scope == ScopeOutside {
 		a.outside.add(size)
@@ -419,17 +445,70 @@ func (t *topKeys) offer(k KeyUsage, less func(a, b KeyUsage) bool) {
 }
 
 // space relates the members' files to the live bytes counted.
-func space(members []MemberStatus, live int64) Space {
-	s := Space{Members: members, Live: live}
+func space(members []MemberStatus, live, after int64) Space {
+	s := Space{Members: members, Live: live, AfterDefrag: after}
 	for _, m := range members {
 		if m.Error == "" && (s.Fullest == "" || m.DBSize > s.DBSize) {
 			s.Fullest, s.DBSize, s.DBSizeInUse, s.Quota = m.Endpoint, m.DBSize, m.DBSizeInUse, m.Quota
 		}
 	}
+	if s.Fullest == "" {
+		return s
+	}
 	s.Fragmented = max(s.DBSize-s.DBSizeInUse, 0)
-	s.History = max(s.DBSizeInUse-live, 0)
-	s.Reclaimable = s.Fragmented + s.History
+	s.History = max(s.DBSizeInUse-after, 0)
+	s.Reclaimable = max(s.DBSize-after, 0)
 	return s
+}
+
+// defragEstimate estimates a member's database file once compacted and
+// defragmented: etcd then copies the newest version of every live key into
+// a new file, one element per key (its 17-byte revision, then the
+// marshalled mvccpb.KeyValue) in leaf pages bbolt fills to 90% (at least
+// two elements to a page; a bigger one spills onto the next pages), under
+// branch pages. It assumes 4 KiB pages (Linux on amd64 and most arm64).
+type defragEstimate struct {
+	leafPages, node int64
+	elements        int
+}
+
+const (
+	boltPage        = 4096
+	boltFill        = boltPage * 9 / 10
+	boltPageHeader  = 16
+	boltElement     = 16 // a leaf or branch element's header
+	etcdRevisionKey = 17
+	// boltFixedPages are the meta, freelist and root pages and etcd's
+	// other buckets (members, leases, auth, meta), about; measured on
+	// embedded etcd 3.6 with few leases.
+	boltFixedPages = 16
+)
+
+func (d *defragEstimate) add(kv *mvccpb.KeyValue) {
+	el := int64(boltElement + etcdRevisionKey + kv.Size())
+	if d.elements >= 2 && d.node+el > boltFill {
+		d.closeNode()
+	}
+	if d.elements == 0 {
+		d.node = boltPageHeader
+	}
+	d.node += el
+	d.elements++
+}
+
+func (d *defragEstimate) closeNode() {
+	if d.elements > 0 {
+		d.leafPages += (d.node + boltPage - 1) / boltPage
+	}
+	d.node, d.elements = 0, 0
+}
+
+// size is the file's estimated size in bytes.
+func (d *defragEstimate) size() int64 {
+	d.closeNode()
+	perBranch := int64(boltFill / (boltElement + etcdRevisionKey))
+	branchPages := (d.leafPages + perBranch - 1) / perBranch
+	return (d.leafPages + branchPages + boltFixedPages) * boltPage
 }
 
 // Top is the n largest groups ("events in namespace flood: ..." with String).

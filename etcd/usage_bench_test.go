@@ -197,7 +197,7 @@ func loadUsageBench(kv *clientv3.Client, size int64) error {
 // database's size.
 func BenchmarkUsage(b *testing.B) {
 	c, keys := getUsageBench(b)
-	for _, page := range []int{1 << 20, 8 << 20, 32 << 20} {
+	for _, page := range []int{1 << 20, 8 << 20} {
 		b.Run(fmt.Sprintf("page=%dMiB", page>>20), func(b *testing.B) {
 			b.ReportAllocs()
 			var peak heapPeak

@@ -95,10 +95,11 @@ func (s Space) write(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "space: the fullest member, %s, has a database file of %s (%s), %s in use\n", s.Fullest, FormatBytes(s.DBSize), quota, FormatBytes(s.DBSizeInUse))
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  live keys\t%s\tfreed only by deleting what wrote them\n", FormatBytes(s.Live))
-	fmt.Fprintf(tw, "  history\t%s\tfreed by compaction, then defragmentation (at most)\n", FormatBytes(s.History))
-	fmt.Fprintf(tw, "  free pages\t%s\tfreed by defragmentation\n", FormatBytes(s.Fragmented))
+	fmt.Fprintf(tw, "  live keys\t%s\tabout %s as stored: only deleting what wrote them frees it\n", FormatBytes(s.Live), FormatBytes(s.AfterDefrag))
+	fmt.Fprintf(tw, "  history\t%s\tolder versions: compaction frees them inside the file\n", FormatBytes(s.History))
+	fmt.Fprintf(tw, "  free pages\t%s\tdefragmentation gives them back\n", FormatBytes(s.Fragmented))
 	tw.Flush()
+	fmt.Fprintf(b, "  after compaction and defragmentation of each member: about %s left, %s freed on the fullest (estimated)\n", FormatBytes(s.AfterDefrag), FormatBytes(s.Reclaimable))
 	tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tID\tDB SIZE\tIN USE\tQUOTA\tREVISION\tLEADER\tERRORS")
 	for _, m := range s.Members {

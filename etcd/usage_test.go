@@ -80,7 +80,7 @@ func sampleUsage() *etcd.Usage {
 				{Endpoint: "https://10.5.0.4:2379", Error: "etcd unreachable at https://10.5.0.4:2379: connection refused"},
 			},
 			Fullest: "https://10.5.0.2:2379", DBSize: 2048 * mib, DBSizeInUse: 1990 * mib, Quota: 2048 * mib,
-			Live: 1460 * mib, Fragmented: 58 * mib, History: 530 * mib, Reclaimable: 588 * mib,
+			Live: 1460 * mib, AfterDefrag: 1712 * mib, History: 278 * mib, Fragmented: 58 * mib, Reclaimable: 336 * mib,
 		},
 		Elapsed: 14*time.Second + 210*time.Millisecond,
 	}
