@@ -1,9 +1,11 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -171,7 +173,7 @@ type UsageOptions struct {
 // at one revision, keeps only counts per group and the few largest and
 // most written keys, and drops each page's values as soon as they are
 // weighed: memory stays a few pages whatever the size of the database
-// (66 MiB of peak RSS for 1 GB, 640,000 keys, read in 14 s).
+// (about 60 MiB of peak RSS for 1 GB in 640,000 keys).
 // It reads only. The members' statuses are asked first; one that does not
 // answer is named in Space.Members, not an error.
 func (c *Client) Usage(ctx context.Context, opts UsageOptions) (*Usage, error) {
@@ -396,32 +398,16 @@ func (a *usageAcc) finish() *Usage {
 			r.Namespaces++
 		}
 	}
-	sort.Slice(u.Groups, func(i, j int) bool {
-		x, y := u.Groups[i], u.Groups[j]
-		if x.Bytes != y.Bytes {
-			return x.Bytes > y.Bytes
-		}
-		if x.Resource != y.Resource {
-			return x.Resource < y.Resource
-		}
-		if x.Namespace != y.Namespace {
-			return x.Namespace < y.Namespace
-		}
-		return x.Scope < y.Scope
+	// Largest first; ties in a fixed order, so that reports compare.
+	slices.SortFunc(u.Groups, func(x, y UsageGroup) int {
+		return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Resource, y.Resource), cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Scope, y.Scope))
 	})
 	u.Resources = make([]ResourceUsage, 0, len(byRes))
 	for _, r := range byRes {
 		u.Resources = append(u.Resources, *r)
 	}
-	sort.Slice(u.Resources, func(i, j int) bool {
-		x, y := u.Resources[i], u.Resources[j]
-		if x.Bytes != y.Bytes {
-			return x.Bytes > y.Bytes
-		}
-		if x.Resource != y.Resource {
-			return x.Resource < y.Resource
-		}
-		return x.Scope < y.Scope
+	slices.SortFunc(u.Resources, func(x, y ResourceUsage) int {
+		return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Resource, y.Resource), cmp.Compare(x.Scope, y.Scope))
 	})
 	return u
 }
