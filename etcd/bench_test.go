@@ -26,6 +26,8 @@ var (
 	benchMu   sync.Mutex
 	benchEnvs = map[int]*benchEnv{}
 	benchDirs []string
+	// benchClosers stop what other benchmarks built once per process.
+	benchClosers []func()
 )
 
 func TestMain(m *testing.M) {
@@ -37,6 +39,9 @@ func TestMain(m *testing.M) {
 		if e.srv != nil {
 			e.srv.Close()
 		}
+	}
+	for _, f := range benchClosers {
+		f()
 	}
 	for _, d := range benchDirs {
 		os.RemoveAll(d)

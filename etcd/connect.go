@@ -171,14 +171,19 @@ func (c *Client) header(ctx context.Context) (*etcdserverpb.ResponseHeader, erro
 	return resp.Header, nil
 }
 
-// wrap turns transport failures into *UnreachableError; other errors pass.
+// wrap turns transport failures into *UnreachableError and etcd's refusal
+// for lack of space into *NoSpaceError; other errors pass.
 func (c *Client) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
 	var ue *UnreachableError
-	if errors.As(err, &ue) {
+	var ns *NoSpaceError
+	if errors.As(err, &ue) || errors.As(err, &ns) {
 		return err
+	}
+	if IsNoSpace(err) {
+		return &NoSpaceError{Err: err}
 	}
 	if looksLikeTLS(err) || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Unavailable") ||
 		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "DeadlineExceeded") {

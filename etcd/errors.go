@@ -360,3 +360,50 @@ func (e *ForeignClusterError) Unwrap() error { return failure.Refused }
 func (e *PrefixMismatchError) Unwrap() error { return failure.Refused }
 func (e *KeyShapeError) Unwrap() error       { return failure.Refused }
 func (e *WrongKindError) Unwrap() error      { return failure.Refused }
+
+// NoSpaceError is etcd refusing a write because a member's database file
+// reached its space quota: the NOSPACE alarm is raised and every write
+// (put, transaction with a put, lease grant) is refused until the space is
+// freed and the alarm disarmed. Reads, deletes, compaction and
+// defragmentation still work. The write that crossed the quota may have
+// been applied all the same (etcd applies it, then answers NOSPACE): read
+// back before concluding it was not.
+type NoSpaceError struct {
+	Err error
+}
+
+func (e *NoSpaceError) Error() string {
+	return "etcd refused the write, its space quota is used up (NOSPACE alarm): " + e.Err.Error()
+}
+
+// Unwrap gives the cause and the category: etcd refused.
+func (e *NoSpaceError) Unwrap() []error { return []error{e.Err, failure.Refused} }
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *NoSpaceError) Hints() []string {
+	return []string{
+		"etcd is full: take a snapshot first, find what filled it (the usage report), compact, defragment each member one at a time, then disarm the alarm",
+	}
+}
+
+// StillFullError means a NOSPACE alarm was not disarmed because a member's
+// database file is still at or above its quota: etcd would raise the alarm
+// again at the next write. Nothing was disarmed.
+type StillFullError struct {
+	Members []MemberStatus
+}
+
+func (e *StillFullError) Error() string {
+	parts := make([]string, len(e.Members))
+	for i, m := range e.Members {
+		parts[i] = fmt.Sprintf("member %s (%s) database %s of its %s quota", m.MemberID, m.Endpoint, FormatBytes(m.DBSize), FormatBytes(m.Quota))
+	}
+	return "nothing disarmed: still full: " + strings.Join(parts, "; ")
+}
+
+func (e *StillFullError) Unwrap() error { return failure.Refused }
+
+// Hints implements the hint convention of cmd/breakglass.
+func (e *StillFullError) Hints() []string {
+	return []string{"compact the history, then defragment each full member one at a time (talosctl -n NODE etcd defrag), then disarm again"}
+}

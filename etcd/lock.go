@@ -19,7 +19,8 @@ import (
 // once. It lives in the cluster's own etcd, outside kube-apiserver's prefix,
 // on a lease: a holder that dies releases it when the lease runs out. Like
 // every other etcd request of this package, its failures are typed
-// (unreachable, conflict).
+// (unreachable, conflict; on a full etcd, *NoSpaceError: the lock is
+// taken once etcd writes again).
 const lockKey = "/breakglass/lock"
 
 // lockTTL is the lease's life without a keep-alive; a variable so that a
