@@ -85,10 +85,15 @@ func decide(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
 	switch report.Verdict {
 	case diagnose.FlagsRefused:
 		return decideFlags(report, opts)
+	case diagnose.EtcdNoSpace:
+		return decideNoSpace(report, opts)
 	case diagnose.Healthy:
 		return d, errNothingToRecover
 	case diagnose.OtherFailure:
 		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: report.Next}
+	}
+	if givesRoom(opts.Steps) {
+		return d, wrongRunbook(report, fmt.Sprintf("runbook %s gives a full etcd room, and the diagnosis (%s) finds no NOSPACE alarm", opts.Runbook, report.Verdict))
 	}
 	if hasAction(opts.Steps, runbooks.ActionExtraArgsRemove) && len(flagsNamed(opts.Steps)) == 0 {
 		// It takes out the refused flags the diagnosis names, and this
@@ -167,9 +172,12 @@ func unknownGround(report *diagnose.Report, opts RecoverOptions) string {
 // Render is the plan as the diagnosis shaped it, for the operator to read.
 func (d *Decision) Render() string {
 	var b strings.Builder
-	if len(d.Flags) > 0 {
+	switch {
+	case d.Verdict == string(diagnose.EtcdNoSpace):
+		fmt.Fprintf(&b, "Plan from the diagnosis (verdict %s): %s\n", d.Verdict, roomPlanText())
+	case len(d.Flags) > 0:
 		fmt.Fprintf(&b, "Plan from the diagnosis (verdict %s): %s\n", d.Verdict, d.flagsPlanText())
-	} else {
+	default:
 		fmt.Fprintf(&b, "Plan from the diagnosis (verdict %s): disable %s\n", d.Verdict, strings.Join(d.Plugins, ","))
 	}
 	for _, r := range d.Reasons {

@@ -45,6 +45,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -295,6 +296,10 @@ func init() {
 	register((*run).breakLock)
 	register((*run).removeFlags)
 	register((*run).restoreFlags)
+	register((*run).usage)
+	register((*run).compact)
+	register((*run).defragment)
+	register((*run).disarm)
 }
 
 // changesCluster tells whether an action changes the cluster.
@@ -429,6 +434,10 @@ type run struct {
 	decision *Decision
 	undone   []string // requested steps that failed: what is left, with the command
 	gone     []string // recorded nodes the operator said are gone (resume, revert)
+	// lockDeferred: etcd was full when the lock was to be taken (taking it
+	// is a write); the disarm step takes it once etcd takes writes.
+	lockDeferred bool
+	usageFound   *UsageResult // what this run's usage step found
 }
 
 func newRun(tc *talos.Client, st State, fx Effects, ui UI, opts RecoverOptions, j *Journal, entries []Entry) *run {
@@ -703,6 +712,9 @@ func (r *run) next(res *RecoverResult, runErr error) []string {
 	}
 	if r.journal.Path() != "" {
 		out = append(out, "timeline for the postmortem: breakglass journal timeline "+id+" --format markdown")
+	}
+	if r.decision != nil && r.decision.Verdict == string(diagnose.EtcdNoSpace) {
+		return append(out, r.roomNext(runErr)...)
 	}
 	if !r.opts.DryRun && runErr == nil {
 		out = append(out, "prevent a repeat: "+r.target.NodesCmd("audit --from-etcd --fix"))

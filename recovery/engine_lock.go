@@ -78,6 +78,16 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	}
 	holder := etcd.LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
 	lock, err := ec.AcquireLock(ctx, holder)
+	if etcd.IsNoSpace(err) {
+		// Taking the lock is a write, and a full etcd refuses them all:
+		// the lock is taken once etcd has room (the etcd-nospace runbook's
+		// disarm step); meanwhile this host's incident lock keeps a second
+		// run of it out.
+		r.lockDeferred = true
+		warning = "cannot take the cluster lock yet, etcd is full (NOSPACE) and taking it is a write: it is taken once etcd takes writes again; make sure nobody else runs breakglass on this cluster meanwhile"
+		r.progress("etcd", warning)
+		return warning, nil
+	}
 	var held *etcd.LockHeldError
 	if errors.As(err, &held) && held.Holder.Incident == holder.Incident && held.Holder.By == holder.By {
 		r.progress("etcd", fmt.Sprintf("the cluster lock is still held by this incident's interrupted %s run (since %s), whose process is gone: taking it over", held.Holder.Command, held.Holder.Since.Local().Format(time.RFC3339)))

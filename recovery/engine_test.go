@@ -79,6 +79,9 @@ type engineEnv struct {
 	// refuses, when set, is the line a kube-apiserver started with these
 	// flags exits with at once (it refuses its own command line).
 	refuses func(talostest.ContainerConfig) string
+	// full: etcd has a small quota, and a kube-apiserver fails /readyz
+	// while its NOSPACE alarm is raised (engine_space_test.go).
+	full bool
 }
 
 type envOptions struct {
@@ -89,6 +92,10 @@ type envOptions struct {
 	// the nodes start: kube-apiserver cannot finish its start-up while
 	// ValidatingAdmissionWebhook is on (its backend runs in the cluster).
 	deadlock bool
+	// etcdQuota, when set, is etcd's space quota; the nodes' Talos API
+	// then reaches it as each node's own member (EtcdStatus, defragment,
+	// alarms), and kube-apiserver is not ready while etcd is full.
+	etcdQuota int64
 }
 
 func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
@@ -109,7 +116,11 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 		t.Fatal(err)
 	}
 
-	env.etcd = etcdtest.StartTLS(t)
+	var etcdOpts []etcdtest.Option
+	if o.etcdQuota > 0 {
+		etcdOpts, env.full = append(etcdOpts, etcdtest.WithQuota(o.etcdQuota)), true
+	}
+	env.etcd = etcdtest.StartTLS(t, etcdOpts...)
 	env.kv = env.etcd.TestClient(t)
 	if o.deadlock {
 		env.putWebhook()
@@ -117,7 +128,7 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 
 	env.cluster, err = talostest.NewCluster(t.Context(), talostest.ClusterOptions{
 		ControlPlanes: o.controlPlanes, Workers: o.workers, Dir: t.TempDir(), Secrets: bundle,
-		Runner: env, Kubelet: engineKubelet, BaseArgs: env.baseArgs,
+		Runner: env, Kubelet: engineKubelet, BaseArgs: env.baseArgs, EtcdMember: env.etcdMember(),
 		EtcdSnapshot: func(ctx context.Context, _ *talostest.Node, w io.Writer) error {
 			rc, err := env.kv.Snapshot(ctx)
 			if err != nil {
@@ -307,6 +318,13 @@ func (e *engineEnv) Run(ctx context.Context, c talostest.Container, logs io.Writ
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {
 			http.NotFound(w, r)
+			return
+		}
+		if e.full && e.noSpace(r.Context()) {
+			// As kube-apiserver on a full etcd: its writes are refused.
+			fmt.Fprintf(logs, "%s \"Unhandled Error\" err=\"etcdserver: mvcc: database space exceeded\"\n", klog('E', "controller.go:145"))
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, "[+]ping ok\n[+]etcd ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed\n")
 			return
 		}
 		if deadlocked {

@@ -44,10 +44,13 @@ func (r *run) diagnose(ctx context.Context, _ Step, p *runbooks.DiagnoseParams) 
 	r.decision, res.Decision = d, d
 	plan.View.Foot = d.Render()
 	fix := "disable " + strings.Join(d.Plugins, ",")
-	if len(d.Flags) > 0 {
+	switch {
+	case d.Verdict == string(diagnose.EtcdNoSpace):
+		fix = roomPlanText()
+	case len(d.Flags) > 0:
 		fix = d.flagsPlanText()
-		r.followDecision()
 	}
+	r.followDecision()
 	// The summary is in the view just above and in the result's record.
 	res.said = said(fmt.Sprintf("verdict %s; plan: %s", report.Verdict, fix))
 	return plan, nil

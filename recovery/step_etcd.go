@@ -30,9 +30,10 @@ type SnapshotResult struct {
 }
 
 // snapshot saves a full etcd snapshot through the Talos API into the
-// incident directory, when the run removes objects from etcd.
-func (r *run) snapshot(_ context.Context, _ Step, _ *runbooks.EtcdSnapshotParams) (*Plan, error) {
-	if !r.deletesObjects() {
+// incident directory, when the run removes objects from etcd (or always,
+// when the step says so: before a compaction).
+func (r *run) snapshot(_ context.Context, _ Step, p *runbooks.EtcdSnapshotParams) (*Plan, error) {
+	if !p.Always && !r.deletesObjects() {
 		return nil, skip("nothing will be removed from etcd, so no snapshot is needed")
 	}
 	path := filepath.Join(r.journal.Dir, "etcd.snapshot")

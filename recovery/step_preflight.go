@@ -73,7 +73,11 @@ func (r *run) preflight(ctx context.Context, _ Step, _ *runbooks.PreflightParams
 		return plan, err
 	}
 	res.EtcdClusterID = r.etcdClusterID(ctx)
-	if warning != "" {
+	switch {
+	case r.lockDeferred:
+		res.Lock, res.said = "not taken yet", said(msg+"; cluster lock NOT taken yet (etcd is full: it is taken once etcd takes writes)")
+		return plan, nil
+	case warning != "":
 		res.Lock, res.said = "not taken", said(msg+"; cluster lock NOT taken (etcd unreachable)")
 		return plan, nil
 	}

@@ -72,8 +72,12 @@ type APIServerWaitParams struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 }
 
-// EtcdSnapshotParams: etcd.snapshot takes no parameters.
-type EtcdSnapshotParams struct{}
+// EtcdSnapshotParams are etcd.snapshot's parameters.
+type EtcdSnapshotParams struct {
+	// Always takes the snapshot even when no step removes objects (a
+	// runbook that compacts etcd's history wants one first).
+	Always bool `yaml:"always,omitempty" json:"always,omitempty"`
+}
 
 // EtcdDeleteParams are etcd.delete's parameters.
 type EtcdDeleteParams struct {
@@ -292,6 +296,7 @@ var actionTable = []ActionInfo{
 		Name:      ActionEtcdSnapshot,
 		Summary:   "save a full etcd snapshot through the Talos API into the incident directory and verify it; changes nothing",
 		newParams: func() Params { return &EtcdSnapshotParams{} },
+		params:    []paramDoc{{"always", "boolean", "take it even when no step removes objects from etcd", ""}},
 	},
 	{
 		Name:           ActionEtcdDelete,

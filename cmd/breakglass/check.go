@@ -110,6 +110,7 @@ var durationRanges = map[string][2]time.Duration{
 // intRanges are the accepted ranges of the count flags.
 var intRanges = map[string][2]int{
 	"tail": {1, runbooks.MaxTailLines},
+	"top":  {1, 1000},
 }
 
 // enumValues are the accepted values of the enum flags; --kind is checked

@@ -36,7 +36,7 @@ func etcdCommand(s streams) *cli.Command {
 	withConn := func(flags ...cli.Flag) []cli.Flag { return append(etcdConnFlags(), flags...) }
 	return &cli.Command{
 		Name:  "etcd",
-		Usage: "find, back up, delete and restore admission objects straight in etcd (no API server needed)",
+		Usage: "find, back up, delete and restore admission objects straight in etcd, and see what fills it (no API server needed)",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "webhooks",
@@ -144,6 +144,7 @@ func etcdCommand(s streams) *cli.Command {
 					return runEtcdSnapshot(c, s)
 				},
 			},
+			etcdUsageCommand(s, withConn),
 		},
 	}
 }

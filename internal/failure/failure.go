@@ -41,6 +41,7 @@ const (
 	LabFailed        Category = 27
 	LabNoBinaries    Category = 28
 	DiagnoseFlags    Category = 29
+	DiagnoseNoSpace  Category = 30
 )
 
 // Table is every exit code with what it means, in order: every command's
@@ -70,6 +71,7 @@ var Table = []struct {
 	{LabFailed, "lab: the rehearsal's checks failed"},
 	{LabNoBinaries, "lab: the kube-apiserver binaries are not built (make kube-apiserver)"},
 	{DiagnoseFlags, "diagnose: kube-apiserver refuses its own flags (cluster.apiServer.extraArgs) and exits at once"},
+	{DiagnoseNoSpace, "diagnose: etcd is full (NOSPACE alarm) and refuses every write"},
 }
 
 func (c Category) Error() string {
@@ -95,7 +97,7 @@ func Help() string {
 // outcome first, then partial (it wraps each node's own failure), then the
 // cause an operator can act on first.
 var precedence = []Category{
-	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
+	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
 	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput,
 }
 

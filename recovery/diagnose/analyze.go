@@ -11,8 +11,7 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
-// Verdict is the conclusion, one of four; commands map each to its own
-// exit code.
+// Verdict is the conclusion; commands map each to its own exit code.
 type Verdict string
 
 // Verdicts.
@@ -21,6 +20,7 @@ const (
 	AdmissionDeadlock Verdict = "admission-deadlock" // admission refuses kube-apiserver's own start-up writes
 	OtherFailure      Verdict = "other-failure"      // not ready, for a known reason that is not admission
 	FlagsRefused      Verdict = "flags-refused"      // kube-apiserver refuses its own flags and exits at once
+	EtcdNoSpace       Verdict = "etcd-nospace"       // etcd is full (NOSPACE alarm): every write is refused
 	Unknown           Verdict = "unknown"            // could not tell: nodes unread, or no known signature
 )
 
@@ -35,6 +35,8 @@ func (v Verdict) Category() failure.Category {
 		return failure.DiagnoseOther
 	case FlagsRefused:
 		return failure.DiagnoseFlags
+	case EtcdNoSpace:
+		return failure.DiagnoseNoSpace
 	}
 	return failure.DiagnoseUnknown
 }
@@ -217,6 +219,8 @@ func Analyze(ev *Evidence, opts Options) *Report {
 	}
 	etcdPolicies := policyCulprits(ev.Etcd)
 	switch {
+	case r.noSpace(ev, suspect, ready):
+		// Nothing starts, whatever else it logged, until etcd has room.
 	case r.flagsRefused(ev, suspect):
 		// It never starts: nothing else it logged can matter yet.
 	case len(trapped) > 0:

@@ -72,6 +72,8 @@ type Evidence struct {
 	Etcd        EtcdEvidence   `json:"etcd"`
 	HealthError string         `json:"healthError,omitempty"` // readyz could not be asked at all
 	HealthAsked bool           `json:"healthAsked"`
+	// Space is etcd's room (space.go); nil when it could not be asked.
+	Space *SpaceEvidence `json:"space,omitempty"`
 }
 
 // NodeEvidence is what one control-plane node showed.
@@ -192,6 +194,12 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 			}
 		}()
 	}
+	room, _ := objs.(EtcdRoom)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ev.Space = gatherSpace(ctx, nodes, room)
+	}()
 	if objs != nil {
 		wg.Add(1)
 		go func() {

@@ -58,6 +58,9 @@ func Brief(r *Report) string {
 		}
 	}
 	writeRefusedFlags(&b, r)
+	if r.Verdict == EtcdNoSpace && r.Evidence != nil {
+		writeSpace(&b, r.Evidence.Space)
+	}
 	return b.String()
 }
 
@@ -66,6 +69,9 @@ func Brief(r *Report) string {
 func EvidenceText(r *Report) string {
 	var b strings.Builder
 	if ev := r.Evidence; ev != nil {
+		if r.Verdict != EtcdNoSpace {
+			writeSpace(&b, ev.Space)
+		}
 		b.WriteString("\nnodes:\n")
 		for _, ne := range ev.Nodes {
 			fmt.Fprintf(&b, "  %s: %s\n", nodeLabel(ne), nodeText(ne, ev.HealthAsked))

@@ -150,6 +150,14 @@ var Signatures = []Signature{
 		Next:    "talosctl -n {node} service etcd",
 	},
 	{
+		// etcd's words, relayed by kube-apiserver on every refused write.
+		ID: "etcd-nospace", Source: SourceLog, Class: ClassFailure,
+		Literals: []string{"database space exceeded"},
+		Pattern:  regexp.MustCompile(`mvcc: database space exceeded`),
+		Meaning:  "etcd is full (its NOSPACE alarm): it refuses every write, kube-apiserver's start-up writes too",
+		Next:     "breakglass recover   # runbook etcd-nospace: snapshot, compact, defragment, disarm",
+	},
+	{
 		ID: "etcd-storage-timeout", Source: SourceLog, Class: ClassFailure,
 		Literals: []string{"storage factory"},
 		Pattern:  regexp.MustCompile(`error creating storage factory: (.*)`),

@@ -1,0 +1,219 @@
+package recovery_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
+)
+
+// spaceQuota is the test etcd's quota: small, so that filling it is quick.
+const spaceQuota = 8 << 20
+
+// etcdMember gives each node's Talos API the test etcd as its own member
+// (one member for every node).
+func (e *engineEnv) etcdMember() func(*talostest.Node) (talostest.EtcdAccess, error) {
+	return func(*talostest.Node) (talostest.EtcdAccess, error) {
+		tlsConf, err := e.etcd.ClientTLS()
+		return talostest.EtcdAccess{Endpoint: e.etcd.Endpoints[0], TLS: tlsConf}, err
+	}
+}
+
+// noSpace tells whether etcd's NOSPACE alarm is raised.
+func (e *engineEnv) noSpace(ctx context.Context) bool {
+	resp, err := e.kv.AlarmList(ctx)
+	if err != nil {
+		return false
+	}
+	for _, a := range resp.Alarms {
+		if a.Alarm.String() == "NOSPACE" {
+			return true
+		}
+	}
+	return false
+}
+
+// fill writes as a cluster fills etcd: an event flood in one namespace,
+// then a status rewritten in a loop, until etcd refuses for lack of space.
+func (e *engineEnv) fill() {
+	e.t.Helper()
+	ctx := e.t.Context()
+	for i := 0; ; i++ {
+		var ops []clientv3.Op
+		for j := range 50 {
+			k := fmt.Sprintf("/registry/events/flood/crashing-%05d.%02d", i, j)
+			ops = append(ops, clientv3.OpPut(k, strings.Repeat("e", 1000)))
+		}
+		if i >= 60 {
+			ops = []clientv3.Op{clientv3.OpPut("/registry/example.com/widgets/team-a/w1", fmt.Sprintf("%d%s", i, strings.Repeat("s", 16<<10)))}
+		}
+		_, err := e.kv.Txn(ctx).Then(ops...).Commit()
+		if errors.Is(err, rpctypes.ErrNoSpace) || err != nil && strings.Contains(err.Error(), "database space exceeded") {
+			return
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if i > 100_000 {
+			e.t.Fatal("etcd never filled")
+		}
+	}
+}
+
+// liveKeys are etcd's keys and values now.
+func (e *engineEnv) liveKeys() map[string]string {
+	e.t.Helper()
+	resp, err := e.kv.Get(e.t.Context(), "", clientv3.WithFromKey())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	return out
+}
+
+func (e *engineEnv) waitReadyOrNot(ready bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hs, _ := recovery.CheckHealth(e.t.Context(), e.tc)
+		if len(hs) > 0 && hs[0].Ready == ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("kube-apiserver never became ready=%v: %+v", ready, hs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A full etcd: the plain recover's diagnosis says etcd-nospace and follows
+// runbook etcd-nospace (snapshot, usage, compact, defragment, disarm,
+// wait); its dry run and a declined confirmation change nothing; a run
+// told to use the admission runbook stops before any change (exit 30);
+// the real run brings writes and /readyz back and loses no live key.
+func TestEngineFullEtcd(t *testing.T) {
+	env := newEngineEnv(t, envOptions{etcdQuota: spaceQuota})
+	env.fill()
+	if !env.noSpace(t.Context()) {
+		t.Fatal("etcd refused a write but raised no NOSPACE alarm")
+	}
+	env.waitReadyOrNot(false)
+	before := env.liveKeys()
+	st, err := env.kv.Status(t.Context(), env.etcd.Endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizeBefore := st.DbSize
+
+	// An admission runbook named by the operator would restart
+	// kube-apiserver into a full etcd: it stops before any change.
+	rb, _ := runbooks.Resolve("webhook-deadlock")
+	opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, RunbookExplicit: true, Steps: recovery.StepsOf(rb), Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover"}
+	_, err = recovery.Recover(t.Context(), env.tc, env.state(), env.effects(false), newTestUI(t, engineHooks{}), opts)
+	if failure.Code(err) != int(failure.DiagnoseNoSpace) || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Errorf("recover --runbook webhook-deadlock on a full etcd: %v (exit %d), want exit 30 and nothing changed", err, failure.Code(err))
+	}
+
+	// The dry run walks the whole etcd-nospace runbook, changing nothing.
+	out, err := recoverRun(t, env, recoverRequest{DryRun: true})
+	if err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	want := []string{"preflight", "diagnose", "snapshot", "usage", "compact", "defragment", "disarm", "wait-apiserver"}
+	if got := out.Begun; !slicesEqual(got, want) {
+		t.Errorf("dry run steps %q, want the etcd-nospace runbook's %q", got, want)
+	}
+	if u := out.step("usage"); u.Outcome != recovery.OutcomeOK || !strings.Contains(u.Message, "events in namespace flood") {
+		t.Errorf("dry run usage step: %+v, want the flood named", u)
+	}
+	for _, s := range []string{"compact", "defragment", "disarm"} {
+		if o := out.step(s); !strings.HasPrefix(o.Message, "dry run: ") {
+			t.Errorf("dry run step %s: %+v", s, o)
+		}
+	}
+	if !env.noSpace(t.Context()) || !maps.Equal(env.liveKeys(), before) {
+		t.Fatal("the dry run changed etcd")
+	}
+
+	// Declined at the compaction: nothing changed, exit 8.
+	_, err = recoverRun(t, env, recoverRequest{Hooks: engineHooks{confirm: func(q string) error {
+		return recovery.Declined("not confirmed")
+	}}})
+	if !errorIs(err, "aborted") || !env.noSpace(t.Context()) {
+		t.Fatalf("declined: %v; alarm still raised: %v", err, env.noSpace(t.Context()))
+	}
+
+	// The real run.
+	var asked []string
+	out, err = recoverRun(t, env, recoverRequest{Hooks: engineHooks{confirm: func(q string) error {
+		asked = append(asked, q)
+		return nil
+	}}})
+	if err != nil || out.Outcome != "completed" {
+		t.Fatalf("recover: %v, outcome %q\n%+v", err, out.Outcome, out.Steps)
+	}
+	if len(asked) != 3 {
+		t.Errorf("asked %q, want the compaction, the defragmentation and the disarm", asked)
+	}
+	if env.noSpace(t.Context()) {
+		t.Error("NOSPACE still raised after the recovery")
+	}
+	if _, err := env.kv.Put(t.Context(), "/registry/configmaps/default/after", "x"); err != nil {
+		t.Errorf("a write after the recovery: %v", err)
+	}
+	after := env.liveKeys()
+	delete(after, "/registry/configmaps/default/after")
+	if !maps.Equal(after, before) {
+		t.Errorf("live keys changed: %d before, %d after", len(before), len(after))
+	}
+	st, err = env.kv.Status(t.Context(), env.etcd.Endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DbSize >= sizeBefore {
+		t.Errorf("database %d bytes after, %d before: nothing freed", st.DbSize, sizeBefore)
+	}
+	if d := out.step("defragment"); !strings.Contains(d.Message, "1 member(s) defragmented") {
+		t.Errorf("defragment: %+v", d)
+	}
+	if !containsAny(out.Next, "what filled etcd: events in namespace flood") || !containsAny(out.Next, "quota-backend-bytes") {
+		t.Errorf("the summary does not name the source and the quota: %q", out.Next)
+	}
+	if lockHeld(t, env) {
+		t.Error("the cluster lock is still held after the run")
+	}
+}
+
+func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
+
+func containsAny(lines []string, s string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func lockHeld(t *testing.T, env *engineEnv) bool {
+	t.Helper()
+	resp, err := env.kv.Get(t.Context(), "/breakglass/lock", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count > 0
+}
