@@ -350,6 +350,11 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 			"look at etcd on that node: talosctl -n "+node+" service etcd; talosctl -n "+node+" etcd status",
 			"or leave the node out: -n with the other control-plane nodes")
 	}
+	if n.Action == "disable" {
+		if err := refuseOnFullEtcd(ctx, tc, node); err != nil {
+			return nil, err
+		}
+	}
 	// Every planning dry run is sent in TRY mode: on Talos any other request,
 	// a dry run included, cancels a pending TRY rollback (someone's, or our
 	// own --revert-after). A TRY is refused exactly when NO_REBOOT would be
@@ -740,4 +745,24 @@ func bypassed(plugins []string) string {
 		return strings.Join(out[:len(out)-1], ", ") + " and " + out[len(out)-1] + " are"
 	}
 	return out[0] + " are"
+}
+
+// refuseOnFullEtcd refuses to restart kube-apiserver (turn plugins off)
+// while etcd's NOSPACE alarm is raised: a kube-apiserver that restarts on a
+// full etcd cannot finish its start-up writes, so the change would take
+// down one that still answers. An alarm list that cannot be read does not
+// stop the change.
+func refuseOnFullEtcd(ctx context.Context, tc *talos.Client, node string) error {
+	alarms, err := tc.EtcdAlarms(ctx, node)
+	if err != nil {
+		return nil
+	}
+	for _, a := range alarms {
+		if a.Type == "NOSPACE" {
+			return talos.NewNodeError(node, "plan disable", fmt.Errorf("%w: etcd is full (NOSPACE alarm on member %s): a kube-apiserver restarted now could not finish its start-up writes", ErrEtcdFull, talos.MemberIDString(a.MemberID)),
+				"give etcd room first: breakglass recover   # the diagnosis picks runbook etcd-nospace",
+				"see what filled it: breakglass etcd usage")
+		}
+	}
+	return nil
 }

@@ -128,6 +128,17 @@ func TestEngineFullEtcd(t *testing.T) {
 		t.Errorf("recover --runbook webhook-deadlock on a full etcd: %v (exit %d), want exit 30 and nothing changed", err, failure.Code(err))
 	}
 
+	// Turning admission plugins off would restart kube-apiserver into the
+	// full etcd: refused before any change.
+	if _, err := standaloneDisable(t, env, []string{"ValidatingAdmissionWebhook"}); failure.Code(err) != int(failure.DiagnoseNoSpace) || !strings.Contains(err.Error(), "etcd is full") {
+		t.Errorf("admission disable on a full etcd: %v (exit %d), want refused with exit 30", err, failure.Code(err))
+	}
+	for ip, cfg := range env.original {
+		if got := env.cluster.Node(ip).RunningConfig(); string(got) != string(cfg) {
+			t.Errorf("node %s: its config changed", ip)
+		}
+	}
+
 	// The dry run walks the whole etcd-nospace runbook, changing nothing.
 	out, err := recoverRun(t, env, recoverRequest{DryRun: true})
 	if err != nil {

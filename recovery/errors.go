@@ -16,6 +16,8 @@ var (
 	ErrAborted  = failure.New(failure.Declined, "aborted")
 	ErrConflict = failure.New(failure.Conflict, "conflict")
 	ErrTimeout  = failure.New(failure.Timeout, "timed out")
+	// ErrEtcdFull: etcd's NOSPACE alarm is raised; a change that restarts kube-apiserver is refused.
+	ErrEtcdFull = failure.New(failure.DiagnoseNoSpace, "etcd is full")
 )
 
 // ErrNotConfirmed is the operator's no at a confirmation (see Declined);
