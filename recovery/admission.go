@@ -144,6 +144,9 @@ func (p *AdmissionPlan) PlanErr() error { return failures(p.planErrs, len(p.Node
 // PlanDisable reads every target node and computes its change: the plugins
 // join disable-admission-plugins, leave enable-admission-plugins, and the
 // node validates the result (dry run) so that the plan shows its own diff.
+// Target is how printed commands reach the plan's nodes.
+func (p *AdmissionPlan) Target() Target { return p.opts.Target }
+
 func PlanDisable(ctx context.Context, tc *talos.Client, st State, opts AdmissionOptions) (*AdmissionPlan, error) {
 	if len(opts.Plugins) == 0 {
 		opts.Plugins = DefaultPlugins

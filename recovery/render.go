@@ -1,5 +1,9 @@
 package recovery
 
+// The plans a step shows before its question, as the engine's loop shows
+// them: built here, beside what plans them. What a command prints of a
+// result is the command's (cmd/breakglass/render.go).
+
 import (
 	"fmt"
 	"io"
@@ -8,9 +12,6 @@ import (
 
 	"github.com/breakglass-dev/breakglass/talos/configedit"
 )
-
-// RenderAdmissionPlan writes a plan for the operator to read before confirming.
-func RenderAdmissionPlan(w io.Writer, p *AdmissionPlan) { fmt.Fprint(w, AdmissionView(p).String()) }
 
 // AdmissionView is a plan as the operator reads it, one part per node.
 func AdmissionView(p *AdmissionPlan) View {
@@ -115,33 +116,6 @@ func nodeDryRun(n *NodeChange) string {
 		fmt.Fprintf(&w, "    | %s\n", line)
 	}
 	return w.String()
-}
-
-// RenderAdmissionOutcome writes what happened on each node.
-func RenderAdmissionOutcome(w io.Writer, p *AdmissionPlan) {
-	for _, n := range p.Nodes {
-		if n.Action == "none" {
-			continue
-		}
-		switch n.Outcome {
-		case "failed":
-			fmt.Fprintf(w, "node %s: %s failed: %s\n", n.Node, n.Action, n.Error)
-		case "running":
-			fmt.Fprintf(w, "node %s: %s done; kube-apiserver runs with disable-admission-plugins=%s (%s)\n", n.Node, n.Action, ListOrNone(n.DisabledAfter), time.Duration(n.Elapsed).Round(time.Millisecond))
-		default:
-			fmt.Fprintf(w, "node %s: %s applied (%s)\n", n.Node, n.Action, time.Duration(n.Elapsed).Round(time.Millisecond))
-		}
-	}
-	if p.Operation == "disable" {
-		t := p.opts.Target
-		fmt.Fprintf(w, "Next: wait for the API server (%s), then put the plugins back: %s\n", t.NodesCmd("apiserver wait"), t.NodesCmd("admission restore"))
-		for _, n := range p.Nodes {
-			if n.RollbackAt != nil {
-				fmt.Fprintf(w, "Without a restore, the nodes revert by themselves at %s (try mode).\n", n.RollbackAt.Local().Format(time.RFC3339))
-				break
-			}
-		}
-	}
 }
 
 // ListOrNone renders a plugin list as the operator reads it.

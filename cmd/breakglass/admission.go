@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -124,7 +123,7 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 			fmt.Fprintln(s.Out, "Dry run: nothing was applied.")
 		}
 	case executed(p):
-		recovery.RenderAdmissionOutcome(s.Out, p)
+		renderAdmissionOutcome(s.Out, p)
 	}
 	return err
 }
@@ -169,39 +168,6 @@ func admissionStatus(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 		return failure.Reported{Category: failure.Disabled}
 	}
 	return nil
-}
-
-func renderAdmissionStatus(w io.Writer, nodes []recovery.NodeAdmission, admin bool) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tCONFIGURED\tRUNNING\tSINCE\tAUTO-REVERT")
-	for _, n := range nodes {
-		if n.Error != "" {
-			// The error itself follows the table, with its hints: a
-			// long line here would push every column out of sight.
-			fmt.Fprintf(tw, "%s\tnot read (see below)\t\t\t\n", n.Node)
-			continue
-		}
-		configured := recovery.ListOrNone(n.ConfigDisabled)
-		if !admin {
-			configured = "? (needs os:admin)"
-		}
-		since, revert := "-", "-"
-		if n.Since != nil {
-			since = n.Since.Local().Format(time.RFC3339) + " by " + n.By
-		}
-		if n.RollbackPending {
-			revert = "at " + n.RollbackAt.Local().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, configured, recovery.ListOrNone(n.RunningDisabled), since, revert)
-	}
-	tw.Flush()
-	for _, n := range nodes {
-		if n.Disabled() {
-			fmt.Fprintln(w, "WARNING: admission plugins are disabled: webhooks and policies are bypassed while this lasts.")
-			fmt.Fprintln(w, "Put them back with: breakglass admission restore")
-			return
-		}
-	}
 }
 
 // progressPrinter prints one timestamped line per step; nodes run in

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -172,40 +171,6 @@ func runEtcdDelete(c *cli.Context, s streams) error {
 	return err
 }
 
-func renderDeleteResult(w io.Writer, res *etcd.DeleteResult, err error) {
-	if res.Snapshot != nil {
-		if res.DryRun {
-			fmt.Fprintf(w, "would save snapshot %s\n", res.Snapshot.Path)
-		} else {
-			fmt.Fprintf(w, "snapshot %s (%d bytes, sha256 %s) verified\n", res.Snapshot.Path, res.Snapshot.Size, res.Snapshot.SHA256)
-		}
-	}
-	if res.Backup != nil {
-		if res.DryRun {
-			fmt.Fprintf(w, "would write backup %s\n", res.BackupPath)
-		} else {
-			fmt.Fprintf(w, "backup %s written and verified\n", res.BackupPath)
-		}
-	}
-	for _, k := range res.Deleted {
-		if res.DryRun {
-			fmt.Fprintf(w, "would delete %s (guard holds now)\n", safeName(k))
-		} else {
-			fmt.Fprintf(w, "deleted %s\n", safeName(k))
-		}
-	}
-	switch {
-	case err != nil:
-	case res.DryRun:
-		fmt.Fprintln(w, "Dry run: nothing was written.")
-	default:
-		if res.RecordPath != "" {
-			fmt.Fprintf(w, "recorded in %s\n", res.RecordPath)
-		}
-		fmt.Fprintf(w, "Undo with: breakglass etcd restore %s\n", res.BackupPath)
-	}
-}
-
 func runEtcdRestore(c *cli.Context, s streams, path string) error {
 	if err := checkBackupFile(path); err != nil {
 		return err
@@ -253,56 +218,6 @@ func runEtcdSnapshot(c *cli.Context, s streams) error {
 	}
 	fmt.Fprintf(s.Out, "snapshot from %s saved to %s: %d bytes, sha256 %s, verified\n", source, info.Path, info.Size, info.SHA256)
 	return nil
-}
-
-func renderListing(w io.Writer, l *etcd.Listing) {
-	fmt.Fprintf(w, "etcd cluster %s, member %s, revision %d, prefix %s: %d admission object(s)\n", l.Cluster.ClusterID, l.Cluster.MemberID, l.Cluster.Revision, l.Prefix, len(l.Objects))
-	for _, o := range l.Objects {
-		fmt.Fprintf(w, "\n%s %s\n", o.Kind, safeName(o.Name))
-		fmt.Fprintf(w, "  key %s, mod revision %d, version %d, %s\n", safeName(o.Key), o.ModRevision, o.Version, recovery.EncodingNote(o))
-		if n := recovery.KeyNote(o); n != "" {
-			fmt.Fprintf(w, "  %s\n", n)
-		}
-		for _, wh := range o.Webhooks {
-			fmt.Fprintf(w, "  webhook %s\n", safeName(wh.Name))
-			fmt.Fprintf(w, "    failurePolicy %s, timeout %ds, %s\n", wh.FailurePolicy, wh.TimeoutSeconds, safeName(wh.Target()))
-			for _, r := range wh.Rules {
-				scope := "*"
-				if r.Scope != nil {
-					scope = string(*r.Scope)
-				}
-				ops := make([]string, len(r.Operations))
-				for i, op := range r.Operations {
-					ops[i] = string(op)
-				}
-				fmt.Fprintf(w, "    rule %s groups=%s versions=%s resources=%s scope=%s\n", strings.Join(ops, ","),
-					recovery.ListOrNone(r.APIGroups), recovery.ListOrNone(r.APIVersions), recovery.ListOrNone(r.Resources), scope)
-			}
-			fmt.Fprintf(w, "    namespaceSelector %s, objectSelector %s\n", selector(wh.NamespaceSelector), selector(wh.ObjectSelector))
-			for _, mc := range wh.MatchConditions {
-				fmt.Fprintf(w, "    matchCondition %s: %s\n", safeName(mc.Name), safeName(mc.Expression))
-			}
-			if len(wh.MatchConditions) == 0 {
-				fmt.Fprintln(w, "    no matchConditions")
-			}
-		}
-		if p := o.Policy; p != nil {
-			if p.PolicyName != "" {
-				fmt.Fprintf(w, "  binds policy %s", safeName(p.PolicyName))
-				if len(p.ValidationActions) > 0 {
-					fmt.Fprintf(w, ", actions %s", strings.Join(p.ValidationActions, ","))
-				}
-				fmt.Fprintln(w)
-			} else {
-				fmt.Fprintf(w, "  failurePolicy %s, %d validation(s), %d mutation(s), %d matchCondition(s)\n", p.FailurePolicy, p.Validations, p.Mutations, len(p.MatchConditions))
-			}
-			if m := p.MatchConstraints; m != nil {
-				for _, r := range m.ResourceRules {
-					fmt.Fprintf(w, "    matches groups=%s resources=%s\n", recovery.ListOrNone(r.APIGroups), recovery.ListOrNone(r.Resources))
-				}
-			}
-		}
-	}
 }
 
 // safeName prints text read from etcd (names, keys, expressions) so that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -183,43 +182,6 @@ func checkIncident(c *cli.Context, resume bool) error {
 	return recovery.State{Dir: g.StateDir}.CheckIncident(c.Args().First(), resume)
 }
 
-// renderRecoverResult writes how a run ended: every step in a table, or,
-// when the steps were just told on the same terminal (brief), those that
-// ended well in a line and the others in full.
-func renderRecoverResult(w io.Writer, res *recovery.RecoverResult, brief bool) {
-	fmt.Fprintf(w, "\nIncident %s: %s in %s", res.Incident, res.Outcome, time.Duration(res.Elapsed).Round(time.Millisecond))
-	switch {
-	case res.DryRun && res.Journal == "":
-		fmt.Fprint(w, " (dry run: nothing was changed, nothing written)")
-	case res.DryRun:
-		fmt.Fprint(w, " (dry run: nothing was changed)")
-	}
-	fmt.Fprintln(w)
-	var fine []string
-	for _, st := range res.Steps {
-		if brief && (st.Outcome == recovery.OutcomeOK || st.Outcome == recovery.OutcomeSkipped) {
-			fine = append(fine, st.Name+" "+st.Outcome)
-			continue
-		}
-		fmt.Fprintf(w, "  %-8s %-18s %8s  %s\n", st.Outcome, st.Name, time.Duration(st.Elapsed).Round(time.Millisecond), st.Message)
-	}
-	if len(fine) > 0 {
-		fmt.Fprintf(w, "  %s\n", strings.Join(fine, ", "))
-	}
-	for _, u := range res.Undone {
-		fmt.Fprintf(w, "NOT DONE: %s\n", u)
-	}
-	for _, l := range res.LeftBehind {
-		fmt.Fprintf(w, "LEFT BEHIND: %s\n", l)
-	}
-	if res.Journal != "" {
-		fmt.Fprintf(w, "Journal: %s\n", res.Journal)
-	}
-	for _, n := range res.Next {
-		fmt.Fprintf(w, "Next: %s\n", n)
-	}
-}
-
 func journalCommand(s streams) *cli.Command {
 	state := func(c *cli.Context) (recovery.State, globalOptions, error) {
 		g, err := readGlobals(c)
@@ -314,7 +276,7 @@ func journalCommand(s streams) *cli.Command {
 					default:
 						return failure.Input("use --format text or --format markdown", "unknown format %s", c.String("format"))
 					}
-					recovery.RenderTimeline(s.Out, meta, rows, c.String("format") == "markdown")
+					renderTimeline(s.Out, meta, rows, c.String("format") == "markdown")
 					return nil
 				},
 			},
