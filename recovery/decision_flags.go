@@ -17,18 +17,11 @@ import (
 
 // decideFlags is decide for the verdict flags-refused.
 func decideFlags(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
-	d := &Decision{Verdict: string(report.Verdict), Runbook: report.Runbook}
-	if !hasAction(opts.Steps, runbooks.ActionExtraArgsRemove) {
-		if opts.RunbookExplicit {
-			return d, wrongRunbook(report, fmt.Sprintf("runbook %s turns admission plugins off, which cannot start a kube-apiserver that refuses its own flags", opts.Runbook))
-		}
-		rb, err := runbooks.Get(diagnose.FlagsRunbook)
-		if err != nil {
-			return d, err
-		}
-		d.Steps = StepsOf(rb)
-		d.Reasons = append(d.Reasons, fmt.Sprintf("the diagnosis names runbook %s: the steps after diagnose are its own (%s), not those of %s: turning admission plugins off cannot start a kube-apiserver that refuses its command line",
-			rb.Metadata.Name, strings.Join(stepNames(d.Steps, "diagnose"), ", "), opts.Runbook))
+	d, err := followRunbook(report, opts, hasAction(opts.Steps, runbooks.ActionExtraArgsRemove),
+		"turns admission plugins off, which cannot start a kube-apiserver that refuses its own flags",
+		"turning admission plugins off cannot start a kube-apiserver that refuses its command line")
+	if err != nil {
+		return d, err
 	}
 	for _, f := range report.Flags {
 		d.Flags = append(d.Flags, flagOf(f))
@@ -43,6 +36,29 @@ func decideFlags(report *diagnose.Report, opts RecoverOptions) (*Decision, error
 	if len(d.Flags) == 0 {
 		return d, &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary + " (but none of them can be named for an edit)", Next: report.Next}
 	}
+	return d, nil
+}
+
+// followRunbook starts the decision of a diagnosis that names another
+// runbook than an admission one (report.Runbook): a run whose steps fit
+// (fits) keeps them; one told its runbook explicitly stops before any
+// change (it "does" what cannot help); any other follows the named
+// runbook's steps after diagnose, saying why.
+func followRunbook(report *diagnose.Report, opts RecoverOptions, fits bool, does, why string) (*Decision, error) {
+	d := &Decision{Verdict: string(report.Verdict), Runbook: report.Runbook}
+	if fits {
+		return d, nil
+	}
+	if opts.RunbookExplicit {
+		return d, wrongRunbook(report, fmt.Sprintf("runbook %s %s", opts.Runbook, does))
+	}
+	rb, err := runbooks.Get(report.Runbook)
+	if err != nil {
+		return d, err
+	}
+	d.Steps = StepsOf(rb)
+	d.Reasons = append(d.Reasons, fmt.Sprintf("the diagnosis names runbook %s: the steps after diagnose are its own (%s), not those of %s: %s",
+		rb.Metadata.Name, strings.Join(stepNames(d.Steps, "diagnose"), ", "), opts.Runbook, why))
 	return d, nil
 }
 

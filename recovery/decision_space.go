@@ -5,27 +5,17 @@ package recovery
 // kube-apiserver into it.
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
 // decideNoSpace is decide for the verdict etcd-nospace.
 func decideNoSpace(report *diagnose.Report, opts RecoverOptions) (*Decision, error) {
-	d := &Decision{Verdict: string(report.Verdict), Runbook: report.Runbook}
-	if !givesRoom(opts.Steps) {
-		if opts.RunbookExplicit {
-			return d, wrongRunbook(report, fmt.Sprintf("runbook %s restarts kube-apiserver, which cannot finish starting while etcd refuses every write: it would make things worse", opts.Runbook))
-		}
-		rb, err := runbooks.Get(diagnose.NoSpaceRunbook)
-		if err != nil {
-			return d, err
-		}
-		d.Steps = StepsOf(rb)
-		d.Reasons = append(d.Reasons, fmt.Sprintf("the diagnosis names runbook %s: the steps after diagnose are its own (%s), not those of %s: restarting kube-apiserver cannot help while etcd refuses every write",
-			rb.Metadata.Name, strings.Join(stepNames(d.Steps, "diagnose"), ", "), opts.Runbook))
+	d, err := followRunbook(report, opts, givesRoom(opts.Steps),
+		"restarts kube-apiserver, which cannot finish starting while etcd refuses every write: it would make things worse",
+		"restarting kube-apiserver cannot help while etcd refuses every write")
+	if err != nil {
+		return d, err
 	}
 	d.Reasons = append(d.Reasons, report.Evidence.Space.Figures())
 	return d, nil

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,10 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	goldenfile "github.com/breakglass-dev/breakglass/internal/golden"
+
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // comparable strips what legitimately differs between two loads of the same
 // runbook from different bytes (lines, source).
@@ -30,22 +29,7 @@ func comparable(rb *Runbook) *Runbook {
 	return c
 }
 
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./runbooks -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the output (go test ./runbooks -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
+func golden(t *testing.T, path string, got []byte) { t.Helper(); goldenfile.Check(t, path, got) }
 
 // roundTrip checks that Marshal writes what Load reads back to the same runbook.
 func roundTrip(t testing.TB, rb *Runbook) {
