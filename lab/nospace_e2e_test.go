@@ -12,7 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/breakglass-dev/breakglass/etcd")
+	"github.com/breakglass-dev/breakglass/etcd"
+)
 
 // The etcd-nospace scenario dies as described, and the way out by hand
 // brings kube-apiserver back without a configuration change or a live key
