@@ -82,12 +82,20 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func startLab(t *testing.T, nodes int, kubelet talostest.KubeletOptions) *Lab {
 	t.Helper()
+	return startLabWith(t, Options{Nodes: nodes, Kubelet: kubelet})
+}
+
+// startLabWith starts a lab of opts in a directory, on a loopback range and
+// with the binaries of its own, logging to the test.
+func startLabWith(t *testing.T, opts Options) *Lab {
+	t.Helper()
 	bin := needBinaries(t)
 	ctx := context.Background()
-	if kubelet == (talostest.KubeletOptions{}) {
-		kubelet = DefaultKubelet()
+	if opts.Kubelet == (talostest.KubeletOptions{}) {
+		opts.Kubelet = DefaultKubelet()
 	}
-	l, err := Start(ctx, Options{Dir: t.TempDir(), Nodes: nodes, FirstIP: labFirstIP(), KubeBinDir: bin, Kubelet: kubelet, Log: testWriter{t}})
+	opts.Dir, opts.FirstIP, opts.KubeBinDir, opts.Log = t.TempDir(), labFirstIP(), bin, testWriter{t}
+	l, err := Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start lab: %v", err)
 	}

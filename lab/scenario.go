@@ -48,7 +48,7 @@ var RecoveryPlugins = []string{"ValidatingAdmissionWebhook", "MutatingAdmissionW
 
 // Scenarios lists the scenario names `lab up --scenario` accepts.
 func Scenarios() []string {
-	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy, ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider}
+	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy, ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider, ScenarioEtcdNoSpace}
 }
 
 // ErrUnknownScenario: no scenario by that name.
@@ -58,13 +58,16 @@ var ErrUnknownScenario = errors.New("unknown scenario")
 type Deadlock struct {
 	Node          string   `json:"node"`
 	FailingChecks []string `json:"failingChecks"`
-	LogLines      int      `json:"logLines"` // occurrences of DeadlockLogLine in the Talos Logs API output
+	LogLines      int      `json:"logLines"` // lines of the Talos Logs API output holding the scenario's log line (DeadlockLogLine, NoSpaceLogLine)
 	LogSample     string   `json:"logSample"`
+	// Alarms are the etcd alarms the node's member lists (etcd-nospace): "NOSPACE MEMBER-ID".
+	Alarms []string `json:"alarms,omitempty"`
 }
 
 // RunScenario plays a scenario on a lab that runs OldVersion, recording its
 // steps in tl, and returns once the incident is there
-// (kyverno-servicecidr, mutating-policy-servicecidr) or once the upgrade
+// (kyverno-servicecidr, mutating-policy-servicecidr, etcd-nospace: with
+// its evidence) or once the upgrade
 // succeeded although the backend was down (kyverno-servicecidr-excluded).
 func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Deadlock, error) {
 	switch name {
@@ -74,6 +77,8 @@ func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Dead
 		return nil, runMutatingPolicy(ctx, l, tl)
 	case ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider:
 		return nil, runFlagsScenario(ctx, l, name, tl)
+	case ScenarioEtcdNoSpace:
+		return runNoSpace(ctx, l, tl)
 	}
 	if name != ScenarioKyvernoServiceCIDR {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, name, strings.Join(Scenarios(), ", "))

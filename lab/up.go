@@ -48,6 +48,9 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 	lo := opts.Lab
 	lo.Dir, lo.Nodes, lo.KubeBinDir, lo.Log = dir, opts.Nodes, opts.KubeBinDir, out
+	if opts.Scenario == ScenarioEtcdNoSpace && lo.EtcdQuotaBytes == 0 {
+		lo.EtcdQuotaBytes = NoSpaceQuota // small enough to fill in seconds
+	}
 	if lo.TalosPort == 0 {
 		lo.TalosPort = 50000
 	}
@@ -131,6 +134,8 @@ func (l *Lab) PrintNext(w io.Writer, scenario string) {
 	}
 	if isFlagsScenario(scenario) {
 		cmds = flagsNext(l, tc, sd)
+	} else if scenario == ScenarioEtcdNoSpace {
+		cmds = noSpaceNext(l, tc, sd)
 	} else if !deadlocked {
 		cmds = []string{
 			fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),

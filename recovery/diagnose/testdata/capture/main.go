@@ -7,6 +7,16 @@
 //
 // Everything listens on loopback; the webhook URL points at a closed
 // loopback port.
+//
+// -only nospace (issue 23) runs etcd with a 6 MiB quota (the lab's
+// etcd-nospace scenario's) and fills it through kube-apiserver, a ConfigMap
+// of 256 KiB rewritten until kube-apiserver answers "etcdserver: mvcc:
+// database space exceeded": nospace-running is -bin started fresh, filled,
+// then left running 25 s on the full etcd; nospace-restart is -bin started
+// again on it (its bootstrap objects exist: ready); nospace-upgrade is -old
+// filled, then -bin started on the full etcd for 45 s (the upgrade: never
+// ready, exits on rbac/bootstrap-roles). testdata/logs/etcd-nospace-*.log
+// and testdata/readyz-nospace.txt are excerpts of these.
 package main
 
 import (
@@ -57,6 +67,7 @@ func main() {
 		{"etcd-x509", etcdX509},
 		{"poststarthook", postStartHook},
 		{"flags", refusedFlags},
+		{"nospace", noSpace},
 	}
 	for _, s := range scenarios {
 		if *only != "" && !strings.Contains(","+*only+",", ","+s.name+",") {
@@ -163,13 +174,13 @@ func readyz(port int, path string) {
 	os.WriteFile(path, append([]byte(fmt.Sprintf("# HTTP %d\n", resp.StatusCode)), b...), 0o644)
 }
 
-func withEtcd(tlsOn bool, fn func(srv *etcdtest.Server, dir string) error) error {
+func withEtcd(tlsOn bool, fn func(srv *etcdtest.Server, dir string) error, more ...etcdtest.Option) error {
 	dir, err := os.MkdirTemp("", "capture")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var opts []etcdtest.Option
+	opts := more
 	if !tlsOn {
 		opts = append(opts, etcdtest.Plain())
 	}
@@ -318,4 +329,102 @@ func refusedFlags(bin, out string) error {
 		}
 	}
 	return nil
+}
+
+// noSpaceQuota is the lab's etcd-nospace quota (lab.NoSpaceQuota).
+const noSpaceQuota = 6 << 20
+
+// noSpace is etcd full (issue 23): a running kube-apiserver whose writes
+// start failing, the same binary restarted on the full etcd, and the
+// upgrade from -old to -bin on it.
+func noSpace(bin, out string) error {
+	err := withEtcd(false, func(srv *etcdtest.Server, dir string) error {
+		port := closedPort()
+		args := append(base(dir, port), "--etcd-servers="+srv.Endpoints[0])
+		if err := runDuring(bin, out+"-running", port, 25*time.Second, func() error { return fillThrough(port) }, args...); err != nil {
+			return err
+		}
+		return runFor(bin, out+"-restart", port, 20*time.Second, args...)
+	}, etcdtest.WithQuota(noSpaceQuota))
+	if err != nil {
+		return err
+	}
+	return withEtcd(false, func(srv *etcdtest.Server, dir string) error {
+		port := closedPort()
+		args := append(base(dir, port), "--etcd-servers="+srv.Endpoints[0])
+		if err := runDuring(oldBin, out+"-upgrade-old", port, 0, func() error { return fillThrough(port) }, args...); err != nil {
+			return err
+		}
+		// readyz while it hangs: it exits at about 33 s, before runFor's own
+		go func() { time.Sleep(20 * time.Second); readyz(port, out+"-upgrade.readyz") }()
+		return runFor(bin, out+"-upgrade", port, 45*time.Second, args...)
+	}, etcdtest.WithQuota(noSpaceQuota))
+}
+
+// runDuring starts the binary, waits until it is ready, runs during, lets
+// it run for after, writes /readyz?verbose to out+".readyz" and stops it;
+// its output goes to out+".log".
+func runDuring(bin, out string, port int, after time.Duration, during func() error, args ...string) error {
+	f, err := os.Create(out + ".log")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for deadline := time.Now().Add(time.Minute); ; {
+		if code, _ := adminRequest(port, "GET", "/readyz", nil); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within a minute", bin)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := during(); err != nil {
+		return err
+	}
+	time.Sleep(after)
+	readyz(port, out+".readyz")
+	return nil
+}
+
+// fillThrough rewrites a ConfigMap of 256 KiB through kube-apiserver until
+// it answers etcd's NOSPACE refusal.
+func fillThrough(port int) error {
+	for i := 0; i < 1000; i++ {
+		method, path := "PUT", "/api/v1/namespaces/default/configmaps/status-loop"
+		if i == 0 {
+			method, path = "POST", "/api/v1/namespaces/default/configmaps"
+		}
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"status-loop","namespace":"default"},"data":{"status":"%d %s"}}`, i, strings.Repeat("x", 256<<10))
+		code, answer := adminRequest(port, method, path, strings.NewReader(body))
+		if strings.Contains(answer, "database space exceeded") {
+			log.Printf("etcd full after %d writes: HTTP %d %s", i, code, answer)
+			return nil
+		}
+		if code/100 != 2 {
+			return fmt.Errorf("write %d: HTTP %d %s", i, code, answer)
+		}
+	}
+	return fmt.Errorf("etcd still takes writes")
+}
+
+// adminRequest sends a request as the token file's admin and returns the status and body.
+func adminRequest(port int, method, path string, body io.Reader) (int, string) {
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest(method, "https://127.0.0.1:"+strconv.Itoa(port)+path, body)
+	req.Header.Set("Authorization", "Bearer admintoken")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
