@@ -223,6 +223,9 @@ func alarmText(as []etcd.Alarm) string {
 func (r *Report) noSpace(ev *Evidence, suspect, ready []string) bool {
 	logged := r.has("etcd-nospace")
 	if !ev.Space.NoSpace() && !(logged && len(suspect) > 0) {
+		if logged {
+			r.Notes = append(r.Notes, "kube-apiserver logged etcd refusing writes for lack of space (mvcc: database space exceeded), though no NOSPACE alarm is seen now: if it comes back, breakglass etcd usage says what fills etcd")
+		}
 		return false
 	}
 	r.Verdict, r.Runbook = EtcdNoSpace, NoSpaceRunbook

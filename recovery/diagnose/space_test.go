@@ -24,6 +24,9 @@ func fullSpace() *SpaceEvidence {
 func TestAnalyzeFullEtcd(t *testing.T) {
 	nospaceLine := `E1203 10:00:00.000000       1 controller.go:145] "Unhandled Error" err="etcdserver: mvcc: database space exceeded"`
 	deadlock := readLines(t, "upgrade-deadlock.log")
+	// The real v1.34.4 (testdata/capture -only nospace): its readyz fails
+	// the same checks as in the admission deadlock; its log tells them apart.
+	restart, running := readLines(t, "etcd-nospace-restart.log"), readLines(t, "etcd-nospace-running.log")
 	tests := []struct {
 		name    string
 		ev      Evidence
@@ -36,6 +39,10 @@ func TestAnalyzeFullEtcd(t *testing.T) {
 			EtcdNoSpace, []string{"still answers, but any restart"}},
 		{"no alarm read, the log says it", Evidence{Nodes: []NodeEvidence{node("127.0.0.11", []string{nospaceLine}, runningPod, stuck())}},
 			EtcdNoSpace, []string{"its alarms could not be read", "no member's size could be read"}},
+		{"v1.34.4 restarted on a full etcd, alarms unread", Evidence{Nodes: []NodeEvidence{node("127.0.0.11", restart, crashLoop, refused()), node("127.0.0.12", restart, runningPod, stuck())}},
+			EtcdNoSpace, []string{"its alarms could not be read", "not ready on all 2 nodes"}},
+		{"v1.34.4 running when etcd fills, alarm read", Evidence{Nodes: []NodeEvidence{node("127.0.0.11", running, readyPod, readyzOK())}, Space: fullSpace()},
+			EtcdNoSpace, []string{"still answers"}},
 		{"the log line on a ready node, no alarm: not full now", Evidence{Nodes: []NodeEvidence{node("127.0.0.11", []string{nospaceLine}, readyPod, readyzOK())}, Space: &SpaceEvidence{}},
 			Healthy, nil},
 	}
