@@ -271,31 +271,39 @@ func ObserveNoSpace(ctx context.Context, l *Lab, timeout time.Duration) ([]Deadl
 
 // observeLimping waits until every node's etcd member lists NOSPACE and
 // every running kube-apiserver (OldVersion) has logged a refused write of
-// its own, and checks that each still answers /readyz with 200: reads work.
+// its own, then until each answers /readyz with 200: reads work.
 func observeLimping(ctx context.Context, l *Lab, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		return err
+	}
+	seen := false
+	var ev []Deadlock
 	for {
-		ev, err := NoSpaceEvidence(ctx, l)
-		seen := err == nil
-		for _, d := range ev {
-			seen = seen && d.NoSpace() && d.LogLines > 0
-		}
-		if seen {
-			var unready []string
+		if !seen {
+			ev, err = NoSpaceEvidence(ctx, l)
+			seen = err == nil
 			for _, d := range ev {
-				if d.FailingChecks != nil {
-					unready = append(unready, d.Node+" "+strings.Join(d.FailingChecks, ","))
-				}
+				seen = seen && d.NoSpace() && d.LogLines > 0
 			}
-			if unready != nil {
-				return fmt.Errorf("kube-apiserver %s unready on a full etcd: %s", OldVersion, strings.Join(unready, "; "))
+		}
+		var unready []string
+		for _, s := range l.APIServers() {
+			if ready, failing, err := kube.WithServer(s).Readyz(ctx); err != nil || !ready {
+				unready = append(unready, fmt.Sprintf("%s: %v %v", s, failing, err))
 			}
-			return l.WaitReady(ctx, timeout)
+		}
+		if seen && unready == nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("NOSPACE not seen on every node within %s: %+v (%v)", timeout, ev, err)
+			if !seen {
+				return fmt.Errorf("NOSPACE not seen on every node within %s: %+v (%v)", timeout, ev, err)
+			}
+			return fmt.Errorf("kube-apiserver %s unready on a full etcd: %s", OldVersion, strings.Join(unready, "; "))
 		case <-time.After(time.Second):
 		}
 	}

@@ -34,8 +34,9 @@ func TestErrorsAndExitCodes(t *testing.T) {
 			"breakglass: --nodes 0 is out of range: from 1 to 3 (the lab's nodes are 127.0.0.11-13)\nhint: use --nodes 1 or --nodes 3\n"},
 		{[]string{"breakglass-lab", "up", "--nodes", "9"}, 2,
 			"breakglass: --nodes 9 is out of range: from 1 to 3 (the lab's nodes are 127.0.0.11-13)\nhint: use --nodes 1 or --nodes 3\n"},
-		{[]string{"breakglass-lab", "up", "--scenario", "nope"}, 2,
-			"breakglass: unknown scenario \"nope\" (known: " + strings.Join(lab.Scenarios(), ", ") + ")\nhint: --scenario " + strings.Join(lab.Scenarios(), "|") + "\n"},
+		// a word nothing resembles ("nope" reads as a subsequence of etcd-nospace)
+		{[]string{"breakglass-lab", "up", "--scenario", "no-such-thing"}, 2,
+			"breakglass: unknown scenario \"no-such-thing\" (known: " + strings.Join(lab.Scenarios(), ", ") + ")\nhint: --scenario " + strings.Join(lab.Scenarios(), "|") + "\n"},
 		{[]string{"breakglass-lab", "up", "--scenario", "kyverno-servicecdir"}, 2,
 			"breakglass: unknown scenario \"kyverno-servicecdir\" (known: " + strings.Join(lab.Scenarios(), ", ") + ")\nhint: did you mean --scenario kyverno-servicecidr?\n"},
 		{[]string{"breakglass-lab", "replay", "--from", "v1.34.4", "--to", "v1.32.13", "-f", "-"}, 2,
