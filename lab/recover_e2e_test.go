@@ -65,11 +65,20 @@ func newGuided(t *testing.T, nodes int) *guided {
 func newGuidedWith(t *testing.T, nodes int, scenario func(context.Context, *Lab) error, keys ...string) *guided {
 	t.Helper()
 	l := startLab(t, nodes, DefaultKubelet())
-	bin := buildBreakglass(t)
-	ctx := context.Background()
-	if err := scenario(ctx, l); err != nil {
+	if err := scenario(context.Background(), l); err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
+	g := guidedOn(t, l)
+	g.keys = keys
+	g.mustHaveKeys(keys...)
+	return g
+}
+
+// guidedOn is breakglass driven against the lab l, whose scenario has run.
+func guidedOn(t *testing.T, l *Lab) *guided {
+	t.Helper()
+	bin := buildBreakglass(t)
+	ctx := context.Background()
 	tc, err := l.TalosClient(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +87,6 @@ func newGuidedWith(t *testing.T, nodes int, scenario func(context.Context, *Lab)
 	g := &guided{t: t, l: l, tc: tc, bin: bin, stateDir: filepath.Join(l.Dir, "state"), etcdEP: strings.Join(l.Etcd.Endpoints, ","), started: time.Now()}
 	g.st = recovery.State{Dir: g.stateDir}
 	g.orig = configHashes(t, ctx, tc, l.Nodes())
-	g.keys = keys
-	g.mustHaveKeys(keys...)
 	return g
 }
 

@@ -230,7 +230,8 @@ func decisionFrom(entries []Entry) *Decision {
 			continue
 		}
 		var got DiagnoseResult
-		if json.Unmarshal(e.Data, &got) == nil && got.Decision != nil && (len(got.Decision.Plugins) > 0 || len(got.Decision.Flags) > 0) {
+		if json.Unmarshal(e.Data, &got) == nil && got.Decision != nil &&
+			(len(got.Decision.Plugins) > 0 || len(got.Decision.Flags) > 0 || len(got.Decision.Steps) > 0 || got.Decision.Verdict == string(diagnose.EtcdNoSpace)) {
 			d = got.Decision
 		}
 	}

@@ -161,19 +161,20 @@ func TestEngineFullEtcd(t *testing.T) {
 	}
 
 	// Declined at the compaction: nothing changed, exit 8.
-	_, err = recoverRun(t, env, recoverRequest{Hooks: engineHooks{confirm: func(q string) error {
+	declined, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{confirm: func(q string) error {
 		return recovery.Declined("not confirmed")
 	}}})
 	if !errorIs(err, "aborted") || !env.noSpace(t.Context()) {
 		t.Fatalf("declined: %v; alarm still raised: %v", err, env.noSpace(t.Context()))
 	}
 
-	// The real run.
+	// Resumed, that incident follows its journaled diagnosis (etcd-nospace's
+	// steps), not the runbook it was started with.
 	var asked []string
-	out, err = recoverRun(t, env, recoverRequest{Hooks: engineHooks{confirm: func(q string) error {
+	out, err = resumeRun(t, env, declined.Incident, engineHooks{confirm: func(q string) error {
 		asked = append(asked, q)
 		return nil
-	}}})
+	}})
 	if err != nil || out.Outcome != "completed" {
 		t.Fatalf("recover: %v, outcome %q\n%+v", err, out.Outcome, out.Steps)
 	}

@@ -47,7 +47,7 @@ func (r *run) usage(ctx context.Context, _ Step, p *runbooks.EtcdUsageParams) (*
 	fmt.Fprintf(&head, "What fills etcd (%s in %s keys, live):\n", etcd.FormatBytes(u.Total.Bytes), fmt.Sprint(u.Total.Keys))
 	for _, g := range u.Top(p.Top) {
 		res.Top = append(res.Top, g.String())
-		fmt.Fprintf(&head, "  %s (%.0f%%)\n", g, 100*g.Share)
+		fmt.Fprintf(&head, "  %s (%.0f%%)\n", g, g.Share)
 	}
 	fmt.Fprintf(&head, "Compaction and defragmentation free about %s on the fullest member (%s -> %s, estimated); the rest is live data that only deleting its source frees\n",
 		etcd.FormatBytes(sp.Reclaimable), etcd.FormatBytes(sp.DBSize), etcd.FormatBytes(sp.AfterDefrag))
