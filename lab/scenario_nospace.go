@@ -181,11 +181,7 @@ func statusConfigMap(now time.Time, n int) corev1.ConfigMap {
 // API) holding NoSpaceLogLine, and the alarms the node's etcd member lists
 // (Talos EtcdAlarmList).
 func NoSpaceEvidence(ctx context.Context, l *Lab) ([]Deadlock, error) {
-	kube, err := l.Kube(ctx)
-	if err != nil {
-		return nil, err
-	}
-	api, err := l.machineryClient(ctx)
+	kube, api, err := l.watchers(ctx)
 	if err != nil {
 		return nil, err
 	}
