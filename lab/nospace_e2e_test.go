@@ -155,6 +155,11 @@ func testNoSpaceByHand(t *testing.T, nodes int) {
 			t.Errorf("key %q changed", k)
 		}
 	}
+	for _, k := range d.Added {
+		if !APIServerWrites(k) && k != "/registry/configmaps/default/"+cm.Name {
+			t.Errorf("key %q appeared", k)
+		}
+	}
 	t.Logf("changed %d keys (kube-apiserver's own): %q; added %d: %q", len(d.Changed), d.Changed, len(d.Added), d.Added)
 	for _, ip := range l.Nodes() {
 		if st, err := tc.EtcdStatus(ctx, ip); err == nil {

@@ -255,11 +255,7 @@ func upgradeNode(ctx context.Context, tc *talos.Client, ip, version string) erro
 // ObserveDeadlock waits until every node's kube-apiserver fails readyz on
 // DeadlockCheck and the Talos Logs API shows DeadlockLogLine.
 func ObserveDeadlock(ctx context.Context, l *Lab, timeout time.Duration) ([]Deadlock, error) {
-	kube, err := l.Kube(ctx)
-	if err != nil {
-		return nil, err
-	}
-	api, err := l.machineryClient(ctx)
+	kube, api, err := l.watchers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -305,6 +301,18 @@ func ObserveDeadlock(ctx context.Context, l *Lab, timeout time.Duration) ([]Dead
 		out[i] = d
 	}
 	return out, nil
+}
+
+// watchers are what an observation of the nodes reads through: the
+// Kubernetes client of the Talos kubeconfig (readyz) and a raw Talos
+// client (logs), which the caller closes.
+func (l *Lab) watchers(ctx context.Context) (*KubeClient, *client.Client, error) {
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := l.machineryClient(ctx)
+	return kube, api, err
 }
 
 // machineryClient is a raw Talos machinery client, for the calls the talos

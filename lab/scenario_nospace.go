@@ -2,10 +2,12 @@ package lab
 
 // The etcd-nospace scenario (issue 23): etcd reaches its space quota, raises
 // the NOSPACE alarm and refuses every write. The running kube-apiserver
-// limps; the upgrade restarts it into the full etcd, where its start-up
-// writes are refused and it never becomes ready. Nothing in the machine
-// configs or in admission is wrong: etcd needs compaction, defragmentation
-// and its alarm disarmed.
+// limps (ready, its own writes refused); the upgrade restarts it into the
+// full etcd, where the writes its new version must make at start are
+// refused and it never becomes ready. (A restart of the same version is
+// ready again: its bootstrap objects exist.) Nothing in the machine configs
+// or in admission is wrong: etcd needs compaction, defragmentation and its
+// alarms disarmed.
 
 import (
 	"context"
@@ -27,6 +29,7 @@ import (
 )
 
 const (
+	// ScenarioEtcdNoSpace is etcd full, then the upgrade.
 	ScenarioEtcdNoSpace = "etcd-nospace"
 
 	// NoSpaceQuota is each etcd member's space quota in the scenario.
@@ -178,11 +181,7 @@ func statusConfigMap(now time.Time, n int) corev1.ConfigMap {
 // API) holding NoSpaceLogLine, and the alarms the node's etcd member lists
 // (Talos EtcdAlarmList).
 func NoSpaceEvidence(ctx context.Context, l *Lab) ([]Deadlock, error) {
-	kube, err := l.Kube(ctx)
-	if err != nil {
-		return nil, err
-	}
-	api, err := l.machineryClient(ctx)
+	kube, api, err := l.watchers(ctx)
 	if err != nil {
 		return nil, err
 	}
