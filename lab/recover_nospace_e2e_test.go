@@ -183,3 +183,21 @@ func (g *guided) runKilled(killAfter time.Duration, args ...string) (killed bool
 	}
 	return killed, buf.String(), err
 }
+
+// lab rehearse --scenario etcd-nospace: the scenario, recover --yes through
+// recovery.Recover, and every check holds.
+func TestRehearseFullEtcd(t *testing.T) {
+	t.Parallel()
+	bin := needBinaries(t, OldVersion, NewVersion)
+	var out strings.Builder
+	rep, err := Rehearse(context.Background(), RehearseOptions{Scenario: ScenarioEtcdNoSpace, Nodes: 1, KubeBinDir: bin, Out: &out, ToolVersion: "test",
+		Lab: Options{FirstIP: labFirstIP()}})
+	t.Logf("%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Recovery <= 0 || len(rep.Checks) < 6 {
+		t.Errorf("recovery %s, checks %+v", rep.Recovery, rep.Checks)
+	}
+	t.Logf("guided recovery of a full etcd on the lab: %s", rep.Recovery.Round(time.Millisecond))
+}

@@ -109,6 +109,9 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	}
 	lo := opts.Lab
 	lo.Nodes, lo.KubeBinDir = opts.Nodes, opts.KubeBinDir
+	if opts.Scenario == ScenarioEtcdNoSpace && lo.EtcdQuotaBytes == 0 {
+		lo.EtcdQuotaBytes = NoSpaceQuota
+	}
 	if lo.Nodes <= 0 {
 		lo.Nodes = 1
 	}
@@ -148,6 +151,15 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	defer l.Close()
 
 	var err error
+	if opts.Scenario == ScenarioEtcdNoSpace {
+		if _, err := RunScenario(ctx, l, opts.Scenario, tl); err != nil {
+			return rep, err
+		}
+		if err := rehearseNoSpace(ctx, l, rep, tl, out, opts.ToolVersion); err != nil {
+			return rep, err
+		}
+		return rep, rep.finish(out, start)
+	}
 	if isFlagsScenario(opts.Scenario) {
 		if _, err := RunScenario(ctx, l, opts.Scenario, tl); err != nil {
 			return rep, err
@@ -158,7 +170,7 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 		return rep, rep.finish(out, start)
 	}
 	if opts.Scenario != "" && opts.Scenario != ScenarioKyvernoServiceCIDR {
-		return rep, fmt.Errorf("%w %q: rehearse plays %s or a flags scenario (%s)", ErrUnknownScenario, opts.Scenario, ScenarioKyvernoServiceCIDR, strings.Join(slices.Sorted(maps.Keys(FlagsScenarios)), ", "))
+		return rep, fmt.Errorf("%w %q: rehearse plays %s, %s or a flags scenario (%s)", ErrUnknownScenario, opts.Scenario, ScenarioKyvernoServiceCIDR, ScenarioEtcdNoSpace, strings.Join(slices.Sorted(maps.Keys(FlagsScenarios)), ", "))
 	}
 	if rep.Deadlock, err = RunScenario(ctx, l, ScenarioKyvernoServiceCIDR, tl); err != nil {
 		return rep, err

@@ -74,7 +74,7 @@ func (a *ArgList) String() string {
 // lab test holds the two equal), RehearseScenarios those `rehearse` takes.
 var (
 	UpScenarios       = []string{"kyverno-servicecidr", "kyverno-servicecidr-excluded", "mutating-policy-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace"}
-	RehearseScenarios = []string{"kyverno-servicecidr", "flags-multicidr", "flags-cloud-provider"}
+	RehearseScenarios = []string{"kyverno-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace"}
 )
 
 // UpScenario is `up`'s --scenario.
