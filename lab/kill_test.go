@@ -49,30 +49,7 @@ func TestKilledMidwayConverges(t *testing.T) {
 
 	run := func(killAfter time.Duration, args ...string) (killed bool, out string, err error) {
 		full := append([]string{"--talosconfig", l.Talosconfig, "--state-dir", stateDir}, args...)
-		cmd := exec.Command(bin, full...)
-		var buf strings.Builder
-		cmd.Stdout, cmd.Stderr = &buf, &buf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		var timer <-chan time.Time
-		if killAfter > 0 {
-			timer = time.After(killAfter)
-		}
-		select {
-		case err = <-done:
-		case <-timer:
-			_ = cmd.Process.Kill() // SIGKILL: no deferred cleanup, no journal flush
-			err = <-done
-			killed = true
-		case <-time.After(4 * time.Minute):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Fatalf("breakglass %v hangs:\n%s", args, buf.String())
-		}
-		return killed, buf.String(), err
+		return runKilled(t, exec.Command(bin, full...), killAfter, 4*time.Minute)
 	}
 
 	// explained: the node's config is the original (and any record says so),
@@ -151,4 +128,33 @@ func TestKilledMidwayConverges(t *testing.T) {
 			t.Logf("node %s: a stale record remains (config already restored): %+v", ip, rec.ConfigHashBefore)
 		}
 	}
+}
+
+// runKilled runs cmd and, when killAfter is not zero, kills it with SIGKILL
+// then (no deferred cleanup, no journal flush); a run past hang fails the
+// test.
+func runKilled(t *testing.T, cmd *exec.Cmd, killAfter, hang time.Duration) (killed bool, out string, err error) {
+	t.Helper()
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var timer <-chan time.Time
+	if killAfter > 0 {
+		timer = time.After(killAfter)
+	}
+	select {
+	case err = <-done:
+	case <-timer:
+		_ = cmd.Process.Kill()
+		err, killed = <-done, true
+	case <-time.After(hang):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v hangs:\n%s", cmd.Args, buf.String())
+	}
+	return killed, buf.String(), err
 }

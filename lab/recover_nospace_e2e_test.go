@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -73,7 +72,7 @@ func TestRecoverFullEtcdKilledAndResumed(t *testing.T) {
 		if try >= 2 {
 			killAfter = 0 // then let it finish
 		}
-		killed, out, err := g.runKilled(killAfter, args...)
+		killed, out, err := runKilled(t, g.command(args...), killAfter, 8*time.Minute)
 		t.Logf("breakglass %s (kill after %s): killed %v, %v\n%s", args[0], killAfter, killed, err, out)
 		if killed {
 			kills++
@@ -152,36 +151,6 @@ func (g *guided) cameBack(before map[string]string) {
 	if h := g.lockHolder(); h != nil {
 		g.t.Errorf("the cluster lock is still held by %+v", h)
 	}
-}
-
-// runKilled runs breakglass and, when killAfter is not zero, kills it with
-// SIGKILL then (no deferred cleanup, no journal flush).
-func (g *guided) runKilled(killAfter time.Duration, args ...string) (killed bool, out string, err error) {
-	g.t.Helper()
-	cmd := g.command(args...)
-	var buf strings.Builder
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	if err := cmd.Start(); err != nil {
-		g.t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var timer <-chan time.Time
-	if killAfter > 0 {
-		timer = time.After(killAfter)
-	}
-	select {
-	case err = <-done:
-	case <-timer:
-		_ = cmd.Process.Kill()
-		err, killed = <-done, true
-	case <-time.After(8 * time.Minute):
-		_ = cmd.Process.Kill()
-		<-done
-		g.t.Fatalf("breakglass %v hangs:\n%s", args, buf.String())
-	}
-	return killed, buf.String(), err
 }
 
 // lab rehearse --scenario etcd-nospace: the scenario, recover --yes through
