@@ -219,12 +219,27 @@ func (r *DisarmResult) String() string {
 	return b.String()
 }
 
-func alarmList(as []Alarm) string {
-	s := make([]string, len(as))
-	for i, a := range as {
-		s[i] = a.String()
+func alarmList(as []Alarm) string { return AlarmsText(as) }
+
+// AlarmsText says alarms the short way: "NOSPACE on members A, B".
+func AlarmsText(as []Alarm) string {
+	var types []string
+	members := map[string][]string{}
+	for _, a := range as {
+		if _, ok := members[a.Type]; !ok {
+			types = append(types, a.Type)
+		}
+		members[a.Type] = append(members[a.Type], a.MemberID.String())
 	}
-	return strings.Join(s, ", ")
+	var out []string
+	for _, t := range types {
+		word := "member"
+		if len(members[t]) > 1 {
+			word = "members"
+		}
+		out = append(out, fmt.Sprintf("%s on %s %s", t, word, strings.Join(members[t], ", ")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // DisarmNoSpace disarms every member's NOSPACE alarm, and only that: a

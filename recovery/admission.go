@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -762,7 +763,7 @@ func refuseOnFullEtcd(ctx context.Context, tc *talos.Client, node string) error 
 	}
 	for _, a := range alarms {
 		if a.Type == "NOSPACE" {
-			return talos.NewNodeError(node, "plan disable", fmt.Errorf("%w: etcd is full (NOSPACE alarm on member %s): a kube-apiserver restarted now could not finish its start-up writes", ErrEtcdFull, talos.MemberIDString(a.MemberID)),
+			return talos.NewNodeError(node, "plan disable", fmt.Errorf("%w: etcd is full (NOSPACE alarm on member %s): a kube-apiserver restarted now could not finish its start-up writes", ErrEtcdFull, etcd.ID(a.MemberID).String()),
 				"give etcd room first: breakglass recover   # the diagnosis picks runbook etcd-nospace",
 				"see what filled it: breakglass etcd usage")
 		}

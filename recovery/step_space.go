@@ -22,7 +22,7 @@ import (
 // UsageResult is what filled etcd, as the journal keeps it for the summary.
 type UsageResult struct {
 	said
-	Top         []string `json:"top"`         // the largest groups, as a summary quotes them
+	Top         []string `json:"top"`         // the largest groups (5% or more), as a summary quotes them
 	Live        int64    `json:"liveBytes"`   // what only deleting the source frees
 	Reclaimable int64    `json:"reclaimable"` // what compaction and defragmentation free on the fullest member (estimated)
 	DBSize      int64    `json:"dbSize"`
@@ -45,8 +45,10 @@ func (r *run) usage(ctx context.Context, _ Step, p *runbooks.EtcdUsageParams) (*
 	res := &UsageResult{Live: sp.Live, Reclaimable: sp.Reclaimable, DBSize: sp.DBSize, AfterDefrag: sp.AfterDefrag, Quota: sp.Quota}
 	var head strings.Builder
 	fmt.Fprintf(&head, "What fills etcd (%s in %s keys, live):\n", etcd.FormatBytes(u.Total.Bytes), fmt.Sprint(u.Total.Keys))
-	for _, g := range u.Top(p.Top) {
-		res.Top = append(res.Top, g.String())
+	for i, g := range u.Top(p.Top) {
+		if i == 0 || g.Share >= 5 {
+			res.Top = append(res.Top, fmt.Sprintf("%s (%.0f%%)", g, g.Share)) // what the summary names
+		}
 		fmt.Fprintf(&head, "  %s (%.0f%%)\n", g, g.Share)
 	}
 	fmt.Fprintf(&head, "Compaction and defragmentation free about %s on the fullest member (%s -> %s, estimated); the rest is live data that only deleting its source frees\n",
@@ -142,7 +144,7 @@ func (r *run) defragment(ctx context.Context, _ Step, _ *runbooks.EtcdDefragment
 		if err != nil {
 			return nil, err
 		}
-		order = append(order, DefraggedMember{Node: node, MemberID: talos.MemberIDString(st.MemberID), Leader: st.IsLeader(), Before: st.DBSize})
+		order = append(order, DefraggedMember{Node: node, MemberID: etcd.ID(st.MemberID).String(), Leader: st.IsLeader(), Before: st.DBSize})
 	}
 	// The leader last: defragmenting it blocks it, and a blocked leader
 	// stalls every write (and may cost an election).
@@ -220,7 +222,7 @@ func (r *run) membersNotTargeted(ctx context.Context, order []DefraggedMember) [
 	}
 	var out []string
 	for _, m := range members {
-		id := talos.MemberIDString(m.ID)
+		id := etcd.ID(m.ID).String()
 		if !slices.ContainsFunc(order, func(d DefraggedMember) bool { return d.MemberID == id }) {
 			out = append(out, fmt.Sprintf("%s (%s)", id, m.Hostname))
 		}

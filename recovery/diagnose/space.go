@@ -208,15 +208,6 @@ func gatherSpace(ctx context.Context, nodes Nodes, room EtcdRoom) *SpaceEvidence
 	return s
 }
 
-// alarmText lists the alarms as etcd names them.
-func alarmText(as []etcd.Alarm) string {
-	var out []string
-	for _, a := range as {
-		out = append(out, a.String())
-	}
-	return strings.Join(out, ", ")
-}
-
 // noSpace concludes etcd-nospace when etcd says it is full (a NOSPACE
 // alarm), or when a kube-apiserver that is not ready logs etcd refusing
 // its writes for lack of space (etcd's own state could not be read).
@@ -231,7 +222,7 @@ func (r *Report) noSpace(ev *Evidence, suspect, ready []string) bool {
 	r.Verdict, r.Runbook = EtcdNoSpace, NoSpaceRunbook
 	var why string
 	if ev.Space.NoSpace() {
-		why = "alarm " + alarmText(ev.Space.Alarms)
+		why = "alarm " + etcd.AlarmsText(ev.Space.Alarms)
 	} else {
 		why = "kube-apiserver logs \"mvcc: database space exceeded\"; its alarms could not be read"
 	}
@@ -275,7 +266,7 @@ func writeSpace(b *strings.Builder, s *SpaceEvidence) {
 		b.WriteString("\n")
 	}
 	if len(s.Alarms) > 0 {
-		fmt.Fprintf(b, "  alarms: %s\n", alarmText(s.Alarms))
+		fmt.Fprintf(b, "  alarms: %s\n", etcd.AlarmsText(s.Alarms))
 	}
 	for _, e := range s.Errors {
 		fmt.Fprintf(b, "  not read: %s\n", e)
