@@ -91,13 +91,24 @@ func FillEtcd(ctx context.Context, l *Lab, timeout time.Duration) (*FillResult, 
 		defer wg.Done()
 		for fctx.Err() == nil {
 			i := n.Add(1)
-			if err := write(i); err != nil {
-				n.Add(-1)
-				if fctx.Err() == nil {
-					end(err)
-				}
-				return
+			err := write(i)
+			if err == nil {
+				continue
 			}
+			n.Add(-1)
+			if restarting(err) && !strings.Contains(err.Error(), NoSpaceLogLine) {
+				// kube-apiserver went away for a moment (on a loaded
+				// machine the kubelet restarts it): write on once it is back.
+				select {
+				case <-fctx.Done():
+				case <-time.After(500 * time.Millisecond):
+				}
+				continue
+			}
+			if fctx.Err() == nil {
+				end(err)
+			}
+			return
 		}
 	}
 	const eventWriters = 3
@@ -122,6 +133,18 @@ func FillEtcd(ctx context.Context, l *Lab, timeout time.Duration) (*FillResult, 
 		return res, fmt.Errorf("kube-apiserver refused a write, not for space: %w", refusal)
 	}
 	return res, nil
+}
+
+// restarting tells whether a write failed because kube-apiserver was not
+// there to answer (stopping, starting), not because it refused it.
+func restarting(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "apiserver is shutting down", "EOF", "connection reset", "HTTP 503", "TLS handshake timeout"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // floodEvent is one of a crash-looping deployment's Warning events: an exec
