@@ -229,3 +229,42 @@ func lockHeld(t *testing.T, env *engineEnv) bool {
 	}
 	return resp.Count > 0
 }
+
+// Killed right after each record of a change of etcd-nospace (the change
+// made, the next record never written: the crash between a transaction and
+// its journal record), the incident resumes to the end: each step finds
+// its change already made and goes on.
+func TestEngineFullEtcdKilledAtEachRecord(t *testing.T) {
+	for _, step := range []string{"compact", "defragment", "disarm"} {
+		for _, kind := range []string{"apply", "end"} {
+			t.Run(kind+"-"+step, func(t *testing.T) {
+				env := newEngineEnv(t, envOptions{etcdQuota: spaceQuota})
+				env.fill()
+				env.waitReadyOrNot(false)
+				before := env.liveKeys()
+				first, err := recoverRun(t, env, recoverRequest{})
+				if err != nil || first.Outcome != "completed" {
+					t.Fatalf("recover: %v %+v", err, first.Steps)
+				}
+				simulateKillAfter(t, env, first.Incident, kind, step)
+				res, err := resumeRun(t, env, first.Incident, engineHooks{})
+				if err != nil || res.Outcome != "completed" {
+					t.Fatalf("resume after a kill after %s of %s: %v, outcome %q %+v", kind, step, err, res.Outcome, res.Steps)
+				}
+				if !hasStep(res.Begun, step) != (kind == "end") {
+					t.Errorf("resume ran %v: the step %s must run again after its %s record, not after its end", res.Begun, step, kind)
+				}
+				if env.noSpace(t.Context()) {
+					t.Error("NOSPACE raised after the resume")
+				}
+				after := env.liveKeys()
+				if !maps.Equal(after, before) {
+					t.Errorf("live keys changed: %d before, %d after", len(before), len(after))
+				}
+				if lockHeld(t, env) {
+					t.Error("the cluster lock is still held")
+				}
+			})
+		}
+	}
+}
