@@ -57,7 +57,7 @@ type journaling int
 const (
 	writesNothing  journaling = iota // a dry run of an existing incident: not even its journal
 	ownRehearsal                     // a dry run: its own new incident, marked dry run
-	recordsAttempt                   // a declined run: its journal records the attempt, no change applied
+	recordsAttempt                   // a declined run: its journal records the attempt (and the verified snapshot it took first), no change applied
 	ownIncident                      // a run that changed and put back: its own new incident, anything in it
 )
 
@@ -94,6 +94,7 @@ func unchanged(t *testing.T, name string, before, after world, j journaling) {
 		own := strings.HasPrefix(path, "incidents"+string(filepath.Separator))
 		switch {
 		case j == ownIncident && own:
+		case j == recordsAttempt && own && filepath.Base(path) == "etcd.snapshot":
 		case j == writesNothing:
 			t.Errorf("%s: wrote %s", name, path)
 		case filepath.Base(path) != "journal.jsonl" || !strings.HasPrefix(path, "incidents"+string(filepath.Separator)):
@@ -302,4 +303,34 @@ func recoverFull(t *testing.T, env *engineEnv, req recoverRequest) (*recovery.Re
 	}
 	opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb), Delete: req.Delete, Etcd: env.etcdOptions(), ToolVersion: "loop-test", Command: "recover"}
 	return recovery.Recover(t.Context(), env.tc, env.state(), env.effects(req.DryRun), newTestUI(t, req.Hooks), opts)
+}
+
+// The full-etcd steps (compact, defragment, disarm), each declined in turn
+// after the ones before it were applied: nothing changes from its question
+// on, the run ends declined (exit 8), and etcd stays in NOSPACE until the
+// disarm is let through. Their dry run is checkLoopCase's, from the start.
+func TestLoopFullEtcdStepsDryRunAndDecline(t *testing.T) {
+	env := newEngineEnv(t, envOptions{etcdQuota: spaceQuota})
+	env.fill()
+	checkLoopCase(t, env, loopCase{name: "recover on a full etcd", declined: 8, run: func(dry bool, h engineHooks) (*recovery.RecoverResult, error) {
+		return recoverFull(t, env, recoverRequest{DryRun: dry, Hooks: h})
+	}})
+
+	for _, step := range []string{"compact", "defragment", "disarm"} {
+		var atQuestion world
+		_, err := recoverFull(t, env, recoverRequest{Hooks: engineHooks{confirm: func(q string) error {
+			if strings.HasPrefix(q, step) {
+				atQuestion = env.world()
+				return declined()
+			}
+			return nil
+		}}})
+		if failure.Code(err) != int(failure.Declined) || atQuestion.configs == nil {
+			t.Fatalf("declined at %s: exit %d: %v", step, failure.Code(err), err)
+		}
+		unchanged(t, "recover on a full etcd, declined at "+step, atQuestion, env.world(), recordsAttempt)
+		if !env.noSpace(t.Context()) {
+			t.Fatalf("declined at %s: the NOSPACE alarm is gone", step)
+		}
+	}
 }
