@@ -438,14 +438,8 @@ func (h *recordingWebhook) configuration() map[string]any {
 }
 
 func (h *recordingWebhook) review(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var in admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
-		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+	in, ok := readReview(w, r)
+	if !ok {
 		return
 	}
 	h.add(observe(in.Request))

@@ -229,11 +229,7 @@ func (l *Lab) onEveryNode(ctx context.Context, change func(tc *talos.Client, ip 
 }
 
 func upgradeNode(ctx context.Context, tc *talos.Client, ip, version string) error {
-	cfg, err := tc.ReadMachineConfig(ctx, ip)
-	if err != nil {
-		return err
-	}
-	facts, err := talos.ReadFacts(cfg.Bytes)
+	cfg, facts, err := tc.ReadConfigFacts(ctx, ip)
 	if err != nil {
 		return err
 	}

@@ -176,14 +176,8 @@ func (b *WebhookBackend) set(up bool) {
 
 // review answers an AdmissionReview v1: allowed, no patch.
 func (b *WebhookBackend) review(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var in admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
-		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+	in, ok := readReview(w, r)
+	if !ok {
 		return
 	}
 	out := admissionv1.AdmissionReview{
@@ -220,4 +214,20 @@ func minorOf(image string) (int, error) {
 		return 0, errors.New("major version " + strconv.Itoa(major))
 	}
 	return minor, nil
+}
+
+// readReview reads an AdmissionReview v1 request, answering 400 to
+// anything else.
+func readReview(w http.ResponseWriter, r *http.Request) (admissionv1.AdmissionReview, bool) {
+	var in admissionv1.AdmissionReview
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return in, false
+	}
+	if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
+		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+		return in, false
+	}
+	return in, true
 }

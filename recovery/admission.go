@@ -321,13 +321,9 @@ func planNode(ctx context.Context, tc *talos.Client, node string, opts Admission
 	if n.TalosVersion, err = tc.Version(ctx, node); err != nil {
 		return nil, err
 	}
-	cfg, err := tc.ReadMachineConfig(ctx, node)
+	cfg, facts, err := tc.ReadConfigFacts(ctx, node)
 	if err != nil {
 		return nil, err
-	}
-	facts, err := talos.ReadFacts(cfg.Bytes)
-	if err != nil {
-		return nil, &talos.NodeError{Node: node, Op: "read machine config", Err: err}
 	}
 	if !facts.IsControlPlane() {
 		return nil, talos.NewNodeError(node, "check machine type", fmt.Errorf("%w (machine type %s): kube-apiserver does not run there", talos.ErrNotControlPlane, facts.MachineType),

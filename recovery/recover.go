@@ -127,11 +127,7 @@ func clusterName(ctx context.Context, tc *talos.Client) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	mc, err := tc.ReadMachineConfig(ctx, nodes[0])
-	if err != nil {
-		return ""
-	}
-	facts, err := talos.ReadFacts(mc.Bytes)
+	_, facts, err := tc.ReadConfigFacts(ctx, nodes[0])
 	if err != nil {
 		return ""
 	}

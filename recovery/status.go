@@ -72,13 +72,9 @@ func nodeAdmission(ctx context.Context, tc *talos.Client, st State, node string,
 	if !tc.CanApply() {
 		return n, nil
 	}
-	cfg, err := tc.ReadMachineConfig(ctx, node)
+	cfg, facts, err := tc.ReadConfigFacts(ctx, node)
 	if err != nil {
 		return n, err
-	}
-	facts, err := talos.ReadFacts(cfg.Bytes)
-	if err != nil {
-		return n, talos.NewNodeError(node, "read machine config", err)
 	}
 	n.Cluster = facts.ClusterName
 	if n.ConfigDisabled, err = configedit.Disabled(cfg.Bytes); err != nil {

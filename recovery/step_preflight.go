@@ -35,13 +35,9 @@ func (r *run) preflight(ctx context.Context, _ Step, _ *runbooks.PreflightParams
 		if err != nil {
 			return nil, err
 		}
-		mc, err := r.tc.ReadMachineConfig(ctx, node)
+		_, facts, err := r.tc.ReadConfigFacts(ctx, node)
 		if err != nil {
 			return nil, err
-		}
-		facts, err := talos.ReadFacts(mc.Bytes)
-		if err != nil {
-			return nil, talos.NewNodeError(node, "read machine config", err)
 		}
 		if !facts.IsControlPlane() {
 			return nil, talos.NewNodeError(node, "check machine type", fmt.Errorf("%w (machine type %s)", talos.ErrNotControlPlane, facts.MachineType),

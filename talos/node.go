@@ -62,6 +62,20 @@ func (c *Client) ReadMachineConfig(ctx context.Context, node string) (MachineCon
 	return c.readMachineConfig(ctx, node, config.ActiveID)
 }
 
+// ReadConfigFacts reads the running machine config and the facts
+// breakglass needs from it; a config it cannot read is the node's error.
+func (c *Client) ReadConfigFacts(ctx context.Context, node string) (MachineConfig, ConfigFacts, error) {
+	mc, err := c.ReadMachineConfig(ctx, node)
+	if err != nil {
+		return mc, ConfigFacts{}, err
+	}
+	facts, err := ReadFacts(mc.Bytes)
+	if err != nil {
+		return mc, facts, &NodeError{Node: node, Op: "read machine config", Err: err}
+	}
+	return mc, facts, nil
+}
+
 // ReadPersistentConfig reads the config on the node's disk ("persistent").
 // It differs from the running one while someone's TRY change is pending
 // (running changed, disk not) or a STAGED change waits for a reboot (disk

@@ -10,7 +10,6 @@ import (
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/command"
-	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
@@ -63,6 +62,9 @@ func labCommands(s streams) []*cli.Command {
 				"With --scenario " + lab.ScenarioFlagsMultiCIDR + " or " + lab.ScenarioFlagsCloudProvider + ": the upgrade carries extraArgs " + lab.NewVersion + " refuses;\n" +
 				"the guided recovery (breakglass recover --yes, no expert flag) takes them out, and the checks are:\n" +
 				"kube-apiserver ready, the configs changed in that flag only.\n" +
+				"With --scenario " + lab.ScenarioEtcdNoSpace + ": etcd reaches its quota and the upgraded kube-apiserver cannot start;\n" +
+				"the guided recovery picks runbook etcd-nospace (snapshot, compact, defragment, disarm), and the checks are:\n" +
+				"kube-apiserver ready, writes taken, NOSPACE gone, the snapshot verified, no live key lost.\n" +
 				"Exits 0 only if every check holds.\n\n" + failure.Help(),
 			Flags: []cli.Flag{nodes, labflags.RehearseScenario()},
 			Action: func(c *cli.Context) error {
@@ -184,12 +186,9 @@ func replaySources(c *cli.Context, s streams) ([]lab.ReplaySource, error) {
 		out = append(out, lab.ReplaySource{Name: f, Data: data})
 	}
 	if path := c.String("kubeconfig"); path != "" {
-		kc, err := ctxfile.ReadFile(c.Context, path, 0)
-		if c.Context.Err() != nil {
-			return nil, err
-		}
+		kc, err := command.ReadFile(c.Context, path, "pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)")
 		if err != nil {
-			return nil, failure.Input("pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)", "%v", err)
+			return nil, err
 		}
 		data, err := recovery.FetchWebhookConfigurations(c.Context, kc)
 		if err != nil {

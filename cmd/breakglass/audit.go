@@ -11,7 +11,6 @@ import (
 
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/command"
-	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/recovery"
@@ -172,12 +171,9 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 		}
 	}
 	if path := c.String("kubeconfig"); path != "" {
-		kc, err := ctxfile.ReadFile(c.Context, path, 0)
-		if c.Context.Err() != nil {
-			return nil, err
-		}
+		kc, err := command.ReadFile(c.Context, path, "pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)")
 		if err != nil {
-			return nil, failure.Input("pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)", "%v", err)
+			return nil, err
 		}
 		data, err := recovery.FetchWebhookConfigurations(c.Context, kc)
 		if err != nil {
