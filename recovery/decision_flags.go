@@ -129,17 +129,19 @@ func stepNames(steps []Step, from string) []string {
 
 // followDecision switches the run to the decision's steps after the
 // diagnose step, when the diagnosis named another runbook's: at once, and
-// on resume (the decision is journaled with the diagnose step).
-func (r *run) followDecision() {
+// on resume (the decision is journaled with the diagnose step). It says
+// whether it switched.
+func (r *run) followDecision() bool {
 	if r.decision == nil || len(r.decision.Steps) == 0 {
-		return
+		return false
 	}
 	isDiagnose := func(s Step) bool { return s.Params.Action() == runbooks.ActionDiagnose }
 	i, j := slices.IndexFunc(r.opts.Steps, isDiagnose), slices.IndexFunc(r.decision.Steps, isDiagnose)
 	if i < 0 || j < 0 {
-		return
+		return false
 	}
 	r.opts.Steps = append(slices.Clone(r.opts.Steps[:i+1]), r.decision.Steps[j+1:]...)
+	return true
 }
 
 // flagsPlanText is the decision's plan in one line.

@@ -148,6 +148,9 @@ func TestEngineFullEtcd(t *testing.T) {
 	if got := out.Begun; !slicesEqual(got, want) {
 		t.Errorf("dry run steps %q, want the etcd-nospace runbook's %q", got, want)
 	}
+	if d := out.step("diagnose"); !strings.Contains(d.Message, "runbook etcd-nospace from here, 8 steps in all") {
+		t.Errorf("the diagnose step does not say the run switched to the 8 steps of etcd-nospace: %q", d.Message)
+	}
 	if u := out.step("usage"); u.Outcome != recovery.OutcomeOK || !strings.Contains(u.Message, "events in namespace flood") {
 		t.Errorf("dry run usage step: %+v, want the flood named", u)
 	}

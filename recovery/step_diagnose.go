@@ -50,9 +50,13 @@ func (r *run) diagnose(ctx context.Context, _ Step, p *runbooks.DiagnoseParams) 
 	case len(d.Flags) > 0:
 		fix = d.flagsPlanText()
 	}
-	r.followDecision()
 	// The summary is in the view just above and in the result's record.
-	res.said = said(fmt.Sprintf("verdict %s; plan: %s", report.Verdict, fix))
+	msg := fmt.Sprintf("verdict %s; plan: %s", report.Verdict, fix)
+	if r.followDecision() {
+		// The step count changes with the runbook: say so where it does.
+		msg = fmt.Sprintf("verdict %s; runbook %s from here, %d steps in all; plan: %s", report.Verdict, d.Runbook, len(r.opts.Steps), fix)
+	}
+	res.said = said(msg)
 	return plan, nil
 }
 
