@@ -435,5 +435,7 @@ func simulateKillAfter(t *testing.T, env *engineEnv, id, kind, step string) {
 	if err := os.WriteFile(filepath.Join(info.Dir, "lock.pid"), []byte(strconv.Itoa(cmd.ProcessState.Pid())+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	holdLock(t, env, operator(), id)
+	if !env.noSpace(t.Context()) { // on a full etcd the killed run could not have taken it
+		holdLock(t, env, operator(), id)
+	}
 }

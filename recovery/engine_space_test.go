@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -269,5 +273,44 @@ func TestEngineFullEtcdKilledAtEachRecord(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Killed while streaming the snapshot (seen in the lab's random-kill test):
+// the incident's own etcd.snapshot.part is left, and its journal ends at
+// the snapshot's begin record. The resume, holding the incident, removes
+// that leftover, takes the snapshot again and recovers the full etcd.
+func TestEngineFullEtcdKilledWhileSnapshotting(t *testing.T) {
+	env := newEngineEnv(t, envOptions{etcdQuota: spaceQuota})
+	env.fill()
+	before := env.liveKeys()
+	first, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{confirm: func(string) error { return declined() }}})
+	if failure.Code(err) != int(failure.Declined) {
+		t.Fatalf("recover, declined at the compaction: %v", err)
+	}
+	simulateKillAfter(t, env, first.Incident, "begin", "snapshot")
+	snap := filepath.Join(incident(t, env, first.Incident).Dir, "etcd.snapshot")
+	if err := os.Rename(snap, snap+".part"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(snap+".part", 4096); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := resumeRun(t, env, first.Incident, engineHooks{})
+	if err != nil || res.Outcome != "completed" {
+		t.Fatalf("resume after a kill mid-snapshot: %v, outcome %q %+v", err, res.Outcome, res.Steps)
+	}
+	if _, err := etcd.VerifySnapshotFile(snap); err != nil {
+		t.Errorf("the snapshot taken again: %v", err)
+	}
+	if _, err := os.Stat(snap + ".part"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the partial snapshot is still there: %v", err)
+	}
+	if env.noSpace(t.Context()) {
+		t.Error("NOSPACE raised after the resume")
+	}
+	if after := env.liveKeys(); !maps.Equal(after, before) {
+		t.Errorf("live keys changed: %d before, %d after", len(before), len(after))
 	}
 }

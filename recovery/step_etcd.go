@@ -46,6 +46,9 @@ func (r *run) snapshot(_ context.Context, _ Step, p *runbooks.EtcdSnapshotParams
 	}
 	return &Plan{DryRun: "would take a full etcd snapshot to " + path, Apply: func(ctx context.Context) (Result, error) {
 		node := r.tc.Nodes()[0]
+		if err := r.removeOwnPartial(path); err != nil {
+			return nil, err
+		}
 		r.progress(node, "streaming an etcd snapshot through the Talos API")
 		info, err := snapshotThroughTalos(ctx, r.tc, node, path, r.fx.EtcdWriter(nil))
 		if err != nil {
@@ -53,6 +56,22 @@ func (r *run) snapshot(_ context.Context, _ Step, p *runbooks.EtcdSnapshotParams
 		}
 		return &SnapshotResult{said: said(fmt.Sprintf("full etcd snapshot: %s (%d bytes, verified)", path, info.Size)), Path: path, SHA256: info.SHA256}, nil
 	}}, nil
+}
+
+// removeOwnPartial removes the PATH.part a run of this incident left when
+// it was killed while writing PATH. Only a run that holds the incident
+// (its lock.pid: no other live process runs it) may: the .part is then
+// nobody's. Otherwise the .part stays and the write refuses it.
+func (r *run) removeOwnPartial(path string) error {
+	part := path + ".part"
+	if !r.claimed || !fileExists(part) {
+		return nil
+	}
+	r.progress("state", "removing "+filepath.Base(part)+", left by a run of this incident killed while writing it")
+	if err := os.Remove(part); err != nil {
+		return fmt.Errorf("remove the partial file an interrupted run left: %w", err)
+	}
+	return nil
 }
 
 // deletesObjects tells whether a step of this run removes objects from etcd.
