@@ -79,6 +79,11 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	holder := etcd.LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
 	lock, err := ec.AcquireLock(ctx, holder)
 	if etcd.IsNoSpace(err) {
+		// A read still works on a full etcd: another run holding the lock
+		// keeps this one out as it would on a healthy etcd.
+		if h, rerr := ec.ReadLock(ctx); rerr == nil && h != nil && h.Incident != holder.Incident {
+			return "", &etcd.LockHeldError{Holder: *h}
+		}
 		// Taking the lock is a write, and a full etcd refuses them all:
 		// the lock is taken once etcd has room (the etcd-nospace runbook's
 		// disarm step); meanwhile this host's incident lock keeps a second

@@ -314,3 +314,20 @@ func TestEngineFullEtcdKilledWhileSnapshotting(t *testing.T) {
 		t.Errorf("live keys changed: %d before, %d after", len(before), len(after))
 	}
 }
+
+// A full etcd defers this run's lock (taking it is a write), but a lock
+// another run holds still keeps it out: read, not written.
+func TestEngineFullEtcdLockHeldByAnother(t *testing.T) {
+	env := newEngineEnv(t, envOptions{etcdQuota: spaceQuota})
+	release := holdLock(t, env, "alice@laptop", "20260101-000000-alice1")
+	defer release()
+	env.fill()
+	_, err := recoverRun(t, env, recoverRequest{})
+	var held *etcd.LockHeldError
+	if !errors.As(err, &held) || held.Holder.Incident != "20260101-000000-alice1" {
+		t.Fatalf("recover on a full etcd while alice holds the lock: %v, want refused as held by her", err)
+	}
+	if !env.noSpace(t.Context()) {
+		t.Error("the run changed etcd while alice held the lock")
+	}
+}
