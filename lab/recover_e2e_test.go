@@ -845,7 +845,7 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("revert: exit %d\n%s", r.code, r.stderr)
 	}
-	if rv := decodeResult(t, r.stdout); rv.Outcome != "completed" {
+	if rv := decodeResult(t, r.stdout); rv.Outcome != "reverted" {
 		t.Errorf("revert: outcome %q", rv.Outcome)
 	}
 	g.unchanged("after the revert")

@@ -46,12 +46,12 @@ func BenchmarkDisableRestoreCycle(b *testing.B) {
 			opts := AdmissionOptions{Wait: true}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				for _, plan := range []func(context.Context, *talos.Client, State, AdmissionOptions) (*AdmissionPlan, error){PlanDisable, PlanRestore} {
+				for _, plan := range []func(context.Context, *talos.Client, State, AdmissionOptions) (*AdmissionPlan, error){planDisable, planRestore} {
 					p, err := plan(ctx, tc, st, opts)
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := p.Execute(ctx, tc, tc, st); err != nil {
+					if err := p.execute(ctx, tc, tc, st); err != nil {
 						b.Fatal(err)
 					}
 				}

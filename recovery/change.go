@@ -7,48 +7,11 @@ package recovery
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
-
-// The runbook names standalone changes are journaled under.
-const (
-	standaloneDisable     = "admission disable"
-	standaloneRestore     = "admission restore"
-	standaloneDelete      = "etcd delete"
-	standaloneEtcdRestore = "etcd restore"
-	standaloneLockBreak   = "lock break"
-)
-
-// standalone tells whether an incident is a standalone change: named so,
-// or journaled before standalone changes recorded their options.
-func standalone(meta IncidentMeta) bool {
-	return len(meta.Options) == 0 || slices.Contains([]string{standaloneDisable, standaloneRestore, standaloneDelete, standaloneEtcdRestore, standaloneLockBreak}, meta.Runbook)
-}
-
-// standaloneNext is what resume says to do instead for a standalone change:
-// run the same command again (each is idempotent), or undo it.
-func standaloneNext(meta IncidentMeta, id string) string {
-	t := Target{Context: meta.Context, Nodes: meta.Nodes}
-	switch meta.Runbook {
-	case standaloneDisable:
-		return "run it again (it is idempotent): " + t.NodesCmd("admission disable") + "; or undo it: " + t.Cmd("revert "+id)
-	case standaloneRestore:
-		return "run it again (it is idempotent): " + t.NodesCmd("admission restore")
-	case standaloneDelete:
-		return "run it again (it is idempotent): " + t.NodesCmd("etcd delete NAME...") + "; or put the objects back: " + t.Cmd("revert "+id+" --objects")
-	case standaloneEtcdRestore:
-		return "run it again (it is idempotent): " + t.NodesCmd("etcd restore FILE")
-	}
-	return "see what it did: breakglass journal show " + id
-}
-
-func (r *run) standalone() bool {
-	return standalone(IncidentMeta{Runbook: r.opts.Runbook, Options: []byte("{}")})
-}
 
 // AdmissionChange is what `admission disable|restore` take from the
 // command line.

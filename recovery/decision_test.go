@@ -215,11 +215,13 @@ func TestDecisionFromJournal(t *testing.T) {
 	if err := json.Unmarshal(raw, &e); err != nil {
 		t.Fatal(err)
 	}
-	got := decisionFrom([]Entry{{Kind: "begin", Step: "diagnose", Action: "diagnose"}, e})
-	if got == nil || !slices.Equal(got.Plugins, d.Plugins) || len(got.Reasons) != len(d.Reasons) {
+	resumed := &run{entries: []Entry{{Kind: "begin", Step: "diagnose", Action: "diagnose"}, e}}
+	got := resumed.decision()
+	if got == nil || !slices.Equal(got.Plugins, d.Plugins) || len(got.Reasons) != len(d.Reasons) || got.Type != "admission-deadlock" {
 		t.Fatalf("decision read back %+v, want %+v", got, d)
 	}
-	if decisionFrom([]Entry{{Kind: "end", Step: "diagnose", Action: "diagnose", Outcome: OutcomeFailed}}) != nil {
+	failed := &run{entries: []Entry{{Kind: "end", Step: "diagnose", Action: "diagnose", Outcome: OutcomeFailed}}}
+	if failed.decision() != nil {
 		t.Errorf("a failed diagnose decided something")
 	}
 }

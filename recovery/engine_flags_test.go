@@ -103,7 +103,7 @@ func TestEngineRecoverRefusedFlags(t *testing.T) {
 		}
 	}
 	rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
-	wantOutcome(t, rev, err, "completed", false)
+	wantOutcome(t, rev, err, "reverted", false)
 	wantStep(t, rev, "revert-flags", "ok")
 	if m := rev.step("revert-flags").Message; !strings.Contains(m, "byte-identical") {
 		t.Errorf("revert-flags: %s", m)
@@ -174,7 +174,7 @@ func TestEngineResumeRefusedFlagsAfterKill(t *testing.T) {
 		t.Errorf("node %s: pod %+v", n.IP, p)
 	}
 	rev, err := revertRun(t, env, first.Incident, false, false, engineHooks{})
-	wantOutcome(t, rev, err, "completed", false)
+	wantOutcome(t, rev, err, "reverted", false)
 	if m := rev.step("revert-flags").Message; !strings.Contains(m, "on 2 node(s)") || !strings.Contains(m, "byte-identical") {
 		t.Errorf("revert-flags: %s", m)
 	}

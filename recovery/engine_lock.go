@@ -1,8 +1,9 @@
 package recovery
 
-// The cluster lock as the guided engine takes it: in preflight, or before
-// the first step of a resume or revert; taken over only from this same
-// incident's dead run.
+// The cluster lock as the engine takes it: in preflight, or before the
+// first step of a resume or revert; checked before every change; on a full
+// etcd, read before every change and taken once etcd takes writes; taken
+// over only from this same incident's dead run.
 
 import (
 	"bytes"
@@ -20,15 +21,21 @@ import (
 	"github.com/breakglass-dev/breakglass/etcd"
 )
 
-// willRun tells whether this run will execute a step with that action
-// (it is in the runbook and did not complete in an earlier run).
-func (r *run) willRun(action string) bool {
-	for _, s := range r.opts.Steps {
-		if s.Action() == action && !r.done[s.Name] {
-			return true
-		}
-	}
-	return false
+// clusterLock is the cluster lock as the loop checks it before each change
+// (an *etcd.Lock is one).
+type clusterLock interface {
+	// Lost is nil while the lock is known to be held, or says why not.
+	Lost(ctx context.Context) error
+	Release(ctx context.Context) error
+}
+
+// lockState is this run's hold on the cluster lock.
+type lockState struct {
+	held clusterLock
+	// deferred: etcd was full when the lock was to be taken (taking it is
+	// a write): the loop reads it before each change, and takes it as soon
+	// as etcd takes writes again.
+	deferred bool
 }
 
 // lockBeforeSteps takes the cluster lock for a run without a preflight step
@@ -55,13 +62,9 @@ func (r *run) lockBeforeSteps(ctx context.Context) error {
 // takeLock takes the cluster lock for this incident. First, on this host,
 // the incident itself: if another process runs it (its lock.pid, written
 // when a run starts changing things, names a live process), this run is
-// refused even when etcd cannot be reached. A cluster lock still held by
-// this same incident, by the same user on the same host, whose process is
-// gone, is the lease of an earlier run killed before it could release it
-// (it would expire by itself within its TTL): it is taken over rather than
-// waited for. When etcd cannot be reached it returns a warning instead: an
-// incident must not wait for etcd to take the lock, but the operator must
-// know nobody is kept out.
+// refused even when etcd cannot be reached. When etcd cannot be reached it
+// returns a warning instead: an incident must not wait for etcd to take the
+// lock, but the operator must know nobody is kept out.
 func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	if pid, alive := r.lockOwnerAlive(); alive {
 		return "", &incidentBusyError{incident: r.journal.ID, pid: pid, resume: r.target.Cmd("resume " + r.journal.ID)}
@@ -73,25 +76,32 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	ec, err := r.etcd(ctx)
 	if err != nil {
 		warning = "cannot take the cluster lock, etcd is unreachable (" + shortErr(err) + "): make sure nobody else runs breakglass on this cluster"
-		r.progress("etcd", warning)
+		r.warn(warning)
 		return warning, nil
 	}
+	warning, err = r.acquire(ctx, ec)
+	if warning != "" {
+		r.warn(warning)
+	}
+	return warning, err
+}
+
+// acquire takes the cluster lock. A lock still held by this same incident,
+// by the same user on the same host, whose process is gone, is the lease of
+// an earlier run killed before it could release it (it would expire by
+// itself within its TTL): it is taken over rather than waited for. On a full
+// etcd, which refuses the write, the lock is read instead: another run
+// holding it keeps this one out as on a healthy etcd; otherwise the lock is
+// deferred until etcd takes writes.
+func (r *run) acquire(ctx context.Context, ec *etcd.Client) (warning string, err error) {
 	holder := etcd.LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
 	lock, err := ec.AcquireLock(ctx, holder)
 	if etcd.IsNoSpace(err) {
-		// A read still works on a full etcd: another run holding the lock
-		// keeps this one out as it would on a healthy etcd.
 		if h, rerr := ec.ReadLock(ctx); rerr == nil && h != nil && h.Incident != holder.Incident {
 			return "", &etcd.LockHeldError{Holder: *h}
 		}
-		// Taking the lock is a write, and a full etcd refuses them all:
-		// the lock is taken once etcd has room (the etcd-nospace runbook's
-		// disarm step); meanwhile this host's incident lock keeps a second
-		// run of it out.
-		r.lockDeferred = true
-		warning = "cannot take the cluster lock yet, etcd is full (NOSPACE) and taking it is a write: it is taken once etcd takes writes again; make sure nobody else runs breakglass on this cluster meanwhile"
-		r.progress("etcd", warning)
-		return warning, nil
+		r.lock.deferred = true
+		return "cannot take the cluster lock yet, etcd is full (NOSPACE) and taking it is a write: it is read before every change and taken once etcd takes writes again; make sure nobody else runs breakglass on this cluster meanwhile", nil
 	}
 	var held *etcd.LockHeldError
 	if errors.As(err, &held) && held.Holder.Incident == holder.Incident && held.Holder.By == holder.By {
@@ -103,8 +113,37 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 	if err != nil {
 		return "", err
 	}
-	r.lock = lock
+	r.lock = lockState{held: lock}
 	return "", nil
+}
+
+// lockBeforeChange checks, before a change, that the cluster lock this run
+// took is still its own (a *etcd.LockLostError says why not and how to
+// continue); a deferred one is read (another run holding it refuses the
+// change) and taken if etcd takes writes by now.
+func (r *run) lockBeforeChange(ctx context.Context) error {
+	switch {
+	case r.lock.held != nil:
+		return r.lock.held.Lost(ctx)
+	case r.lock.deferred:
+		return r.takeDeferredLock(ctx)
+	}
+	return nil
+}
+
+// takeDeferredLock tries again to take the lock etcd was too full to take.
+func (r *run) takeDeferredLock(ctx context.Context) error {
+	ec, err := r.etcd(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot read the cluster lock before this change: %w", err)
+	}
+	warning, err := r.acquire(ctx, ec)
+	if err != nil || warning != "" {
+		return err
+	}
+	_ = r.journal.Append(Entry{Kind: "note", Message: "cluster lock taken: etcd takes writes again"})
+	r.progress("etcd", "cluster lock taken: etcd takes writes again")
+	return nil
 }
 
 // incidentBusyError: another process on this host runs the same incident.
@@ -218,6 +257,6 @@ func (r *run) dryRunLockNote(ctx context.Context) string {
 	default:
 		w = (&etcd.LockHeldError{Holder: *h}).Error() + ": a real run would stop here (exit 6) until it is released, or broken with: " + r.target.NodesCmd("lock break")
 	}
-	r.progress("etcd", "WARNING: "+w)
+	r.warn(w)
 	return "; WARNING: " + w
 }

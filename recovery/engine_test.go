@@ -674,7 +674,7 @@ func TestEngineRevertRestoresPluginsAndObject(t *testing.T) {
 	}
 
 	rev, err := revertRun(t, env, res.Incident, true, false, engineHooks{})
-	wantOutcome(t, rev, err, "completed", false)
+	wantOutcome(t, rev, err, "reverted", false)
 	wantStep(t, rev, "revert-admission", "ok")
 	wantStep(t, rev, "revert-objects", "ok")
 	env.assertConfigsOriginal()
@@ -825,7 +825,7 @@ func TestEngineStandaloneDisableThenRevert(t *testing.T) {
 	}
 
 	res, err := revertRun(t, env, id, false, false, engineHooks{})
-	wantOutcome(t, res, err, "completed", false)
+	wantOutcome(t, res, err, "reverted", false)
 	wantStep(t, res, "revert-admission", "ok")
 	env.assertConfigsOriginal()
 	env.assertPodsDisable(false)
@@ -926,7 +926,7 @@ func TestEngineOneNodeChangedMeanwhile(t *testing.T) {
 	}
 
 	rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
-	wantOutcome(t, rev, err, "completed", false)
+	wantOutcome(t, rev, err, "reverted", false)
 	env.assertConfigsOriginal(n2.IP)
 	if !bytes.Equal(n2.RunningConfig(), theirs) {
 		t.Errorf("node %s: the other change was not kept", n2.IP)
@@ -1018,7 +1018,7 @@ func TestEngineResumeAfterKillDuringDelete(t *testing.T) {
 	}
 
 	rev, err := revertRun(t, env, first.Incident, true, false, engineHooks{})
-	wantOutcome(t, rev, err, "completed", false)
+	wantOutcome(t, rev, err, "reverted", false)
 	if got := env.webhookInEtcd(); !bytes.Equal(got, env.webhookValue) {
 		t.Errorf("restored object differs (%d bytes, want %d)", len(got), len(env.webhookValue))
 	}
@@ -1061,7 +1061,7 @@ func TestEngineResumeAfterKillBetweenBackupAndDelete(t *testing.T) {
 	env.assertConfigsOriginal()
 
 	rev, err := revertRun(t, env, first.Incident, true, false, engineHooks{})
-	wantOutcome(t, rev, err, "completed", false)
+	wantOutcome(t, rev, err, "reverted", false)
 	if got := env.webhookInEtcd(); !bytes.Equal(got, env.webhookValue) {
 		t.Errorf("restored object differs (%d bytes, want %d)", len(got), len(env.webhookValue))
 	}

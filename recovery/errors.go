@@ -72,6 +72,37 @@ func (e *NodeFailures) Unwrap() []error {
 	return out
 }
 
+// NodesInterrupted is a change interrupted while it ran on several nodes:
+// where it went through, where not, and where it had failed first. Nothing
+// is said failed that did not fail.
+type NodesInterrupted struct {
+	Cause      error
+	Applied    []string // the node took the change (it may not have been waited for)
+	NotApplied []string
+	Failed     []error
+}
+
+func (e *NodesInterrupted) Error() string {
+	var parts []string
+	if len(e.Applied) > 0 {
+		parts = append(parts, "the change was applied on "+strings.Join(e.Applied, ", "))
+	}
+	if len(e.NotApplied) > 0 {
+		parts = append(parts, "not applied on "+strings.Join(e.NotApplied, ", "))
+	}
+	for _, err := range e.Failed {
+		parts = append(parts, "failed: "+shortErr(err))
+	}
+	cause := "interrupted"
+	if e.Cause != nil {
+		cause = "interrupted (" + e.Cause.Error() + ")"
+	}
+	return cause + ": " + strings.Join(parts, "; ")
+}
+
+// Unwrap makes it an interruption (exit 8), whatever the nodes said.
+func (e *NodesInterrupted) Unwrap() error { return ErrAborted }
+
 func failures(errs []error, succeeded int) error {
 	if len(errs) == 0 {
 		return nil
@@ -83,3 +114,12 @@ func failures(errs []error, succeeded int) error {
 // health.go still calls it by this name: another change is rewriting that
 // file's output; rename the call there, then delete this line.
 var invalidInput = failure.Input
+
+// shortErr is an error's first line.
+func shortErr(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

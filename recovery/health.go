@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -147,22 +146,13 @@ func CheckHealth(ctx context.Context, tc *talos.Client) ([]NodeHealth, error) {
 	if err != nil {
 		return nil, err
 	}
-	nodes := tc.Nodes()
-	out := make([]NodeHealth, len(nodes))
-	var wg sync.WaitGroup
-	for i, node := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name, err := tc.NodeName(ctx, node)
-			if err != nil {
-				out[i] = NodeHealth{Node: node, ProbeError: err.Error()}
-				return
-			}
-			out[i] = p.probe(ctx, node, name)
-		}()
-	}
-	wg.Wait()
+	out, _ := talos.EachNode(tc.Nodes(), func(node string) (NodeHealth, error) {
+		name, err := tc.NodeName(ctx, node)
+		if err != nil {
+			return NodeHealth{Node: node, ProbeError: err.Error()}, nil
+		}
+		return p.probe(ctx, node, name), nil
+	})
 	return out, nil
 }
 
@@ -186,16 +176,9 @@ func WaitReady(ctx context.Context, tc *talos.Client, opts HealthOptions) ([]Nod
 	}
 	deadline := time.Now().Add(opts.Timeout)
 	nodes := tc.Nodes()
-	out := make([]NodeHealth, len(nodes))
-	var wg sync.WaitGroup
-	for i, node := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = waitNode(ctx, p, node, names[i], deadline, opts)
-		}()
-	}
-	wg.Wait()
+	out, _ := talos.EachNode(nodes, func(node string) (NodeHealth, error) {
+		return waitNode(ctx, p, node, names[slices.Index(nodes, node)], deadline, opts), nil
+	})
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}

@@ -12,49 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
-
-// Target is how a printed command reaches an incident's cluster: the
-// talosconfig context and the nodes it ran on, so that every hint can be
-// typed as is.
-type Target struct {
-	Context string
-	Nodes   []string
-}
-
-// Cmd is "breakglass SUB" for the incident's context (resume and revert
-// find the nodes in the incident).
-func (t Target) Cmd(sub string) string { return "breakglass " + sub + t.flags(false) }
-
-// NodesCmd is "breakglass SUB" for the incident's nodes and context.
-func (t Target) NodesCmd(sub string) string { return "breakglass " + sub + t.flags(true) }
-
-func (t Target) flags(nodes bool) string {
-	var b strings.Builder
-	if nodes && len(t.Nodes) > 0 {
-		b.WriteString(" -n " + ShellWord(strings.Join(t.Nodes, ",")))
-	}
-	if t.Context != "" {
-		b.WriteString(" --context " + ShellWord(t.Context))
-	}
-	return b.String()
-}
-
-var plainWord = regexp.MustCompile(`^[A-Za-z0-9_.,:@%+=/-]+$`)
-
-// ShellWord quotes s for a shell when it needs it.
-func ShellWord(s string) string {
-	if plainWord.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
 
 // OpenIncident reopens an incident's journal to append to it (resume,
 // revert): refused when it is damaged (saying what can still be done) or

@@ -336,7 +336,7 @@ func TestIncidentRevertObjectsAfterKillBeforeEndRecord(t *testing.T) {
 		t.Fatalf("after the kill: %s at %s", info.State, info.LastStep)
 	}
 	rev, err := revertRun(t, env, inc, true, false, engineHooks{})
-	wantOutcome(t, rev, err, "completed", false)
+	wantOutcome(t, rev, err, "reverted", false)
 	wantStep(t, rev, "revert-objects", "ok")
 	if got := env.webhookInEtcd(); !bytes.Equal(got, env.webhookValue) {
 		t.Errorf("the object is not back byte for byte (%d bytes)", len(got))

@@ -51,6 +51,7 @@ type Entry struct {
 	Error   string          `json:"error,omitempty"`
 	Elapsed Duration        `json:"elapsed,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"` // the step's typed result: backup paths, config hashes, nodes
+	Undo    *Undo           `json:"undo,omitempty"` // apply records: what can be done about the change afterwards
 	Meta    *IncidentMeta   `json:"meta,omitempty"` // kind incident only
 }
 
@@ -309,12 +310,33 @@ func (s State) Incidents() ([]IncidentSummary, error) {
 			continue
 		}
 		m := entries[0].Meta
-		sum := IncidentSummary{ID: m.ID, Started: m.Started, By: m.By, Cluster: m.Cluster, Runbook: m.Runbook, DryRun: m.DryRun, Standalone: standalone(*m), Path: path}
+		sum := IncidentSummary{ID: m.ID, Started: m.Started, By: m.By, Cluster: m.Cluster, Runbook: followedRunbook(*m, entries), DryRun: m.DryRun, Standalone: standalone(*m), Path: path}
 		sum.LastStep, sum.State = incidentState(entries)
 		out = append(out, sum)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out, nil
+}
+
+// followedRunbook is the runbook an incident followed: the one its
+// diagnosis switched it to, or the one it started with.
+func followedRunbook(meta IncidentMeta, entries []Entry) string {
+	rb := meta.Runbook
+	for _, e := range entries {
+		if e.Kind != "end" || e.Action != "diagnose" || e.Outcome != OutcomeOK {
+			continue
+		}
+		var d struct {
+			Decision *struct {
+				Runbook string            `json:"runbook"`
+				Steps   []json.RawMessage `json:"steps"`
+			} `json:"decision"`
+		}
+		if json.Unmarshal(e.Data, &d) == nil && d.Decision != nil && len(d.Decision.Steps) > 0 && d.Decision.Runbook != "" {
+			rb = d.Decision.Runbook
+		}
+	}
+	return rb
 }
 
 // incidentIDOf is the incident a journal path belongs to.
@@ -359,7 +381,7 @@ func CompletedSteps(entries []Entry) map[string]bool {
 // finished tells whether an incident in this state has nothing left to
 // resume: it completed, or its diagnosis stopped it before any change.
 func finished(state string) bool {
-	return state == "completed" || state == "nothing-to-do" || state == "stopped"
+	return state == "completed" || state == "nothing-to-do" || state == "stopped" || state == "reverted"
 }
 
 // resumable is the newest incident that started a step and did not

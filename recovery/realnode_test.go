@@ -88,11 +88,11 @@ func TestDisableOverListFormFlag(t *testing.T) {
 		return p.Running && talostest.FlagHas(p.Config, "disable-admission-plugins", "DefaultStorageClass")
 	})
 
-	p, err := PlanDisable(t.Context(), tc, st, AdmissionOptions{Wait: true, WaitTimeout: 30 * time.Second})
+	p, err := planDisable(t.Context(), tc, st, AdmissionOptions{Wait: true, WaitTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Execute(t.Context(), tc, tc, st); err != nil {
+	if err := p.execute(t.Context(), tc, tc, st); err != nil {
 		t.Fatalf("disable over a list value: %v", err)
 	}
 	pod, err := tc.ReadAPIServerPod(t.Context(), n.IP)
@@ -124,7 +124,7 @@ func TestPendingTryChange(t *testing.T) {
 	if _, err := tc.Apply(t.Context(), n.IP, talos.ApplyRequest{Config: theirs, Mode: talos.Try, TryTimeout: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := PlanDisable(t.Context(), tc, st, AdmissionOptions{})
+	p, err := planDisable(t.Context(), tc, st, AdmissionOptions{})
 	if err == nil || !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "someone's TRY change is pending") {
 		t.Fatalf("plan over a pending TRY change: %v, want a conflict naming it", err)
 	}
@@ -134,7 +134,7 @@ func TestPendingTryChange(t *testing.T) {
 	if pending, _ := n.RollbackPending(); !pending {
 		t.Fatal("planning cancelled the pending TRY rollback")
 	}
-	p, err = PlanDisable(t.Context(), tc, st, AdmissionOptions{AllowPendingChange: true})
+	p, err = planDisable(t.Context(), tc, st, AdmissionOptions{AllowPendingChange: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +155,12 @@ func TestWaitIgnoresRestartOfOldPod(t *testing.T) {
 	c, tc, st := realNodes(t, 1, kubelet, nil)
 	n := c.Nodes[0]
 	n.RefreshPodStatus()
-	p, err := PlanDisable(t.Context(), tc, st, AdmissionOptions{Wait: true, WaitTimeout: time.Minute})
+	p, err := planDisable(t.Context(), tc, st, AdmissionOptions{Wait: true, WaitTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.Execute(t.Context(), tc, tc, st) }()
+	go func() { done <- p.execute(t.Context(), tc, tc, st) }()
 
 	rendered := func() bool {
 		r, _ := n.Rendered()
@@ -220,7 +220,7 @@ func TestEtcdUnhealthyNodeNamedBeforeApply(t *testing.T) {
 	c, tc, st := realNodes(t, 2, fast, nil)
 	c.Nodes[1].SetEtcdHealthy(false)
 	before := c.Nodes[1].RunningConfig()
-	p, err := PlanDisable(t.Context(), tc, st, AdmissionOptions{})
+	p, err := planDisable(t.Context(), tc, st, AdmissionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,12 +296,12 @@ func TestWaitIgnoresPodStartedBeforeTheChange(t *testing.T) {
 	// breakglass's change comes in a later second than the intermediate pod's start
 	time.Sleep(time.Until(intermediate.StartTime.Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
 
-	p, err := PlanDisable(t.Context(), tc, st, AdmissionOptions{Wait: true, WaitTimeout: time.Minute})
+	p, err := planDisable(t.Context(), tc, st, AdmissionOptions{Wait: true, WaitTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.Execute(t.Context(), tc, tc, st) }()
+	go func() { done <- p.execute(t.Context(), tc, tc, st) }()
 	for r, _ := n.Rendered(); r == nil || !talostest.FlagHas(*r, "disable-admission-plugins", "ValidatingAdmissionWebhook"); r, _ = n.Rendered() {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -341,8 +341,8 @@ func TestWaitSeesTheNewPodWithoutTheStatus(t *testing.T) {
 		plan     func() (*AdmissionPlan, error)
 		disabled bool
 	}{
-		{"disable", func() (*AdmissionPlan, error) { return PlanDisable(t.Context(), tc, st, opts) }, true},
-		{"restore", func() (*AdmissionPlan, error) { return PlanRestore(t.Context(), tc, st, opts) }, false},
+		{"disable", func() (*AdmissionPlan, error) { return planDisable(t.Context(), tc, st, opts) }, true},
+		{"restore", func() (*AdmissionPlan, error) { return planRestore(t.Context(), tc, st, opts) }, false},
 	} {
 		before := n.Pod()
 		p, err := step.plan()
@@ -350,7 +350,7 @@ func TestWaitSeesTheNewPodWithoutTheStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
-		go func() { done <- p.Execute(t.Context(), tc, tc, st) }()
+		go func() { done <- p.execute(t.Context(), tc, tc, st) }()
 		for r, _ := n.Rendered(); r == nil || talostest.FlagHas(*r, "disable-admission-plugins", "ValidatingAdmissionWebhook") != step.disabled; r, _ = n.Rendered() {
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -7,82 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
-
-// RecoverOptions are what the operator asked for; they are stored in the
-// incident record so that a resume continues the same way.
-type RecoverOptions struct {
-	Runbook      string `json:"runbook"`
-	Steps        []Step `json:"steps"` // the runbook's, with the command line's overrides
-	KeepDisabled bool   `json:"keepDisabled,omitempty"`
-	// AllowPendingChange: apply even over someone else's pending TRY or STAGED change.
-	AllowPendingChange bool `json:"allowPendingChange,omitempty"`
-	// PluginsExplicit, RunbookExplicit: --plugins or --runbook was given;
-	// otherwise the diagnosis decides (see Decision).
-	PluginsExplicit bool `json:"pluginsExplicit,omitempty"`
-	RunbookExplicit bool `json:"runbookExplicit,omitempty"`
-	// Delete names admission objects to remove (recover --delete), of any
-	// kind unless DeleteKind says; they are resolved in etcd during
-	// preflight, before anything changes.
-	Delete     []string `json:"delete,omitempty"`
-	DeleteKind string   `json:"deleteKind,omitempty"`
-	// NoWait, WaitTimeout: after an admission change, whether and how long
-	// to wait for kube-apiserver to run with the new flags.
-	NoWait      bool     `json:"noWait,omitempty"`
-	WaitTimeout Duration `json:"waitTimeout,omitempty"`
-	// Plugins: restore without a record removes just these.
-	Plugins []string `json:"plugins,omitempty"`
-	// BackupDir, Snapshot (etcd delete), ForceCluster (etcd restore): the
-	// standalone etcd changes' options.
-	BackupDir    string      `json:"backupDir,omitempty"`
-	Snapshot     bool        `json:"snapshot,omitempty"`
-	ForceCluster bool        `json:"forceCluster,omitempty"`
-	DryRun       bool        `json:"dryRun,omitempty"` // chosen by the run's Effects
-	Etcd         EtcdOptions `json:"etcd"`
-	ToolVersion  string      `json:"toolVersion"`
-	Command      string      `json:"command"` // recover, resume, revert: for the lock and the journal
-	// CommandLine is the command as typed, without --dry-run: what a dry
-	// run says to run for real.
-	CommandLine string `json:"commandLine,omitempty"`
-}
-
-// StepResult is the outcome of one step.
-type StepResult struct {
-	Name    string   `json:"name"`
-	Action  string   `json:"action"`
-	Outcome string   `json:"outcome"`
-	Message string   `json:"message,omitempty"`
-	Elapsed Duration `json:"elapsed"`
-	// Result is what the step did, typed by its action (for example
-	// *AdmissionResult): the command that ran one step renders it.
-	Result Result `json:"-"`
-}
-
-// RecoverResult is the whole run.
-type RecoverResult struct {
-	Incident string `json:"incident"`
-	// Journal is the journal file this run wrote; "" when it wrote none (a
-	// dry run of an existing incident).
-	Journal string       `json:"journal"`
-	DryRun  bool         `json:"dryRun"`
-	Steps   []StepResult `json:"steps"`
-	Outcome string       `json:"outcome"` // completed, nothing-to-do, stopped, partial, failed, aborted
-	// Decision is the plan the diagnosis fixed (plugins and why).
-	Decision *Decision `json:"decision,omitempty"`
-	// Undone lists what the operator asked for and the run could not do,
-	// each with the command that finishes it.
-	Undone []string `json:"undone,omitempty"`
-	// LeftBehind names the incident's nodes the operator said are gone
-	// (--nodes-gone), and what of them the state directory still holds.
-	LeftBehind []string `json:"leftBehind,omitempty"`
-	Elapsed    Duration `json:"elapsed"`
-	Next       []string `json:"next,omitempty"` // the commands to run next
-}
 
 // Recover runs a guided recovery: each step says what it will do and why,
 // asks before changing anything, and is journaled before and after.
@@ -186,8 +118,6 @@ func Resume(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 	}
 	opts.DryRun = fx.DryRun()
 	r := newRun(tc, st, fx, ui, opts, j, entries)
-	r.decision = decisionFrom(entries)
-	r.followDecision()
 	if err := r.bind(ctx, o, "resume"); err != nil {
 		r.close(ctx)
 		j.Close()
@@ -200,28 +130,19 @@ func Resume(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 	return r.execute(ctx)
 }
 
-// Revert undoes what an incident changed, on the nodes it recorded: it
-// puts the admission plugins back as recorded and, with o.Objects,
-// restores every object the incident removed from etcd from its verified
-// backup (create-only: an object someone re-created meanwhile is left
-// alone and reported).
+// Revert undoes what an incident changed, on the nodes it recorded: each
+// change its apply records say revert can undo (the admission plugins and
+// the flags put back exactly as recorded, a colleague's later edit kept;
+// with o.Objects, every object the incident removed from etcd restored from
+// its verified backup, create-only). What nothing can undo is said, with
+// what stands instead; a revert that can undo nothing is refused, and one
+// that leaves something not undone does not close the incident.
 func Revert(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, o IncidentOptions) (*RecoverResult, error) {
 	j, entries, err := st.openFor(o.ID, fx)
 	if err != nil {
 		return nil, err
 	}
 	meta := j.Meta()
-	if meta.Runbook == standaloneLockBreak {
-		j.Close()
-		return nil, failure.Input("see it with: breakglass journal show "+j.ID, "incident %s is a standalone lock break: there is nothing to revert", j.ID)
-	}
-	steps := []Step{{Name: "revert-admission", Params: &runbooks.AdmissionRestoreParams{}, Confirm: true,
-		Description: "Put disable-admission-plugins and enable-admission-plugins back to the values recorded before the incident."}}
-	steps = append(steps, flagsRevertSteps(entries)...)
-	if o.Objects {
-		steps = append(steps, Step{Name: "revert-objects", Params: &EtcdRestoreParams{}, Confirm: true,
-			Description: "Put back the objects this incident removed from etcd, from their verified backups, only where absent."})
-	}
 	etcdOpts := o.Etcd
 	if etcdOpts.defaultConnection() {
 		// Reach etcd (the lock, removed objects) the way the incident did
@@ -231,7 +152,7 @@ func Revert(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 			etcdOpts.Endpoints, etcdOpts.CACert, etcdOpts.Cert, etcdOpts.Key = orig.Etcd.Endpoints, orig.Etcd.CACert, orig.Etcd.Cert, orig.Etcd.Key
 		}
 	}
-	opts := RecoverOptions{Runbook: "revert", Steps: steps, DryRun: fx.DryRun(), Etcd: etcdOpts, ToolVersion: o.ToolVersion, Command: "revert"}
+	opts := RecoverOptions{Runbook: "revert", DryRun: fx.DryRun(), Etcd: etcdOpts, ToolVersion: o.ToolVersion, Command: "revert"}
 	r := newRun(tc, st, fx, ui, opts, j, entries)
 	r.done = map[string]bool{} // a revert runs its steps again each time
 	if err := r.bind(ctx, o, "revert"); err != nil {
@@ -239,14 +160,59 @@ func Revert(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 		j.Close()
 		return nil, err
 	}
+	undos := r.undos()
+	for _, s := range undoSteps {
+		if slices.ContainsFunc(undos, func(u Undo) bool { return u.By == s.Params.Action() && (u.Asked == "" || o.Objects) }) {
+			r.opts.Steps = append(r.opts.Steps, s)
+		}
+	}
+	if len(r.opts.Steps) == 0 {
+		r.close(ctx)
+		j.Close()
+		return nil, nothingToRevert(meta, entries, undos, o.Objects)
+	}
 	r.opts.CommandLine = r.target.Cmd("revert " + j.ID)
 	if o.Objects {
 		r.opts.CommandLine += " --objects"
+	}
+	for _, u := range r.notUndone() {
+		r.warn("revert leaves this as it is: " + u.String())
 	}
 	if err := j.Append(Entry{Kind: "note", Message: fmt.Sprintf("revert started by %s", whoami())}); err != nil {
 		return nil, err
 	}
 	return r.execute(ctx)
+}
+
+// undoSteps are the steps a revert runs, in this order, each for the
+// changes its action undoes.
+var undoSteps = []Step{
+	{Name: "revert-admission", Params: &runbooks.AdmissionRestoreParams{}, Confirm: true,
+		Description: "Put disable-admission-plugins and enable-admission-plugins back to the values recorded before the incident."},
+	{Name: "revert-flags", Params: &ExtraArgsRestoreParams{}, Confirm: true,
+		Description: "Put back into cluster.apiServer.extraArgs the flags this incident took out, into today's values (kube-apiserver refused them: it will crash-loop again)."},
+	{Name: "revert-objects", Params: &EtcdRestoreParams{}, Confirm: true,
+		Description: "Put back the objects this incident removed from etcd, from their verified backups, only where absent."},
+}
+
+// nothingToRevert refuses a revert of an incident that changed nothing
+// revert can undo, saying what it changed and what to do instead.
+func nothingToRevert(meta IncidentMeta, entries []Entry, undos []Undo, objects bool) error {
+	t := Target{Context: meta.Context}
+	var hints, said []string
+	for _, u := range undos {
+		if u.Asked != "" && !objects {
+			hints = append(hints, "undo it: "+t.Cmd("revert "+meta.ID)+" "+u.Asked)
+		}
+		said = append(said, u.String())
+	}
+	if _, state := incidentState(entries); !finished(state) {
+		hints = append(hints, "continue it instead: "+t.Cmd("resume "+meta.ID))
+	}
+	if len(said) == 0 {
+		return failure.Hinted(failure.Input("", "incident %s changed nothing: there is nothing to revert", meta.ID), hints...)
+	}
+	return failure.Hinted(failure.Input("", "incident %s changed nothing revert can undo, nothing was changed: %s", meta.ID, strings.Join(said, "; ")), hints...)
 }
 
 func orDuration(d, def time.Duration) time.Duration {

@@ -88,22 +88,3 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 	}
 	return found, nil
 }
-
-// finishCommand is the command that does what a failed requested step
-// left undone.
-func (r *run) finishCommand(s Step, err error) string {
-	if p, ok := s.Params.(*runbooks.EtcdDeleteParams); ok {
-		return fmt.Sprintf("step %s failed (%s); finish it with: %s", s.Name, shortErr(err), r.target.NodesCmd("etcd delete --kind "+orDefault(p.Kind, "all")+" "+strings.Join(p.Names, " ")))
-	}
-	return fmt.Sprintf("step %s failed (%s); run it again with: %s", s.Name, shortErr(err), r.target.Cmd("resume "+r.journal.ID))
-}
-
-// undoneError is a run that did everything but something the operator
-// asked for: a partial failure.
-type undoneError struct{ undone []string }
-
-func (e *undoneError) Error() string {
-	return "the recovery completed, but not everything asked for was done:\n" + strings.Join(e.undone, "\n")
-}
-
-func (e *undoneError) Unwrap() error { return ErrPartial }

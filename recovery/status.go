@@ -2,7 +2,6 @@ package recovery
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
@@ -39,26 +38,14 @@ func AdmissionStatus(ctx context.Context, tc *talos.Client, st State, now time.T
 	if len(nodes) == 0 {
 		return nil, failure.Input("name the control-plane nodes with -n NODE[,NODE...]", "no target nodes: the talosconfig context names none")
 	}
-	out := make([]NodeAdmission, len(nodes))
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, node := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i], errs[i] = nodeAdmission(ctx, tc, st, node, now)
-			if errs[i] != nil {
-				out[i].Error = errs[i].Error()
-			}
-		}()
-	}
-	wg.Wait()
-	var failed []error
-	for _, e := range errs {
-		if e != nil {
-			failed = append(failed, e)
+	out, errs := talos.EachNode(nodes, func(node string) (NodeAdmission, error) {
+		n, err := nodeAdmission(ctx, tc, st, node, now)
+		if err != nil {
+			n.Error = err.Error()
 		}
-	}
+		return n, err
+	})
+	failed := talos.Failed(errs)
 	return out, failures(failed, len(nodes)-len(failed))
 }
 

@@ -1,7 +1,7 @@
 package recovery
 
 // The steps that change the nodes' admission plugins: disable and restore,
-// each planned by PlanDisable or PlanRestore (admission.go) and applied by
+// each planned by planDisable or planRestore (admission.go) and applied by
 // the loop.
 
 import (
@@ -11,6 +11,11 @@ import (
 
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
+
+func init() {
+	register((*run).disable)
+	register((*run).restore)
+}
 
 // AdmissionResult is a disable or restore step: the plan, as executed.
 type AdmissionResult struct {
@@ -24,10 +29,10 @@ func (a *AdmissionResult) JournalData() any { return a.Plan.JournalData() }
 func (r *run) disable(ctx context.Context, _ Step, p *runbooks.AdmissionDisableParams) (*Plan, error) {
 	opts := r.admissionOptions()
 	opts.Plugins, opts.RevertAfter = p.Plugins, p.RevertAfter.Std()
-	if r.decision != nil {
-		opts.Plugins = r.decision.Plugins // what the diagnosis fixed before the first change
+	if d := r.decision(); d != nil && len(d.Plugins) > 0 {
+		opts.Plugins = d.Plugins // what the diagnosis fixed before the first change
 	}
-	plan, err := PlanDisable(ctx, r.tc, r.st, opts)
+	plan, err := planDisable(ctx, r.tc, r.st, opts)
 	if plan == nil {
 		return nil, err
 	}
@@ -38,13 +43,13 @@ func (r *run) restore(ctx context.Context, _ Step, _ *runbooks.AdmissionRestoreP
 	if r.opts.KeepDisabled {
 		return nil, skip("--keep-disabled: the plugins stay disabled; restore later with: %s", r.target.NodesCmd("admission restore"))
 	}
-	if r.rehearsed[runbooks.ActionAdmissionDisable] {
+	if r.planned[runbooks.ActionAdmissionDisable] {
 		// This dry run's disable recorded nothing: there is no record to plan from.
 		return nil, skip("dry run: the disable above was planned, not applied, so nothing is recorded to put back yet; a real run puts back on every node the values its disable records")
 	}
 	opts := r.admissionOptions()
 	opts.Plugins = r.opts.Plugins // without a record: remove just these
-	plan, err := PlanRestore(ctx, r.tc, r.st, opts)
+	plan, err := planRestore(ctx, r.tc, r.st, opts)
 	if plan == nil {
 		return nil, err
 	}
@@ -83,7 +88,7 @@ func (r *run) admissionPlan(p *AdmissionPlan, planErr error, drop func() error) 
 	// recovery stops here. A standalone change does the other nodes and
 	// ends as a partial failure naming it.
 	unplanned := p.PlanErr()
-	if unplanned != nil && !r.standalone() {
+	if unplanned != nil && !r.opts.standalone() {
 		return plan, unplanned
 	}
 	plan.Partial = unplanned
@@ -91,11 +96,13 @@ func (r *run) admissionPlan(p *AdmissionPlan, planErr error, drop func() error) 
 		res.said = said("nothing to change: " + p.Nodes[0].Reason)
 		if drop != nil {
 			plan.Change, plan.DryRun = true, "the leftover records of restores that took effect would be removed"
+			plan.Undo = nothingToUndo("remove breakglass's leftover records", "the configs are already what they were")
 			plan.Apply = func(context.Context) (Result, error) { return res, drop() }
 		}
 		return plan, nil
 	}
 	plan.Change = true
+	plan.Undo = admissionUndo(p)
 	plan.Ask = []Question{{Text: fmt.Sprintf("%s on %d node(s)?", p.Operation, p.CountChanges())}}
 	plan.DryRun = "the nodes validated the change; nothing was applied"
 	plan.Apply = func(ctx context.Context) (Result, error) {
@@ -104,11 +111,20 @@ func (r *run) admissionPlan(p *AdmissionPlan, planErr error, drop func() error) 
 				return res, err
 			}
 		}
-		if err := p.Execute(ctx, r.fx.Nodes, r.tc, r.st); err != nil {
+		if err := p.execute(ctx, r.fx.Nodes, r.tc, r.st); err != nil {
 			return res, err
 		}
 		res.said = said(fmt.Sprintf("%s applied on %d node(s); kube-apiserver runs with disable-admission-plugins=%s", p.Operation, p.CountChanges(), ListOrNone(p.Nodes[0].DisabledAfter)))
 		return res, nil
 	}
 	return plan, nil
+}
+
+// admissionUndo is what can be done about a disable or restore: a disable
+// is undone by a restore; a restore puts back what a disable changed.
+func admissionUndo(p *AdmissionPlan) *Undo {
+	if p.Operation == "disable" {
+		return undoneBy(runbooks.ActionAdmissionRestore, fmt.Sprintf("disable %s on %d node(s)", ListOrNone(p.opts.Plugins), p.CountChanges()))
+	}
+	return nothingToUndo("put the admission plugins back", "it undoes a disable")
 }

@@ -3,26 +3,22 @@ package recovery
 import (
 	"context"
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
-// DiagnoseResult is the verdict, the culprits and the plan it fixed.
-type DiagnoseResult struct {
-	said
-	Verdict  string    `json:"verdict"`
-	Summary  string    `json:"summary,omitempty"`
-	Culprits any       `json:"culprits"`
-	Decision *Decision `json:"decision,omitempty"`
-}
+func init() { register((*run).diagnose) }
+
+// decided is the plan the diagnosis fixed: the loop follows it.
+func (d *DiagnoseResult) decided() *Decision { return d.Decision }
 
 // diagnose looks, changing nothing, and names the culprit: readiness,
 // restarts, log signatures, and the admission objects in etcd. What it
 // finds fixes the plan (Decision) before the first change.
-func (r *run) diagnose(ctx context.Context, _ Step, p *runbooks.DiagnoseParams) (*Plan, error) {
+func (r *run) diagnose(ctx context.Context, s Step, p *runbooks.DiagnoseParams) (*Plan, error) {
 	opts := diagnose.Options{Tail: p.TailLines, Health: ReadyzForDiagnose(r.tc)}
 	ec, err := r.etcd(ctx)
 	if err != nil {
@@ -41,20 +37,15 @@ func (r *run) diagnose(ctx context.Context, _ Step, p *runbooks.DiagnoseParams) 
 	if err != nil {
 		return plan, err
 	}
-	r.decision, res.Decision = d, d
+	res.Decision = d
 	plan.View.Foot = d.Render()
-	fix := "disable " + strings.Join(d.Plugins, ",")
-	switch {
-	case d.Verdict == string(diagnose.EtcdNoSpace):
-		fix = roomPlanText()
-	case len(d.Flags) > 0:
-		fix = d.flagsPlanText()
-	}
 	// The summary is in the view just above and in the result's record.
-	msg := fmt.Sprintf("verdict %s; plan: %s", report.Verdict, fix)
-	if r.followDecision() {
-		// The step count changes with the runbook: say so where it does.
-		msg = fmt.Sprintf("verdict %s; runbook %s from here, %d steps in all; plan: %s", report.Verdict, d.Runbook, len(r.opts.Steps), fix)
+	msg := fmt.Sprintf("verdict %s; plan: %s", report.Verdict, d.planText())
+	if len(d.Steps) > 0 {
+		// The loop follows the type's runbook from here, and the step count
+		// changes with it: say so where it does.
+		total := slices.IndexFunc(r.opts.Steps, func(x Step) bool { return x.Name == s.Name }) + 1 + len(stepNames(d.Steps, runbooks.ActionDiagnose))
+		msg = fmt.Sprintf("verdict %s; runbook %s from here, %d steps in all; plan: %s", report.Verdict, d.Runbook, total, d.planText())
 	}
 	res.said = said(msg)
 	return plan, nil

@@ -22,6 +22,21 @@ import (
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
+func init() {
+	register((*run).snapshot)
+	register((*run).deleteObjects)
+	register((*run).restoreObjects)
+}
+
+// EtcdRestoreParams: etcd.restore puts back, create-only, the objects of
+// backup files: those named (etcd restore FILE), or every backup the
+// incident wrote (revert --objects).
+type EtcdRestoreParams struct {
+	Backups []string `json:"backups,omitempty"`
+}
+
+func (*EtcdRestoreParams) Action() runbooks.Action { return ActionEtcdRestore }
+
 // SnapshotResult is a verified full etcd snapshot.
 type SnapshotResult struct {
 	said
@@ -111,6 +126,18 @@ func fault(point string) {
 // checked against the live etcd (the guard, the backup destination)
 // before anything is asked.
 func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteParams) (*Plan, error) {
+	plan, err := r.planDelete(ctx, s, p)
+	if s.Requested {
+		// Asked for by name: if it fails, the operator finishes it alone.
+		if plan == nil {
+			plan = &Plan{}
+		}
+		plan.Finish = r.target.NodesCmd("etcd delete --kind " + orDefault(p.Kind, "all") + " " + strings.Join(p.Names, " "))
+	}
+	return plan, err
+}
+
+func (r *run) planDelete(ctx context.Context, s Step, p *runbooks.EtcdDeleteParams) (*Plan, error) {
 	names := p.Names
 	if len(names) == 0 {
 		return nil, skip("no object named to remove (--delete NAME): with its bootstrap objects created, the API server can start with webhooks back on")
@@ -149,6 +176,8 @@ func (r *run) deleteObjects(ctx context.Context, s Step, p *runbooks.EtcdDeleteP
 	}
 	res.Deleted = dry.Deleted
 	plan.Change, plan.DryRun = true, "would back up and remove "+safeJoin(dry.Deleted)
+	plan.Undo = undoneBy(ActionEtcdRestore, "remove "+safeJoin(dry.Deleted)+" from etcd")
+	plan.Undo.Asked = "--objects"
 	for _, o := range del.Objects {
 		plan.Ask = append(plan.Ask, Question{Text: fmt.Sprintf("This deletes %s %s from etcd (backup first).", o.Kind, termsafe.String(o.Name)), Word: o.Name})
 	}
@@ -326,6 +355,7 @@ func (r *run) restoreObjects(ctx context.Context, _ Step, p *EtcdRestoreParams) 
 		would = append(would, k+": "+string(etcd.WouldRestore))
 	}
 	plan.Change, plan.DryRun = true, strings.Join(append(would, parts...), "; ")
+	plan.Undo = nothingToUndo(fmt.Sprintf("put back %d key(s) from their backup", len(keys)), "it only creates keys that were absent")
 	plan.Ask = []Question{{Text: fmt.Sprintf("Restore %d key(s) into etcd?", len(keys))}}
 	plan.Apply = func(ctx context.Context) (Result, error) {
 		for _, t := range pending {

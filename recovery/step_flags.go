@@ -7,6 +7,7 @@ package recovery
 // nodes' TRY dry run); the loop shows, confirms, journals and applies.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,18 @@ import (
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/configedit"
 )
+
+func init() {
+	register((*run).removeFlags)
+	register((*run).restoreFlags)
+}
+
+// ExtraArgsRestoreParams: extraargs.restore puts back into
+// cluster.apiServer.extraArgs what the incident's extraargs.remove steps
+// took out, as their apply records keep it (revert).
+type ExtraArgsRestoreParams struct{}
+
+func (*ExtraArgsRestoreParams) Action() runbooks.Action { return ActionExtraArgsRestore }
 
 // FlagEdit is one node's edit of cluster.apiServer.extraArgs, as the apply
 // record keeps it: the config's hashes and the old values, never the
@@ -49,6 +62,16 @@ type FlagsResult struct {
 	Stays string `json:"stays,omitempty"`
 }
 
+// JournalData keeps the edits and, per node, what was done (applied, not
+// applied when interrupted, failed): the timeline says each change.
+func (f *FlagsResult) JournalData() any {
+	return struct {
+		Edits []FlagEdit `json:"edits"`
+		Stays string     `json:"stays,omitempty"`
+		Nodes any        `json:"nodes,omitempty"`
+	}{f.Edits, f.Stays, f.Plan.JournalData()}
+}
+
 // flagsStay is what the summary says of an extraargs.remove that worked.
 const flagsStay = "this edit is meant to stay: make the same change where the machine configs come from " +
 	"(the Omni cluster template or config patch, talhelper's talconfig.yaml, the Terraform talos_machine_configuration " +
@@ -56,8 +79,8 @@ const flagsStay = "this edit is meant to stay: make the same change where the ma
 
 func (r *run) removeFlags(ctx context.Context, s Step, p *runbooks.ExtraArgsRemoveParams) (*Plan, error) {
 	flags := p.Flags
-	if len(flags) == 0 && r.decision != nil {
-		flags = r.decision.Flags
+	if d := r.decision(); len(flags) == 0 && d != nil {
+		flags = d.Flags
 	}
 	if len(flags) == 0 {
 		return nil, failure.Input("run it after a diagnose step, or name them: with: {flags: [feature-gates:NAME=VALUE, KEY]}",
@@ -117,24 +140,25 @@ func (r *run) restoreFlags(ctx context.Context, _ Step, _ *ExtraArgsRestoreParam
 			n.Action, n.Reason = "none", "this incident did not change this node's flags"
 			return nil
 		}
-		if cfg.Hash() == mine[0].ConfigHashBefore {
-			n.Action, n.Reason, n.ByteExact = "none", "the config is already what it was before the incident", true
-			return nil
-		}
 		out := cfg.Bytes
 		var changes []configedit.ArgChange
+		var kept []string
 		for i := len(mine) - 1; i >= 0; i-- { // newest first, back to the oldest
-			var err error
-			if out, err = configedit.RestoreArgs(out, mine[i].Record); err != nil {
+			pb, err := configedit.PutBackArgs(out, mine[i].Record, mine[i].Changes)
+			if err != nil {
 				return err
 			}
-			changes = append(changes, mine[i].Changes...)
+			out, changes, kept = pb.Config, append(changes, pb.Changes...), append(kept, pb.Kept...)
+		}
+		n.ByteExact = talos.HashConfig(out) == mine[0].ConfigHashBefore
+		if bytes.Equal(out, cfg.Bytes) {
+			n.Action, n.Reason = "none", "the flags this incident took out are back already"
+			return nil
 		}
 		n.Action, n.newConfig = "restore-flags", out
 		n.ConfigHashAfter = talos.HashConfig(out)
-		n.ByteExact = n.ConfigHashAfter == mine[0].ConfigHashBefore
-		if cfg.Hash() != mine[len(mine)-1].ConfigHashAfter {
-			n.Reason = "the config changed since the flags were taken out; those changes are kept"
+		for _, k := range kept {
+			n.Unknowns = append(n.Unknowns, "kept as it is today: "+k)
 		}
 		mu.Lock()
 		edits[n.Node] = FlagEdit{Node: n.Node, ConfigHashBefore: n.ConfigHashBefore, ConfigHashAfter: n.ConfigHashAfter, Changes: changes}
@@ -181,11 +205,16 @@ func (r *run) flagsPlan(p *AdmissionPlan, planErr error, edits map[string]FlagEd
 	plan.Change = true
 	plan.Ask = []Question{{Text: fmt.Sprintf("%s on %d node(s)?", verb, p.CountChanges())}}
 	plan.DryRun = "the nodes validated the change; nothing was applied"
+	plan.Undo = nothingToUndo("put back the flags this incident took out", "it undoes the removal")
 	if remove {
 		plan.Record = flagEdits{Edits: res.Edits}
+		plan.Undo = undoneBy(ActionExtraArgsRestore, "take "+describeRemoved(edits)+" out of cluster.apiServer.extraArgs")
 	}
 	plan.Apply = func(ctx context.Context) (Result, error) {
-		failed := p.eachChange(func(n *NodeChange) error { return r.applyFlagsNode(ctx, n, edits[n.Node], remove) })
+		failed, stop := p.eachChange(ctx, func(n *NodeChange) error { return r.applyFlagsNode(ctx, n, edits[n.Node], remove) })
+		if stop != nil {
+			return res, stop
+		}
 		if err := failures(failed, len(p.Nodes)-len(failed)); err != nil {
 			return res, err
 		}
@@ -193,7 +222,7 @@ func (r *run) flagsPlan(p *AdmissionPlan, planErr error, edits map[string]FlagEd
 			res.Stays = flagsStay
 			res.said = said(fmt.Sprintf("took %s out of cluster.apiServer.extraArgs on %d node(s); %s", describeRemoved(edits), p.CountChanges(), flagsStay))
 		} else {
-			res.said = said(fmt.Sprintf("put %s back into cluster.apiServer.extraArgs on %d node(s)%s", describeRemoved(edits), p.CountChanges(), byteExactNote(p)))
+			res.said = said(fmt.Sprintf("put %s back into cluster.apiServer.extraArgs on %d node(s)%s; kube-apiserver refused them, so expect it to crash-loop again (breakglass diagnose says; breakglass recover takes them out again)", describeRemoved(edits), p.CountChanges(), byteExactNote(p)))
 		}
 		return res, nil
 	}
@@ -362,8 +391,12 @@ func nodeFlagsPlan(n *NodeChange, e FlagEdit, remove bool) string {
 	if n.Action == "none" {
 		fmt.Fprintf(&b, "    nothing to do: %s\n", n.Reason)
 	}
+	direction := "takes out"
+	if !remove {
+		direction = "puts back"
+	}
 	for _, c := range e.Changes {
-		fmt.Fprintf(&b, "    %s: %s -> %s\n", c.Key, argText(c.Before), argText(c.After))
+		fmt.Fprintf(&b, "    %s: %s -> %s   (%s %s)\n", c.Key, argText(c.Before), argText(c.After), direction, strings.Join(c.Removed, ", "))
 	}
 	for _, u := range n.Unknowns {
 		fmt.Fprintf(&b, "    note: %s\n", u)

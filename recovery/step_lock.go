@@ -8,7 +8,15 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
+	"github.com/breakglass-dev/breakglass/runbooks"
 )
+
+func init() { register((*run).breakLock) }
+
+// LockBreakParams: lock.break removes the cluster lock (lock break).
+type LockBreakParams struct{}
+
+func (*LockBreakParams) Action() runbooks.Action { return ActionLockBreak }
 
 // LockBreakResult is who held the lock that was broken (or would be).
 type LockBreakResult struct {
@@ -43,6 +51,7 @@ func (r *run) breakLock(ctx context.Context, _ Step, _ *LockBreakParams) (*Plan,
 		plan.View = Text(fmt.Sprintf("The lock is held by %s.\n", HolderText(h)))
 	}
 	plan.Change, plan.DryRun = true, "the lock was not broken"
+	plan.Undo = nothingToUndo("break the cluster lock", "the next run takes it again")
 	plan.Ask = []Question{{Text: "Break it? Only if that run is really gone."}}
 	plan.Apply = func(ctx context.Context) (Result, error) {
 		if _, err := ec.BreakLock(ctx); err != nil {

@@ -9,6 +9,8 @@ import (
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
+func init() { register((*run).preflight) }
+
 // PreflightResult: the nodes answered, are control planes, and the lock.
 type PreflightResult struct {
 	said
@@ -43,11 +45,10 @@ func (r *run) preflight(ctx context.Context, _ Step, _ *runbooks.PreflightParams
 			return nil, talos.NewNodeError(node, "check machine type", fmt.Errorf("%w (machine type %s)", talos.ErrNotControlPlane, facts.MachineType),
 				"target only the control-plane nodes: -n CP1,CP2,CP3")
 		}
-		r.cluster = facts.ClusterName
+		res.Cluster = facts.ClusterName
 		res.Versions = append(res.Versions, node+"="+v)
 		r.progress(node, fmt.Sprintf("Talos %s, control plane of cluster %s, kube-apiserver image %s", v, facts.ClusterName, facts.APIServerImage))
 	}
-	res.Cluster = r.cluster
 	msg := fmt.Sprintf("%d control-plane node(s) reachable, role %s", len(r.tc.Nodes()), r.tc.Role())
 	found, err := r.checkRequestedDeletes(ctx)
 	if err != nil {
@@ -70,7 +71,7 @@ func (r *run) preflight(ctx context.Context, _ Step, _ *runbooks.PreflightParams
 	}
 	res.EtcdClusterID = r.etcdClusterID(ctx)
 	switch {
-	case r.lockDeferred:
+	case r.lock.deferred:
 		res.Lock, res.said = "not taken yet", said(msg+"; cluster lock NOT taken yet (etcd is full: it is taken once etcd takes writes)")
 		return plan, nil
 	case warning != "":

@@ -7,7 +7,6 @@ package recovery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,9 +14,17 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
+
+func init() {
+	register((*run).usage)
+	register((*run).compact)
+	register((*run).defragment)
+	register((*run).disarm)
+}
 
 // UsageResult is what filled etcd, as the journal keeps it for the summary.
 type UsageResult struct {
@@ -59,7 +66,6 @@ func (r *run) usage(ctx context.Context, _ Step, p *runbooks.EtcdUsageParams) (*
 	var detail strings.Builder
 	_ = u.WriteText(&detail, p.Top*4)
 	res.said = said(fmt.Sprintf("largest: %s; about %s to free", strings.Join(res.Top[:min(2, len(res.Top))], "; "), etcd.FormatBytes(sp.Reclaimable)))
-	r.usageFound = res
 	return &Plan{View: View{Head: head.String(), Detail: detail.String()}, Result: res}, nil
 }
 
@@ -69,7 +75,11 @@ type CompactResult struct {
 	*etcd.CompactResult
 }
 
-// compact drops etcd's history up to the current revision.
+// compact drops etcd's history up to the current revision. It cannot be
+// undone (the snapshot taken before it stands instead), so it is not asked
+// for when it cannot help: when the history is compacted already, or when
+// even with the defragmentation after it etcd stays over its quota (live
+// data: only raising the quota or deleting the source helps).
 func (r *run) compact(ctx context.Context, _ Step, _ *runbooks.EtcdCompactParams) (*Plan, error) {
 	ec, err := r.etcd(ctx)
 	if err != nil {
@@ -79,11 +89,25 @@ func (r *run) compact(ctx context.Context, _ Step, _ *runbooks.EtcdCompactParams
 	if err != nil {
 		return nil, err
 	}
-	view := fmt.Sprintf("Plan: compact etcd's history up to revision %d: every older version of every key is dropped, no live key changes\n", rev)
-	if u := r.usageResult(); u != nil {
+	if before, err := ec.Compact(ctx, rev-1, etcd.DryRunWriter(ec)); err == nil && before.AlreadyCompacted {
+		return nil, skip("etcd's history is compacted up to revision %d already: nothing to compact", rev)
+	}
+	u, known := earlier[*UsageResult](r, runbooks.ActionEtcdUsage)
+	if known && u.Quota > 0 && u.AfterDefrag >= u.Quota {
+		return nil, &NotDeadlockError{Verdict: diagnose.EtcdNoSpace, Summary: fmt.Sprintf("etcd holds %s of live data against its %s quota", etcd.FormatBytes(u.AfterDefrag), etcd.FormatBytes(u.Quota)),
+			Mismatch: fmt.Sprintf("compacting and defragmenting would free about %s, and etcd would stay full: the compaction, which cannot be undone, would not help", etcd.FormatBytes(u.Reclaimable)),
+			Next:     append([]string{quotaAdvice, "or delete what fills it: " + r.target.NodesCmd("etcd usage")}, r.target.Cmd("resume "+r.journal.ID)+"   # once the quota is raised")}
+	}
+	snap := "the verified snapshot taken before it"
+	if s, ok := earlier[*SnapshotResult](r, runbooks.ActionEtcdSnapshot); ok {
+		snap = "the verified snapshot " + s.Path
+	}
+	view := fmt.Sprintf("Plan: compact etcd's history up to revision %d: every older version of every key is dropped, no live key changes; it cannot be undone (%s stands instead)\n", rev, snap)
+	if known {
 		view += fmt.Sprintf("  it frees the history inside the file; with the defragmentation after it, about %s on the fullest member (estimated)\n", etcd.FormatBytes(u.Reclaimable))
 	}
-	plan := &Plan{View: Text(view), Change: true, Ask: []Question{{Text: fmt.Sprintf("compact etcd to revision %d?", rev)}}}
+	plan := &Plan{View: Text(view), Change: true, Ask: []Question{{Text: fmt.Sprintf("compact etcd to revision %d?", rev)}},
+		Undo: irreversible(fmt.Sprintf("compact etcd to revision %d", rev), "the history before revision "+fmt.Sprint(rev), snap)}
 	if r.fx.DryRun() {
 		// The dry-run writer reads at the revision instead of compacting:
 		// etcd says whether it could.
@@ -166,24 +190,25 @@ func (r *run) defragment(ctx context.Context, _ Step, _ *runbooks.EtcdDefragment
 		}
 		fmt.Fprintf(&view, "  %d. %s, member %s%s: database %s\n", i+1, m.Node, m.MemberID, leader, etcd.FormatBytes(m.Before))
 	}
-	if missing := r.membersNotTargeted(ctx, order); len(missing) > 0 {
-		fmt.Fprintf(&view, "WARNING: etcd member(s) %s run on nodes not given with -n: they are not defragmented, and a full one raises NOSPACE again; run with every control plane in -n\n", strings.Join(missing, ", "))
-	}
 	res := &DefragResult{Members: order}
 	plan := &Plan{View: Text(view.String()), Change: true, Result: res,
+		Undo:   nothingToUndo(fmt.Sprintf("defragment %d etcd member(s)", len(order)), "a defragmentation changes no key, only the file's size"),
 		Ask:    []Question{{Text: fmt.Sprintf("defragment %d etcd member(s), one at a time?", len(order))}},
 		DryRun: fmt.Sprintf("would defragment %d member(s) in this order; nothing was defragmented", len(order))}
 	plan.Apply = func(ctx context.Context) (Result, error) {
 		var freed int64
 		for i := range res.Members {
 			m := &res.Members[i]
+			if st, err := r.tc.EtcdStatus(ctx, m.Node); err == nil {
+				m.Before = st.DBSize // now: the compaction may have run since the plan
+			}
 			r.progress(m.Node, fmt.Sprintf("defragmenting member %s (%s): it answers nothing meanwhile", m.MemberID, etcd.FormatBytes(m.Before)))
 			if err := r.tc.EtcdDefragment(ctx, m.Node); err != nil {
-				return res, err
+				return res, defragInterrupted(ctx, res.Members, i, err)
 			}
 			st, err := r.memberAnswers(ctx, m.Node)
 			if err != nil {
-				return res, err
+				return res, defragInterrupted(ctx, res.Members, i+1, err)
 			}
 			m.After = st.DBSize
 			freed += m.Before - m.After
@@ -193,6 +218,23 @@ func (r *run) defragment(ctx context.Context, _ Step, _ *runbooks.EtcdDefragment
 		return res, nil
 	}
 	return plan, nil
+}
+
+// defragInterrupted is err, or when the run was interrupted, what was
+// defragmented and what not: the members before done.
+func defragInterrupted(ctx context.Context, members []DefraggedMember, done int, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	e := &NodesInterrupted{Cause: context.Cause(ctx)}
+	for i, m := range members {
+		if i < done {
+			e.Applied = append(e.Applied, m.Node)
+		} else {
+			e.NotApplied = append(e.NotApplied, m.Node)
+		}
+	}
+	return e
 }
 
 // memberAnswers waits until the node's etcd member answers its status
@@ -214,33 +256,16 @@ func (r *run) memberAnswers(ctx context.Context, node string) (talos.EtcdMemberS
 	}
 }
 
-// membersNotTargeted are the etcd members (by name) on no node of this run.
-func (r *run) membersNotTargeted(ctx context.Context, order []DefraggedMember) []string {
-	members, err := r.tc.EtcdMembers(ctx, order[0].Node)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, m := range members {
-		id := etcd.ID(m.ID).String()
-		if !slices.ContainsFunc(order, func(d DefraggedMember) bool { return d.MemberID == id }) {
-			out = append(out, fmt.Sprintf("%s (%s)", id, m.Hostname))
-		}
-	}
-	return out
-}
-
 // DisarmResult is the alarm disarmed and the write that went through.
 type DisarmResult struct {
 	said
 	Disarm *etcd.DisarmResult `json:"disarm,omitempty"`
 	Probe  *etcd.ProbeResult  `json:"probe,omitempty"`
-	Lock   string             `json:"lock,omitempty"`
 }
 
 // disarm disarms the NOSPACE alarm once no member is full (etcd refuses
-// otherwise, naming them), proves a write goes through, and takes the
-// cluster lock that preflight could not take on a full etcd.
+// otherwise, naming them) and proves a write goes through. The loop then
+// takes the cluster lock that preflight could not take on a full etcd.
 func (r *run) disarm(ctx context.Context, _ Step, _ *runbooks.EtcdDisarmParams) (*Plan, error) {
 	ec, err := r.etcd(ctx)
 	if err != nil {
@@ -264,13 +289,6 @@ func (r *run) disarm(ctx context.Context, _ Step, _ *runbooks.EtcdDisarmParams) 
 			return err
 		}
 		res.Probe = p
-		if r.lockDeferred && r.fx.Lock {
-			if warning, err := r.takeLock(ctx); err != nil {
-				return err
-			} else if warning == "" {
-				res.Lock = "taken"
-			}
-		}
 		return nil
 	}
 	if len(noSpace) == 0 {
@@ -286,6 +304,7 @@ func (r *run) disarm(ctx context.Context, _ Step, _ *runbooks.EtcdDisarmParams) 
 	}
 	view := fmt.Sprintf("Plan: disarm the NOSPACE alarm of member(s) %s, then write and remove a probe key under /breakglass/probe/\n", strings.Join(noSpace, ", "))
 	plan := &Plan{View: Text(view), Change: true, Result: res,
+		Undo:   nothingToUndo("disarm NOSPACE", "etcd raises it again by itself when it fills"),
 		Ask:    []Question{{Text: fmt.Sprintf("disarm NOSPACE on %d member(s)?", len(noSpace))}},
 		DryRun: "nothing was disarmed or written (a real run disarms once the steps before it made room)"}
 	plan.Apply = func(ctx context.Context) (Result, error) {
@@ -297,42 +316,8 @@ func (r *run) disarm(ctx context.Context, _ Step, _ *runbooks.EtcdDisarmParams) 
 		if err := writes(ctx); err != nil {
 			return res, err
 		}
-		msg := d.String() + "; a write goes through"
-		if res.Lock != "" {
-			msg += "; cluster lock taken"
-		}
-		res.said = said(msg)
+		res.said = said(d.String() + "; a write goes through")
 		return res, nil
 	}
 	return plan, nil
-}
-
-// usageResult is what the incident's usage step found (this run's, or an
-// earlier run's journaled one).
-func (r *run) usageResult() *UsageResult {
-	if r.usageFound != nil {
-		return r.usageFound
-	}
-	for _, e := range slices.Backward(r.entries) {
-		if e.Kind == "end" && e.Action == string(runbooks.ActionEtcdUsage) && len(e.Data) > 0 {
-			var u UsageResult
-			if json.Unmarshal(e.Data, &u) == nil {
-				return &u
-			}
-		}
-	}
-	return nil
-}
-
-// roomNext is what a run that gave etcd room says last: what filled it,
-// and how to keep it from filling again (nothing of it done unasked).
-func (r *run) roomNext(runErr error) []string {
-	var out []string
-	if u := r.usageResult(); u != nil && len(u.Top) > 0 {
-		out = append(out, "what filled etcd: "+strings.Join(u.Top, "; ")+": remove the source (an event flood, a controller writing in a loop) or it fills again; the whole report: "+r.target.NodesCmd("etcd usage"))
-	}
-	if runErr == nil && !r.opts.DryRun {
-		out = append(out, "the quota was not raised: to raise it, set cluster.etcd.extraArgs.quota-backend-bytes (e.g. \"4294967296\", 4 GiB; etcd's default is 2 GiB, at most 8 GiB is advised) in every control plane's machine config and where the configs come from; etcd restarts with it")
-	}
-	return out
 }

@@ -21,6 +21,12 @@ import (
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
+func init() {
+	register((*run).waitRecovering)
+	register((*run).waitWebhooks)
+	register((*run).verify)
+}
+
 // HealthResult is what a wait saw last on each node.
 type HealthResult struct {
 	said
@@ -41,7 +47,8 @@ func (r *run) waitRecovering(_ context.Context, _ Step, p *runbooks.APIServerWai
 	timeout := orDuration(p.Timeout.Std(), runbooks.DefaultWait)
 	const ok = "the API server is ready on every node"
 	return &Plan{DryRun: fmt.Sprintf("would wait up to %s for /readyz on every node", timeout), Apply: func(ctx context.Context) (Result, error) {
-		if r.decision == nil {
+		d := r.decision()
+		if d == nil || len(d.Plugins) == 0 {
 			return r.waitReady(ctx, timeout, ok)
 		}
 		wctx, cancel := context.WithCancelCause(ctx)
@@ -55,7 +62,7 @@ func (r *run) waitRecovering(_ context.Context, _ Step, p *runbooks.APIServerWai
 					return
 				case <-t.C:
 				}
-				if err := r.persistingDeadlock(wctx); err != nil {
+				if err := r.persistingDeadlock(wctx, d.Plugins); err != nil {
 					cancel(err)
 					return
 				}
@@ -72,7 +79,7 @@ func (r *run) waitRecovering(_ context.Context, _ Step, p *runbooks.APIServerWai
 // persistingDeadlock reads the logs of the running containers (those of the
 // new pods: the disable step waited for them) and tells whether admission
 // still refuses start-up writes through a plugin the plan left on.
-func (r *run) persistingDeadlock(ctx context.Context) error {
+func (r *run) persistingDeadlock(ctx context.Context, plugins []string) error {
 	ec, err := r.etcd(ctx)
 	if err != nil {
 		ec = nil
@@ -84,7 +91,7 @@ func (r *run) persistingDeadlock(ctx context.Context) error {
 	// Compared with what the rendered pods disable now (the plan's plugins,
 	// plus any an operator turned off since): refusals through plugins that
 	// are off are older lines.
-	off := union(r.decision.Plugins, disabledEverywhere(report.Evidence.Nodes))
+	off := union(plugins, disabledEverywhere(report.Evidence.Nodes))
 	missing := without(report.PluginNames(), off)
 	if len(missing) == 0 {
 		return nil

@@ -27,6 +27,14 @@ func Timeline(entries []Entry) (IncidentMeta, []TimelineRow) {
 		case "begin":
 			open[e.Step] = len(rows)
 			rows = append(rows, TimelineRow{Start: e.Time, Offset: e.Time.Sub(meta.Started), Step: e.Step, Action: e.Action, Outcome: "interrupted", Message: "no end record: the run stopped during this step"})
+		case "apply":
+			if i, ok := open[e.Step]; ok {
+				what := "its change"
+				if e.Undo != nil && e.Undo.What != "" {
+					what = e.Undo.What
+				}
+				rows[i].Message = "no end record: the run stopped while applying " + what + " (it may have been applied)"
+			}
 		case "end":
 			i, ok := open[e.Step]
 			if !ok {
@@ -42,5 +50,6 @@ func Timeline(entries []Entry) (IncidentMeta, []TimelineRow) {
 			}
 		}
 	}
+	meta.Runbook = followedRunbook(meta, entries)
 	return meta, rows
 }

@@ -58,9 +58,6 @@ func diagnoseCommand(s streams) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if c.Int("tail") <= 0 {
-				return failure.Input("e.g. --tail 500", "--tail must be positive")
-			}
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
 			tc, err := connectTalos(ctx, g)

@@ -575,12 +575,12 @@ func TestStringOnly(t *testing.T) {
 }
 
 func TestInvalidPlugins(t *testing.T) {
-	if err := ValidatePlugins([]string{vaw, maw, "ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"}); err != nil {
-		t.Errorf("ValidatePlugins: %v", err)
+	if _, err := validatePlugins([]string{vaw, maw, "ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"}); err != nil {
+		t.Errorf("validatePlugins: %v", err)
 	}
 
-	if err := ValidatePlugins([]string{vaw, "no"}); !errors.Is(err, ErrInvalidPlugin) {
-		t.Errorf("ValidatePlugins: err = %v, want ErrInvalidPlugin", err)
+	if _, err := validatePlugins([]string{vaw, "no"}); !errors.Is(err, ErrInvalidPlugin) {
+		t.Errorf("validatePlugins: err = %v, want ErrInvalidPlugin", err)
 	}
 
 	for _, plugins := range [][]string{

@@ -1,0 +1,102 @@
+package recovery
+
+// Flags the new minor refuses: kube-apiserver exits at once on its own
+// command line (runbook apiserver-flags). The decision is which flags to
+// take out of cluster.apiServer.extraArgs, on every control plane: one left
+// out keeps crash-looping.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+	"github.com/breakglass-dev/breakglass/runbooks"
+	"github.com/breakglass-dev/breakglass/talos/configedit"
+)
+
+func init() {
+	registerType(&IncidentType{
+		Name:     "apiserver-flags",
+		Verdicts: []diagnose.Verdict{diagnose.FlagsRefused},
+		Runbook:  "apiserver-flags",
+		Does:     "takes refused flags out of cluster.apiServer.extraArgs",
+		Fits:     func(steps []Step) bool { return hasAction(steps, runbooks.ActionExtraArgsRemove) },
+		Decide:   decideFlags,
+		Plan: func(d *Decision) string {
+			return "take out of cluster.apiServer.extraArgs: " + strings.Join(d.Flags, ", ")
+		},
+		Scope: ScopeEveryMember,
+		Advice: func(*run, *Decision, error) []string {
+			return []string{flagsStay}
+		},
+	})
+}
+
+// decideFlags: the refused flags the diagnosis names, or those the
+// runbook names itself (with a warning when the diagnosis finds more).
+func decideFlags(d *Decision, report *diagnose.Report, opts RecoverOptions) error {
+	for _, f := range report.Flags {
+		d.Flags = append(d.Flags, flagOf(f))
+		d.Reasons = append(d.Reasons, fmt.Sprintf("%s on %s: kube-apiserver says %q", f.Subject(), strings.Join(f.Nodes, ", "), f.Refusal))
+	}
+	if named := flagsNamed(opts.Steps); len(named) > 0 && len(d.Steps) == 0 {
+		if missing := without(d.Flags, named); len(missing) > 0 {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("the runbook names %s; the diagnosis also finds %s refused: kube-apiserver may stay down", strings.Join(named, ", "), strings.Join(missing, ", ")))
+		}
+		d.Flags = named
+	}
+	if len(d.Flags) == 0 {
+		return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary + " (but none of them can be named for an edit)", Next: report.Next}
+	}
+	return nil
+}
+
+// flagOf is a refused flag as extraargs.remove names it: KEY, or KEY:ITEM.
+// A gate is taken out with its value (the other value may be the one its
+// lock allows); a runtime-config entry by the group version or group
+// kube-apiserver named, with what lies under it.
+func flagOf(f diagnose.RefusedFlag) string {
+	switch {
+	case f.Flag == "feature-gates" && f.Item != "":
+		return f.Flag + ":" + f.Item
+	case f.Name != "":
+		return f.Flag + ":" + f.Name
+	}
+	return f.Flag
+}
+
+// removalsOf turns KEY[:ITEM] flags into configedit removals, key by key.
+func removalsOf(flags []string) ([]configedit.ArgRemoval, error) {
+	var out []configedit.ArgRemoval
+	for _, fl := range flags {
+		key, item, err := runbooks.ParseExtraArgFlag(fl)
+		if err != nil {
+			return nil, failure.Input("name a whole key (cloud-provider) or KEY:ITEM (feature-gates:MultiCIDRServiceAllocator=false)", "%v", err)
+		}
+		i := slices.IndexFunc(out, func(r configedit.ArgRemoval) bool { return r.Key == key })
+		switch {
+		case i < 0 && item == "":
+			out = append(out, configedit.ArgRemoval{Key: key})
+		case i < 0:
+			out = append(out, configedit.ArgRemoval{Key: key, Items: []string{item}})
+		case item == "" || len(out[i].Items) == 0:
+			out[i].Items = nil // the whole key goes anyway
+		default:
+			out[i].Items = append(out[i].Items, item)
+		}
+	}
+	return out, nil
+}
+
+// flagsNamed are the flags the steps' extraargs.remove name themselves.
+func flagsNamed(steps []Step) []string {
+	var out []string
+	for _, s := range steps {
+		if p, ok := s.Params.(*runbooks.ExtraArgsRemoveParams); ok {
+			out = union(out, p.Flags)
+		}
+	}
+	return out
+}
