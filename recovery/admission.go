@@ -124,16 +124,6 @@ func (p *AdmissionPlan) DropRestoredRecords(st State) ([]string, error) {
 	return done, nil
 }
 
-// Cluster is the name of the cluster the plan's nodes belong to.
-func (p *AdmissionPlan) Cluster() string {
-	for _, n := range p.Nodes {
-		if n.Cluster != "" {
-			return n.Cluster
-		}
-	}
-	return ""
-}
-
 // PlanErr is the planning failure of some nodes, if any.
 func (p *AdmissionPlan) PlanErr() error { return failures(p.planErrs, len(p.Nodes)) }
 
@@ -180,4 +170,14 @@ func refuseOnFullEtcd(ctx context.Context, tc *talos.Client, node string) error 
 		}
 	}
 	return nil
+}
+
+// JournalData is what the journal keeps of an executed plan: per node, the
+// action, the config hashes and the outcome (never the config itself).
+func (p *AdmissionPlan) JournalData() any {
+	data := map[string]any{}
+	for _, n := range p.Nodes {
+		data[n.Node] = map[string]any{"action": n.Action, "outcome": n.Outcome, "configHashBefore": n.ConfigHashBefore, "configHashAfter": n.ConfigHashAfter, "disabledAfter": n.DisabledAfter, "error": n.Error}
+	}
+	return data
 }

@@ -35,7 +35,9 @@ func (p *AdmissionPlan) execute(ctx context.Context, apply Applier, tc *talos.Cl
 // (ctx), it returns instead, per node, where the change went through and
 // where not: a node whose config was applied did not fail.
 func (p *AdmissionPlan) eachChange(ctx context.Context, change func(*NodeChange) error) (failed []error, interrupted error) {
-	nodeOf := func(node string) int { return slices.IndexFunc(p.Nodes, func(c *NodeChange) bool { return c.Node == node }) }
+	nodeOf := func(node string) int {
+		return slices.IndexFunc(p.Nodes, func(c *NodeChange) bool { return c.Node == node })
+	}
 	var changing []string
 	for _, n := range p.Nodes {
 		if n.Action != "none" {

@@ -49,6 +49,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
 // Outcomes of a run that are not a step's.
@@ -461,4 +462,23 @@ func (r *run) close(ctx context.Context) {
 	if r.ec != nil {
 		_ = r.ec.Close()
 	}
+}
+
+// undoOf is what an apply record says can be done about its change; a
+// record from before changes said it gets what its action always allowed.
+func undoOf(e Entry) Undo {
+	if e.Undo != nil {
+		return *e.Undo
+	}
+	switch runbooks.Action(e.Action) {
+	case runbooks.ActionAdmissionDisable:
+		return *undoneBy(runbooks.ActionAdmissionRestore, "disable admission plugins")
+	case runbooks.ActionExtraArgsRemove:
+		return *undoneBy(ActionExtraArgsRestore, "take flags out of cluster.apiServer.extraArgs")
+	case runbooks.ActionEtcdDelete:
+		u := undoneBy(ActionEtcdRestore, "remove objects from etcd")
+		u.Asked = "--objects"
+		return *u
+	}
+	return *nothingToUndo(e.Action, "it puts back or checks what an earlier change did")
 }

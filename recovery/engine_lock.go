@@ -21,23 +21,6 @@ import (
 	"github.com/breakglass-dev/breakglass/etcd"
 )
 
-// clusterLock is the cluster lock as the loop checks it before each change
-// (an *etcd.Lock is one).
-type clusterLock interface {
-	// Lost is nil while the lock is known to be held, or says why not.
-	Lost(ctx context.Context) error
-	Release(ctx context.Context) error
-}
-
-// lockState is this run's hold on the cluster lock.
-type lockState struct {
-	held clusterLock
-	// deferred: etcd was full when the lock was to be taken (taking it is
-	// a write): the loop reads it before each change, and takes it as soon
-	// as etcd takes writes again.
-	deferred bool
-}
-
 // lockBeforeSteps takes the cluster lock for a run without a preflight step
 // to take it, and journals the outcome.
 func (r *run) lockBeforeSteps(ctx context.Context) error {
@@ -73,7 +56,7 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 		return "", fmt.Errorf("record this run's process in the incident: %w", err)
 	}
 	r.claimed = true
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		warning = "cannot take the cluster lock, etcd is unreachable (" + shortErr(err) + "): make sure nobody else runs breakglass on this cluster"
 		r.warn(warning)
@@ -133,7 +116,7 @@ func (r *run) lockBeforeChange(ctx context.Context) error {
 
 // takeDeferredLock tries again to take the lock etcd was too full to take.
 func (r *run) takeDeferredLock(ctx context.Context) error {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot read the cluster lock before this change: %w", err)
 	}
@@ -242,7 +225,7 @@ func processStart(pid int) string {
 // cluster lock: a real run would stop at a held or unreadable one. Empty
 // when the lock is free (or etcd cannot be reached: preflight says so).
 func (r *run) dryRunLockNote(ctx context.Context) string {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return ""
 	}

@@ -14,9 +14,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 // OpenIncident reopens an incident's journal to append to it (resume,
@@ -119,7 +121,7 @@ func (r *run) bind(ctx context.Context, o IncidentOptions, verb string) error {
 		}
 	}
 	if want := boundEtcdCluster(r.entries); want != "" {
-		ec, err := r.etcd(ctx)
+		ec, err := r.etcdClient(ctx)
 		if err != nil {
 			r.progress("etcd", "cannot check etcd's cluster ID against the incident's "+want+": "+shortErr(err))
 			return nil
@@ -168,7 +170,7 @@ func boundEtcdCluster(entries []Entry) string {
 // etcdClusterID is the ID of the etcd this run reaches, "" when it cannot
 // be reached.
 func (r *run) etcdClusterID(ctx context.Context) string {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return ""
 	}
@@ -177,4 +179,39 @@ func (r *run) etcdClusterID(ctx context.Context) string {
 		return ""
 	}
 	return info.ClusterID.String()
+}
+
+// clusterName is the cluster's name from the first node's machine config,
+// for the incident record (where it happened); "" when it cannot be read
+// quickly: preflight then says why.
+func clusterName(ctx context.Context, tc *talos.Client) string {
+	nodes := tc.Nodes()
+	if len(nodes) == 0 || !tc.CanApply() {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, facts, err := tc.ReadConfigFacts(ctx, nodes[0])
+	if err != nil {
+		return ""
+	}
+	return facts.ClusterName
+}
+
+// IncidentOptions say which incident a resume or revert works on, and what
+// the command line said of its cluster.
+type IncidentOptions struct {
+	ID string // "" : resume the newest interrupted incident (revert: the newest)
+	// Nodes and Context are -n and --context as given (empty: not given):
+	// they must name the incident's own.
+	Nodes   []string
+	Context string
+	// NodesGone are recorded nodes the operator says are gone for good
+	// (--nodes-gone): left out, and said so.
+	NodesGone []string
+	// Objects (revert): also put back what the incident removed from etcd.
+	Objects bool
+	// Etcd (revert): how to reach etcd; default: as the incident did.
+	Etcd        EtcdOptions
+	ToolVersion string
 }

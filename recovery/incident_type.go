@@ -109,27 +109,6 @@ func typeFitting(steps []Step) *IncidentType {
 	return nil
 }
 
-// Decision is what the diagnosis fixes for the rest of a guided recovery,
-// before its first change. It is journaled with the diagnose step, and a
-// resumed run follows it: a diagnosis made after the change would say
-// healthy and decide nothing.
-type Decision struct {
-	Verdict string `json:"verdict"`
-	// Type is the incident type (IncidentType.Name).
-	Type     string   `json:"type,omitempty"`
-	Plugins  []string `json:"plugins"`
-	Reasons  []string `json:"reasons,omitempty"`  // why the plan is what it is
-	Runbook  string   `json:"runbook,omitempty"`  // the built-in runbook the diagnosis names
-	Warnings []string `json:"warnings,omitempty"` // where the operator's flags go against the diagnosis
-	// Flags are kube-apiserver's own flags to take out of
-	// cluster.apiServer.extraArgs (KEY or KEY:ITEM), for a diagnosis of
-	// flags-refused.
-	Flags []string `json:"flags,omitempty"`
-	// Steps replace the run's steps after diagnose when the run's runbook
-	// is not the type's: the loop follows them.
-	Steps []Step `json:"steps,omitempty"`
-}
-
 // incidentType is the decision's type; a journal from before types were
 // journaled names it by its verdict.
 func (d *Decision) incidentType() *IncidentType {
@@ -279,11 +258,11 @@ func isNotDeadlock(err error) bool {
 // wrongRunbook stops a run whose runbook fixes another failure than the
 // diagnosis's, before any change; the plain recover follows the diagnosis.
 func wrongRunbook(report *diagnose.Report, why string) *NotDeadlockError {
-	next := slices.Clone(report.Next)
+	hints := slices.Clone(report.Next)
 	if report.Runbook != "" {
-		next = append([]string{"breakglass recover   # without --runbook: the diagnosis picks " + report.Runbook}, next...)
+		hints = append([]string{"breakglass recover   # without --runbook: the diagnosis picks " + report.Runbook}, hints...)
 	}
-	return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next, Mismatch: why}
+	return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: hints, Mismatch: why}
 }
 
 // errNothingToRecover ends a run whose diagnosis says kube-apiserver is
@@ -292,15 +271,4 @@ var errNothingToRecover = errors.New("kube-apiserver is ready on every node: not
 
 func hasAction(steps []Step, a runbooks.Action) bool {
 	return slices.ContainsFunc(steps, func(s Step) bool { return s.Params.Action() == a })
-}
-
-// without is a minus b.
-func without(a, b []string) []string {
-	var out []string
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

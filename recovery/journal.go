@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -327,13 +328,13 @@ func followedRunbook(meta IncidentMeta, entries []Entry) string {
 			continue
 		}
 		var d struct {
-			Decision *struct {
+			Decided *struct {
 				Runbook string            `json:"runbook"`
 				Steps   []json.RawMessage `json:"steps"`
 			} `json:"decision"`
 		}
-		if json.Unmarshal(e.Data, &d) == nil && d.Decision != nil && len(d.Decision.Steps) > 0 && d.Decision.Runbook != "" {
-			rb = d.Decision.Runbook
+		if json.Unmarshal(e.Data, &d) == nil && d.Decided != nil && len(d.Decided.Steps) > 0 && d.Decided.Runbook != "" {
+			rb = d.Decided.Runbook
 		}
 	}
 	return rb
@@ -405,12 +406,40 @@ func (s State) resumable() (string, error) {
 	return "", failure.Input("list them with: breakglass journal list", "no interrupted incident to resume in %s", s.incidentsDir())
 }
 
-// JournalData is what the journal keeps of an executed plan: per node, the
-// action, the config hashes and the outcome (never the config itself).
-func (p *AdmissionPlan) JournalData() any {
-	data := map[string]any{}
-	for _, n := range p.Nodes {
-		data[n.Node] = map[string]any{"action": n.Action, "outcome": n.Outcome, "configHashBefore": n.ConfigHashBefore, "configHashAfter": n.ConfigHashAfter, "disabledAfter": n.DisabledAfter}
+// The runbook names standalone changes are journaled under.
+const (
+	standaloneDisable     = "admission disable"
+	standaloneRestore     = "admission restore"
+	standaloneDelete      = "etcd delete"
+	standaloneEtcdRestore = "etcd restore"
+	standaloneLockBreak   = "lock break"
+)
+
+// standalone tells whether an incident is a standalone change: named so,
+// or journaled before standalone changes recorded their options.
+func standalone(meta IncidentMeta) bool {
+	return len(meta.Options) == 0 || slices.Contains([]string{standaloneDisable, standaloneRestore, standaloneDelete, standaloneEtcdRestore, standaloneLockBreak}, meta.Runbook)
+}
+
+// JournalDamageError is a journal that cannot be read whole: a record in
+// the middle that is not JSON, no incident record, an empty or unreadable
+// file. A last record cut short by a crash is not damage (see ReadJournal).
+type JournalDamageError struct {
+	Path   string
+	Line   int    // the first unreadable line, 1-based; 0: the file as a whole
+	Reason string // what is wrong, in plain words
+}
+
+func (e *JournalDamageError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("journal %s is damaged at line %d: %s", e.Path, e.Line, e.Reason)
 	}
-	return data
+	return fmt.Sprintf("journal %s is damaged: %s", e.Path, e.Reason)
+}
+
+// A damaged journal is bad input to breakglass: nothing was changed.
+func (e *JournalDamageError) Unwrap() error { return failure.BadInput }
+
+func (e *JournalDamageError) Hints() []string {
+	return []string{"its readable records: breakglass journal show " + incidentIDOf(e.Path)}
 }

@@ -8,29 +8,6 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
-// JournalDamageError is a journal that cannot be read whole: a record in
-// the middle that is not JSON, no incident record, an empty or unreadable
-// file. A last record cut short by a crash is not damage (see ReadJournal).
-type JournalDamageError struct {
-	Path   string
-	Line   int    // the first unreadable line, 1-based; 0: the file as a whole
-	Reason string // what is wrong, in plain words
-}
-
-func (e *JournalDamageError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("journal %s is damaged at line %d: %s", e.Path, e.Line, e.Reason)
-	}
-	return fmt.Sprintf("journal %s is damaged: %s", e.Path, e.Reason)
-}
-
-// A damaged journal is bad input to breakglass: nothing was changed.
-func (e *JournalDamageError) Unwrap() error { return failure.BadInput }
-
-func (e *JournalDamageError) Hints() []string {
-	return []string{"its readable records: breakglass journal show " + incidentIDOf(e.Path)}
-}
-
 // Shown is the damage as `journal show` reports it after printing the
 // records it could read: where they stop, and how to look at the rest of
 // the file (not the command that just ran).

@@ -142,16 +142,16 @@ func TestEtcdRetriedAfterAFailure(t *testing.T) {
 		CACert:    filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "client.crt"), Key: filepath.Join(dir, "client.key"),
 	}}}
 	ctx := t.Context()
-	if _, err := r.etcd(ctx); err == nil {
+	if _, err := r.etcdClient(ctx); err == nil {
 		t.Fatal("etcd answered before it was started")
 	}
 	etcdtest.StartTLS(t, etcdtest.WithCA(ca), etcdtest.WithClientPort(port))
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		t.Fatalf("etcd answers now, but the run keeps the first failure: %v", err)
 	}
 	defer ec.Close()
-	if again, _ := r.etcd(ctx); again != ec {
+	if again, _ := r.etcdClient(ctx); again != ec {
 		t.Error("a connection that works is not kept")
 	}
 }

@@ -184,7 +184,7 @@ func TestLoopDryRunAndDeclineChangeNothing(t *testing.T) {
 	}
 	release := holdLock(t, env, "alice@laptop", "20260101-000000-alice1")
 	checkLoopCase(t, env, loopCase{name: "lock break", declined: 8, run: func(dry bool, h engineHooks) (*recovery.RecoverResult, error) {
-		return recovery.BreakLock(t.Context(), nil, st, fx(dry), ui(h), recovery.EtcdChange{Etcd: env.etcdOptions()})
+		return recovery.BreakClusterLock(t.Context(), nil, st, fx(dry), ui(h), recovery.EtcdChange{Etcd: env.etcdOptions()})
 	}})
 	if lockHolder(t, env) != "20260101-000000-alice1" {
 		t.Error("the lock is no longer alice's")
@@ -200,7 +200,7 @@ func TestLoopDryRunAndDeclineChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := recovery.Outcome[*recovery.DeleteResult](removed)
+	out, _ := recovery.ResultOf[*recovery.DeleteResult](removed)
 	backup := out.Backup
 	for _, c := range []loopCase{
 		{name: "admission restore", declined: 8, run: func(dry bool, h engineHooks) (*recovery.RecoverResult, error) {

@@ -5,11 +5,7 @@ package recovery
 
 import (
 	"regexp"
-	"slices"
 	"strings"
-	"time"
-
-	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
 // RecoverOptions are what the operator asked for; they are stored in the
@@ -118,66 +114,28 @@ func ShellWord(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// The runbook names standalone changes are journaled under.
-const (
-	standaloneDisable     = "admission disable"
-	standaloneRestore     = "admission restore"
-	standaloneDelete      = "etcd delete"
-	standaloneEtcdRestore = "etcd restore"
-	standaloneLockBreak   = "lock break"
-)
-
-// standalone tells whether an incident is a standalone change: named so,
-// or journaled before standalone changes recorded their options.
-func standalone(meta IncidentMeta) bool {
-	return len(meta.Options) == 0 || slices.Contains([]string{standaloneDisable, standaloneRestore, standaloneDelete, standaloneEtcdRestore, standaloneLockBreak}, meta.Runbook)
-}
-
-// standaloneNext is what resume says to do instead for a standalone change:
-// run the same command again (each is idempotent), or undo it.
-func standaloneNext(meta IncidentMeta, id string) string {
-	t := Target{Context: meta.Context, Nodes: meta.Nodes}
-	switch meta.Runbook {
-	case standaloneDisable:
-		return "run it again (it is idempotent): " + t.NodesCmd("admission disable") + "; or undo it: " + t.Cmd("revert "+id)
-	case standaloneRestore:
-		return "run it again (it is idempotent): " + t.NodesCmd("admission restore")
-	case standaloneDelete:
-		return "run it again (it is idempotent): " + t.NodesCmd("etcd delete NAME...") + "; or put the objects back: " + t.Cmd("revert "+id+" --objects")
-	case standaloneEtcdRestore:
-		return "run it again (it is idempotent): " + t.NodesCmd("etcd restore FILE")
-	}
-	return "see what it did: breakglass journal show " + id
-}
-
 // standalone tells whether these are a standalone change's options.
 func (o RecoverOptions) standalone() bool {
 	return standalone(IncidentMeta{Runbook: o.Runbook, Options: []byte("{}")})
 }
 
-// union is a then the items of b not in a.
-func union(a, b []string) []string {
-	out := slices.Clone(a)
-	for _, x := range b {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func sameSet(a, b []string) bool {
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(slices.Compact(x), slices.Compact(y))
-}
-
-// Duration is a duration written the short way in JSON ("1.5s", "5m"):
-// the runbooks' type, so every duration breakglass writes reads the same.
-type Duration = runbooks.Duration
-
-// elapsedSince is the time since start, to the millisecond.
-func elapsedSince(start time.Time) Duration {
-	return Duration(time.Since(start).Round(time.Millisecond))
+// Decision is what the diagnosis fixes for the rest of a guided recovery,
+// before its first change. It is journaled with the diagnose step, and a
+// resumed run follows it: a diagnosis made after the change would say
+// healthy and decide nothing.
+type Decision struct {
+	Verdict string `json:"verdict"`
+	// Type is the incident type (IncidentType.Name).
+	Type     string   `json:"type,omitempty"`
+	Plugins  []string `json:"plugins"`
+	Reasons  []string `json:"reasons,omitempty"`  // why the plan is what it is
+	Runbook  string   `json:"runbook,omitempty"`  // the built-in runbook the diagnosis names
+	Warnings []string `json:"warnings,omitempty"` // where the operator's flags go against the diagnosis
+	// Flags are kube-apiserver's own flags to take out of
+	// cluster.apiServer.extraArgs (KEY or KEY:ITEM), for a diagnosis of
+	// flags-refused.
+	Flags []string `json:"flags,omitempty"`
+	// Steps replace the run's steps after diagnose when the run's runbook
+	// is not the type's: the loop follows them.
+	Steps []Step `json:"steps,omitempty"`
 }

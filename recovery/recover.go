@@ -49,41 +49,6 @@ func (o EtcdOptions) defaultConnection() bool {
 	return len(o.Endpoints) == 0 && o.CACert == "" && o.Cert == "" && o.Key == ""
 }
 
-// clusterName is the cluster's name from the first node's machine config,
-// for the incident record (where it happened); "" when it cannot be read
-// quickly: preflight then says why.
-func clusterName(ctx context.Context, tc *talos.Client) string {
-	nodes := tc.Nodes()
-	if len(nodes) == 0 || !tc.CanApply() {
-		return ""
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	_, facts, err := tc.ReadConfigFacts(ctx, nodes[0])
-	if err != nil {
-		return ""
-	}
-	return facts.ClusterName
-}
-
-// IncidentOptions say which incident a resume or revert works on, and what
-// the command line said of its cluster.
-type IncidentOptions struct {
-	ID string // "" : resume the newest interrupted incident (revert: the newest)
-	// Nodes and Context are -n and --context as given (empty: not given):
-	// they must name the incident's own.
-	Nodes   []string
-	Context string
-	// NodesGone are recorded nodes the operator says are gone for good
-	// (--nodes-gone): left out, and said so.
-	NodesGone []string
-	// Objects (revert): also put back what the incident removed from etcd.
-	Objects bool
-	// Etcd (revert): how to reach etcd; default: as the incident did.
-	Etcd        EtcdOptions
-	ToolVersion string
-}
-
 // Resume continues an interrupted incident from its last completed step,
 // with the options it was started with, on the nodes it recorded.
 func Resume(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, o IncidentOptions) (*RecoverResult, error) {
@@ -215,16 +180,19 @@ func nothingToRevert(meta IncidentMeta, entries []Entry, undos []Undo, objects b
 	return failure.Hinted(failure.Input("", "incident %s changed nothing revert can undo, nothing was changed: %s", meta.ID, strings.Join(said, "; ")), hints...)
 }
 
-func orDuration(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
+// standaloneNext is what resume says to do instead for a standalone change:
+// run the same command again (each is idempotent), or undo it.
+func standaloneNext(meta IncidentMeta, id string) string {
+	t := Target{Context: meta.Context, Nodes: meta.Nodes}
+	switch meta.Runbook {
+	case standaloneDisable:
+		return "run it again (it is idempotent): " + t.NodesCmd("admission disable") + "; or undo it: " + t.Cmd("revert "+id)
+	case standaloneRestore:
+		return "run it again (it is idempotent): " + t.NodesCmd("admission restore")
+	case standaloneDelete:
+		return "run it again (it is idempotent): " + t.NodesCmd("etcd delete NAME...") + "; or put the objects back: " + t.Cmd("revert "+id+" --objects")
+	case standaloneEtcdRestore:
+		return "run it again (it is idempotent): " + t.NodesCmd("etcd restore FILE")
 	}
-	return def
-}
-
-func orDefault(s, def string) string {
-	if s != "" {
-		return s
-	}
-	return def
+	return "see what it did: breakglass journal show " + id
 }

@@ -66,7 +66,7 @@ func (r *run) checkRequestedDeletes(ctx context.Context) ([]string, error) {
 		if !ok || !s.Requested || len(p.Names) == 0 {
 			continue
 		}
-		ec, err := r.etcd(ctx)
+		ec, err := r.etcdClient(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("cannot check the objects to remove (%s): %w", strings.Join(p.Names, ", "), err)
 		}

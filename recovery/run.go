@@ -92,10 +92,10 @@ func (r *run) willRun(a runbooks.Action) bool {
 	return slices.ContainsFunc(r.opts.Steps, func(s Step) bool { return s.Params.Action() == a && !r.done[s.Name] })
 }
 
-// etcd connects on first use. Failing to reach etcd fails only the steps
+// etcdClient connects on first use. Failing to reach etcd fails only the steps
 // that need it, and is not kept: the next use tries again (etcd that timed
 // out at preflight may answer by the time a step needs it).
-func (r *run) etcd(ctx context.Context) (*etcd.Client, error) {
+func (r *run) etcdClient(ctx context.Context) (*etcd.Client, error) {
 	if r.ec != nil {
 		return r.ec, nil
 	}
@@ -210,4 +210,21 @@ func journalData(res Result) json.RawMessage {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// clusterLock is the cluster lock as the loop checks it before each change
+// (an *etcd.Lock is one).
+type clusterLock interface {
+	// Lost is nil while the lock is known to be held, or says why not.
+	Lost(ctx context.Context) error
+	Release(ctx context.Context) error
+}
+
+// lockState is this run's hold on the cluster lock.
+type lockState struct {
+	held clusterLock
+	// deferred: etcd was full when the lock was to be taken (taking it is
+	// a write): the loop reads it before each change, and takes it as soon
+	// as etcd takes writes again.
+	deferred bool
 }

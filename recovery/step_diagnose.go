@@ -10,17 +10,17 @@ import (
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
-func init() { register((*run).diagnose) }
+func init() { register((*run).diagnoseCluster) }
 
 // decided is the plan the diagnosis fixed: the loop follows it.
 func (d *DiagnoseResult) decided() *Decision { return d.Decision }
 
-// diagnose looks, changing nothing, and names the culprit: readiness,
+// diagnoseCluster looks, changing nothing, and names the culprit: readiness,
 // restarts, log signatures, and the admission objects in etcd. What it
 // finds fixes the plan (Decision) before the first change.
-func (r *run) diagnose(ctx context.Context, s Step, p *runbooks.DiagnoseParams) (*Plan, error) {
+func (r *run) diagnoseCluster(ctx context.Context, s Step, p *runbooks.DiagnoseParams) (*Plan, error) {
 	opts := diagnose.Options{Tail: p.TailLines, Health: ReadyzForDiagnose(r.tc)}
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		opts.EtcdError = err // not fatal: the logs still name the webhook
 		ec = nil

@@ -142,7 +142,7 @@ func (r *run) planDelete(ctx context.Context, s Step, p *runbooks.EtcdDeletePara
 	if len(names) == 0 {
 		return nil, skip("no object named to remove (--delete NAME): with its bootstrap objects created, the API server can start with webhooks back on")
 	}
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -274,9 +274,9 @@ func (r *run) earlierBackup(s Step, names []string) string {
 	return ""
 }
 
-// RestoreResult is each restored key's status, and the etcd layer's
+// RestoredObjects is each restored key's status, and the etcd layer's
 // account of each backup (planned, then restored).
-type RestoreResult struct {
+type RestoredObjects struct {
 	said
 	Keys map[string]string
 	// Plans are each backup's plan (a dry run against the live etcd);
@@ -285,7 +285,7 @@ type RestoreResult struct {
 	Restored []*etcd.RestoreResult
 }
 
-func (r *RestoreResult) JournalData() any { return r.Keys }
+func (r *RestoredObjects) JournalData() any { return r.Keys }
 
 // restoreObjects restores backups, create-only: the files named, or every
 // backup this incident wrote. Each is verified and planned against the
@@ -298,12 +298,12 @@ func (r *run) restoreObjects(ctx context.Context, _ Step, p *EtcdRestoreParams) 
 	if len(backups) == 0 {
 		return nil, skip("this incident removed nothing from etcd")
 	}
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return nil, err
 	}
 	opts := etcd.RestoreOptions{ForceCluster: r.opts.ForceCluster}
-	out := &RestoreResult{Keys: map[string]string{}}
+	out := &RestoredObjects{Keys: map[string]string{}}
 	plan := &Plan{Result: out}
 	type todo struct {
 		b    *etcd.Backup

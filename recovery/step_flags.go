@@ -423,3 +423,26 @@ func argText(v configedit.ArgValue) string {
 	}
 	return fmt.Sprintf("%q", strings.Join(v.Values, ""))
 }
+
+// removalsOf turns KEY[:ITEM] flags into configedit removals, key by key.
+func removalsOf(flags []string) ([]configedit.ArgRemoval, error) {
+	var out []configedit.ArgRemoval
+	for _, fl := range flags {
+		key, item, err := runbooks.ParseExtraArgFlag(fl)
+		if err != nil {
+			return nil, failure.Input("name a whole key (cloud-provider) or KEY:ITEM (feature-gates:MultiCIDRServiceAllocator=false)", "%v", err)
+		}
+		i := slices.IndexFunc(out, func(r configedit.ArgRemoval) bool { return r.Key == key })
+		switch {
+		case i < 0 && item == "":
+			out = append(out, configedit.ArgRemoval{Key: key})
+		case i < 0:
+			out = append(out, configedit.ArgRemoval{Key: key, Items: []string{item}})
+		case item == "" || len(out[i].Items) == 0:
+			out[i].Items = nil // the whole key goes anyway
+		default:
+			out[i].Items = append(out[i].Items, item)
+		}
+	}
+	return out, nil
+}

@@ -30,7 +30,7 @@ type LockBreakResult struct {
 // breakLock removes the cluster lock whoever holds it: for a holder that
 // is gone. Its own change is the lock, so it takes none.
 func (r *run) breakLock(ctx context.Context, _ Step, _ *LockBreakParams) (*Plan, error) {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ type UsageResult struct {
 // usage reads what fills etcd, changing nothing: the largest groups of
 // keys, and how much compaction and defragmentation will free.
 func (r *run) usage(ctx context.Context, _ Step, p *runbooks.EtcdUsageParams) (*Plan, error) {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ type CompactResult struct {
 // even with the defragmentation after it etcd stays over its quota (live
 // data: only raising the quota or deleting the source helps).
 func (r *run) compact(ctx context.Context, _ Step, _ *runbooks.EtcdCompactParams) (*Plan, error) {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ type DisarmResult struct {
 // otherwise, naming them) and proves a write goes through. The loop then
 // takes the cluster lock that preflight could not take on a full etcd.
 func (r *run) disarm(ctx context.Context, _ Step, _ *runbooks.EtcdDisarmParams) (*Plan, error) {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -321,3 +321,7 @@ func (r *run) disarm(ctx context.Context, _ Step, _ *runbooks.EtcdDisarmParams) 
 	}
 	return plan, nil
 }
+
+// quotaAdvice is how to give etcd more room than its quota: breakglass
+// never raises it.
+const quotaAdvice = "the quota was not raised: to raise it, set cluster.etcd.extraArgs.quota-backend-bytes (e.g. \"4294967296\", 4 GiB; etcd's default is 2 GiB, at most 8 GiB is advised) in every control plane's machine config and where the configs come from; etcd restarts with it"

@@ -80,7 +80,7 @@ func (r *run) waitRecovering(_ context.Context, _ Step, p *runbooks.APIServerWai
 // new pods: the disable step waited for them) and tells whether admission
 // still refuses start-up writes through a plugin the plan left on.
 func (r *run) persistingDeadlock(ctx context.Context, plugins []string) error {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		ec = nil
 	}
@@ -138,7 +138,7 @@ func (e *PersistingDeadlockError) Unwrap() error { return ErrTimeout }
 // backend can be dialled; a service backend cannot without the cluster's
 // network, and is reported as such.
 func (r *run) waitWebhooks(ctx context.Context, _ Step, p *runbooks.WebhookWaitParams) (*Plan, error) {
-	ec, err := r.etcd(ctx)
+	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		return nil, skip("cannot tell: etcd is unreachable (%s)", shortErr(err))
 	}

@@ -38,8 +38,8 @@ func init() {
 // warning when the diagnosis says they are not enough.
 func decideAdmission(d *Decision, report *diagnose.Report, opts RecoverOptions) error {
 	if report.Verdict == diagnose.Unknown && !report.AdmissionEvidence() && !report.Suspected && !opts.PluginsExplicit {
-		next := append(slices.Clone(report.Next), "if you know it is an admission deadlock, name the plugins: breakglass recover --plugins ValidatingAdmissionWebhook[,MutatingAdmissionWebhook]")
-		return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: next}
+		hints := append(slices.Clone(report.Next), "if you know it is an admission deadlock, name the plugins: breakglass recover --plugins ValidatingAdmissionWebhook[,MutatingAdmissionWebhook]")
+		return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: hints}
 	}
 	runbookPlugins := disablePlugins(opts.Steps)
 	if opts.PluginsExplicit {

@@ -7,13 +7,10 @@ package recovery
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
-	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
-	"github.com/breakglass-dev/breakglass/talos/configedit"
 )
 
 func init() {
@@ -65,29 +62,6 @@ func flagOf(f diagnose.RefusedFlag) string {
 		return f.Flag + ":" + f.Name
 	}
 	return f.Flag
-}
-
-// removalsOf turns KEY[:ITEM] flags into configedit removals, key by key.
-func removalsOf(flags []string) ([]configedit.ArgRemoval, error) {
-	var out []configedit.ArgRemoval
-	for _, fl := range flags {
-		key, item, err := runbooks.ParseExtraArgFlag(fl)
-		if err != nil {
-			return nil, failure.Input("name a whole key (cloud-provider) or KEY:ITEM (feature-gates:MultiCIDRServiceAllocator=false)", "%v", err)
-		}
-		i := slices.IndexFunc(out, func(r configedit.ArgRemoval) bool { return r.Key == key })
-		switch {
-		case i < 0 && item == "":
-			out = append(out, configedit.ArgRemoval{Key: key})
-		case i < 0:
-			out = append(out, configedit.ArgRemoval{Key: key, Items: []string{item}})
-		case item == "" || len(out[i].Items) == 0:
-			out[i].Items = nil // the whole key goes anyway
-		default:
-			out[i].Items = append(out[i].Items, item)
-		}
-	}
-	return out, nil
 }
 
 // flagsNamed are the flags the steps' extraargs.remove name themselves.

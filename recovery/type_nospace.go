@@ -42,7 +42,3 @@ func adviseRoom(r *run, _ *Decision, _ error) []string {
 	}
 	return append(out, quotaAdvice)
 }
-
-// quotaAdvice is how to give etcd more room than its quota: breakglass
-// never raises it.
-const quotaAdvice = "the quota was not raised: to raise it, set cluster.etcd.extraArgs.quota-backend-bytes (e.g. \"4294967296\", 4 GiB; etcd's default is 2 GiB, at most 8 GiB is advised) in every control plane's machine config and where the configs come from; etcd restarts with it"

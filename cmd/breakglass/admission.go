@@ -107,7 +107,7 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 	}
 	fmt.Fprintf(s.Err, "journal: breakglass journal show %s\n", res.Incident)
 	err = withIncident(err, res)
-	outcome, ran := recovery.Outcome[*recovery.AdmissionResult](res)
+	outcome, ran := recovery.ResultOf[*recovery.AdmissionResult](res)
 	var p *recovery.AdmissionPlan
 	if ran {
 		p = outcome.Plan

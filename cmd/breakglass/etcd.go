@@ -158,7 +158,7 @@ func runEtcdDelete(c *cli.Context, s streams) error {
 	if res == nil {
 		return err
 	}
-	out, ran := recovery.Outcome[*recovery.DeleteResult](res)
+	out, ran := recovery.ResultOf[*recovery.DeleteResult](res)
 	switch {
 	case !ran || out.Outcome == nil:
 	case g.json():
@@ -179,7 +179,7 @@ func runEtcdRestore(c *cli.Context, s streams, path string) error {
 	if res == nil {
 		return err
 	}
-	out, ran := recovery.Outcome[*recovery.RestoreResult](res)
+	out, ran := recovery.ResultOf[*recovery.RestoredObjects](res)
 	if !ran || len(out.Plans) == 0 {
 		return err
 	}

@@ -330,11 +330,11 @@ func lockCommand(s streams) *cli.Command {
 				Usage: "remove the cluster lock whoever holds it (when its holder is gone)",
 				Flags: etcdConnFlags(),
 				Action: func(c *cli.Context) error {
-					g, res, err := withEtcdChange(c, s, recovery.EtcdChange{}, recovery.BreakLock)
+					g, res, err := withEtcdChange(c, s, recovery.EtcdChange{}, recovery.BreakClusterLock)
 					if res == nil {
 						return err
 					}
-					out, ran := recovery.Outcome[*recovery.LockBreakResult](res)
+					out, ran := recovery.ResultOf[*recovery.LockBreakResult](res)
 					switch {
 					case !ran:
 					case g.json():
