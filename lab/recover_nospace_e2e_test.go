@@ -7,12 +7,14 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/talos"
 )
 
 // A cluster dead on a full etcd, as an on-call engineer meets it: diagnose
@@ -30,6 +32,19 @@ func TestRecoverFullEtcdAsTyped(t *testing.T) {
 				t.Fatalf("diagnose: exit %d, want 30 naming etcd-nospace with the figures\n%s%s", r.code, r.stdout, r.stderr)
 			}
 			before := g.keysNow()
+			if nodes > 1 {
+				// -n naming one member of three: refused before any change,
+				// naming the others (before, their alarms were disarmed on
+				// members still full).
+				one := g.l.Nodes()[0]
+				r = g.run("", append([]string{"-n", one, "recover", "--yes"}, g.etcdFlags()...)...)
+				if r.code != int(failure.BadInput) || !strings.Contains(r.stderr, "-n leaves out") || strings.Count(r.stderr, "cp-") < nodes-1 {
+					t.Fatalf("recover -n %s on %d nodes: exit %d, want 2 naming the members left out\n%s%s", one, nodes, r.code, r.stdout, r.stderr)
+				}
+				if !maps.Equal(g.keysNow(), before) || !g.noSpace() {
+					t.Fatal("the refused run changed etcd")
+				}
+			}
 			t0 := time.Now()
 			r = g.run("", append([]string{"recover", "--yes"}, g.etcdFlags()...)...)
 			took := time.Since(t0)
@@ -169,4 +184,17 @@ func TestRehearseFullEtcd(t *testing.T) {
 		t.Errorf("recovery %s, checks %+v", rep.Recovery, rep.Checks)
 	}
 	t.Logf("guided recovery of a full etcd on the lab: %s", rep.Recovery.Round(time.Millisecond))
+}
+
+// noSpace tells whether every node lists the NOSPACE alarm.
+func (g *guided) noSpace() bool {
+	g.t.Helper()
+	ctx := withTimeout(g.t, context.Background(), time.Minute)
+	for _, ip := range g.l.Nodes() {
+		al, err := g.tc.EtcdAlarms(ctx, ip)
+		if err != nil || !slices.ContainsFunc(al, func(a talos.EtcdAlarm) bool { return a.Type == "NOSPACE" }) {
+			return false
+		}
+	}
+	return true
 }

@@ -95,7 +95,7 @@ func (r *run) execute(ctx context.Context) (*RecoverResult, error) {
 		res.Outcome = "aborted"
 	case errors.Is(runErr, errNothingToRecover):
 		res.Outcome, runErr = "nothing-to-do", nil
-	case isNotDeadlock(runErr):
+	case isStop(runErr):
 		res.Outcome = "stopped"
 	case runErr != nil:
 		res.Outcome = "failed"
@@ -293,7 +293,7 @@ func (r *run) judge(ctx context.Context, s Step, plan *Plan, err error, sr *Step
 		err = r.stopped(ctx, err)
 		set(OutcomeAborted, err.Error())
 		return err
-	case errors.Is(err, errNothingToRecover), isNotDeadlock(err):
+	case errors.Is(err, errNothingToRecover), isStop(err):
 		// The diagnosis found nothing this runbook can fix: stop before
 		// any change. A healthy cluster is a success.
 		sr.Message, end.Message = err.Error(), err.Error()
@@ -392,10 +392,10 @@ func (r *run) notUndone() []Undo {
 func (r *run) next(res *RecoverResult, runErr error) []string {
 	id := r.journal.ID
 	var out []string
-	var stop *NotDeadlockError
+	if stop, ok := stopNext(runErr); ok {
+		return stop
+	}
 	switch {
-	case errors.As(runErr, &stop):
-		return append(out, stop.Next...)
 	case res.Outcome == "nothing-to-do":
 		return []string{"nothing was changed; check the webhooks anyway: " + r.target.NodesCmd("audit --from-etcd")}
 	case r.opts.DryRun && r.journal.Path() == "":
@@ -447,7 +447,7 @@ func (r *run) undoOffers() []string {
 		}
 	}
 	if len(whats) > 0 {
-		out = append([]string{"or undo what revert can (" + strings.Join(whats, "; ") + "): " + r.target.Cmd("revert "+r.journal.ID)}, out...)
+		out = append([]string{"or undo what this incident changed (" + strings.Join(whats, "; ") + "): " + r.target.Cmd("revert "+r.journal.ID)}, out...)
 	}
 	return out
 }

@@ -53,8 +53,8 @@ func (r *run) coversEveryMember(ctx context.Context, t *IncidentType) error {
 		return nil
 	}
 	all := Target{Context: r.target.Context, Nodes: append(slices.Clone(nodes), hosts...)}
-	return failure.Input("run it on every control plane: "+all.NodesCmd(orDefault(r.opts.Command, "recover")),
-		"%s acts on every etcd member, hence on every control plane, and -n leaves out %s; nothing was changed", t.Name, strings.Join(left, ", "))
+	return &refusedError{err: failure.Input("", "%s acts on every etcd member, hence on every control plane, and -n leaves out %s; nothing was changed", t.Name, strings.Join(left, ", ")),
+		hints: []string{"run it on every control plane: " + all.NodesCmd("recover")}}
 }
 
 // memberHost is the address a member serves its clients on: its node.

@@ -101,7 +101,7 @@ func (e *NodesInterrupted) Error() string {
 }
 
 // Unwrap makes it an interruption (exit 8), whatever the nodes said.
-func (e *NodesInterrupted) Unwrap() error { return ErrAborted }
+func (e *NodesInterrupted) Unwrap() []error { return []error{ErrAborted, e.Cause} }
 
 func failures(errs []error, succeeded int) error {
 	if len(errs) == 0 {

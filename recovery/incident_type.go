@@ -250,10 +250,39 @@ func (e *NotDeadlockError) Hints() []string { return e.Next }
 // Unwrap gives the exit code `breakglass diagnose` gives the same verdict.
 func (e *NotDeadlockError) Unwrap() error { return e.Verdict.Category() }
 
-func isNotDeadlock(err error) bool {
-	var stop *NotDeadlockError
-	return errors.As(err, &stop)
+func (e *NotDeadlockError) stopsRun() []string { return e.Next }
+
+// stopper is an error that stops a run before any change because the run
+// cannot help as asked (another failure than its runbook's, too few nodes,
+// a change that would not help): the run is stopped, not failed, and what
+// to do next is the error's own.
+type stopper interface {
+	error
+	stopsRun() (next []string)
 }
+
+// stopNext is the next commands of a stopping error (ok: err is one).
+func stopNext(err error) ([]string, bool) {
+	var s stopper
+	if errors.As(err, &s) {
+		return s.stopsRun(), true
+	}
+	return nil, false
+}
+
+func isStop(err error) bool { _, ok := stopNext(err); return ok }
+
+// refusedError stops a run that cannot help as asked (-n naming too few
+// nodes): bad input, nothing changed, and how to ask again.
+type refusedError struct {
+	err   error
+	hints []string
+}
+
+func (e *refusedError) Error() string      { return e.err.Error() }
+func (e *refusedError) Unwrap() error      { return e.err }
+func (e *refusedError) Hints() []string    { return e.hints }
+func (e *refusedError) stopsRun() []string { return e.hints }
 
 // wrongRunbook stops a run whose runbook fixes another failure than the
 // diagnosis's, before any change; the plain recover follows the diagnosis.

@@ -155,7 +155,7 @@ var undoSteps = []Step{
 	{Name: "revert-admission", Params: &runbooks.AdmissionRestoreParams{}, Confirm: true,
 		Description: "Put disable-admission-plugins and enable-admission-plugins back to the values recorded before the incident."},
 	{Name: "revert-flags", Params: &ExtraArgsRestoreParams{}, Confirm: true,
-		Description: "Put back into cluster.apiServer.extraArgs the flags this incident took out, into today's values (kube-apiserver refused them: it will crash-loop again)."},
+		Description: "Put the flags this incident took out back into today's cluster.apiServer.extraArgs. kube-apiserver refused them: it will crash-loop again."},
 	{Name: "revert-objects", Params: &EtcdRestoreParams{}, Confirm: true,
 		Description: "Put back the objects this incident removed from etcd, from their verified backups, only where absent."},
 }

@@ -75,7 +75,7 @@ func (f *FlagsResult) JournalData() any {
 // flagsStay is what the summary says of an extraargs.remove that worked.
 const flagsStay = "this edit is meant to stay: make the same change where the machine configs come from " +
 	"(the Omni cluster template or config patch, talhelper's talconfig.yaml, the Terraform talos_machine_configuration " +
-	"config_patches, or your patch files), or the next apply brings the flags back; breakglass revert puts the old values back exactly"
+	"config_patches, or your patch files), or the next apply brings the flags back; breakglass revert puts back what this incident took out, keeping later edits"
 
 func (r *run) removeFlags(ctx context.Context, s Step, p *runbooks.ExtraArgsRemoveParams) (*Plan, error) {
 	flags := p.Flags
