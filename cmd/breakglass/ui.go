@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/breakglass-dev/breakglass/recovery"
 )
 
@@ -63,18 +65,23 @@ func newTerminalUI(s streams, g globalOptions) *terminalUI {
 	return u
 }
 
+// isTerminal tells a terminal the way the terminal itself does (x/term
+// asks for its settings): /dev/null is a character device too, and
+// 2>/dev/null is not a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // terminalWidth is the width of the terminal f, or 0 when it cannot be
-// told (termwidth_unix.go).
-var terminalWidth = func(*os.File) int { return 0 }
+// told.
+func terminalWidth(f *os.File) int {
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
+}
 
 // width is how many columns a live line may take: one less than the
 // terminal's, so that no line wraps (a wrapped line would throw the
