@@ -65,11 +65,11 @@ func newTerminalUI(s streams, g globalOptions) *terminalUI {
 	return u
 }
 
-// isTerminal tells a terminal the way the terminal itself does (x/term
-// asks for its settings): /dev/null is a character device too, and
-// 2>/dev/null is not a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTerminal tells whether a stream is a terminal the way the terminal
+// itself does (x/term asks for its settings): /dev/null is a character
+// device too, and 2>/dev/null is not a terminal.
+func isTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
