@@ -557,6 +557,10 @@ func (r *run) step(ctx context.Context, s Step) (Result, string, error) {
 				return plan.Result, "", err
 			}
 		}
+		// Hook (issue 29, outputcheck.go): no change whose record cannot be written.
+		if err := outputFailing(r.ui); err != nil {
+			return plan.Result, "", err
+		}
 		r.applied = true
 		apply := Entry{Kind: "apply", Step: s.Name, Action: s.Action()}
 		if plan.Record != nil {
