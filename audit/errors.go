@@ -41,9 +41,13 @@ func (e *ParseError) Hints() []string {
 }
 
 // UnsupportedVersionError is a Kubernetes version the start-up model does not cover.
-type UnsupportedVersionError struct{ Version string }
+// Reason, when set, says why Version is no version at all (v1.34.x).
+type UnsupportedVersionError struct{ Version, Reason string }
 
 func (e *UnsupportedVersionError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("audit: %q is not a Kubernetes version: %s (supported: %s)", e.Version, e.Reason, strings.Join(SupportedVersions, ", "))
+	}
 	return fmt.Sprintf("audit: kubernetes version %q is not modelled (supported: %s)", e.Version, strings.Join(SupportedVersions, ", "))
 }
 
