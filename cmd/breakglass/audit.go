@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -39,7 +40,8 @@ func auditCommand(s streams) *cli.Command {
 			"Read-only. --fix prints the configurations with matchConditions added that keep the API server's\n" +
 			"own writes away (request.userInfo.username != 'system:apiserver'), after auditing the fix itself.\n" +
 			"The cluster's own kube-apiserver flags too: cluster.apiServer.extraArgs of Talos machine configs given\n" +
-			"with -f, or read from the -n nodes through the Talos API (os:admin). Each flag, feature gate and\n" +
+			"with -f, or read from the -n nodes through the Talos API (os:admin; with nothing else to audit, the\n" +
+			"talosconfig context's nodes). Each flag, feature gate and\n" +
 			"runtime-config entry kube-apiserver --to refuses at start (a gate locked or gone, a flag removed, an API\n" +
 			"version it no longer registers) is a deadlock: it exits at once, and the kubelet restarts it with back-off.\n" +
 			"Its reason is in kube-apiserver's own words, as the lab's binaries answered (one per minor), with the fix;\n" +
@@ -163,9 +165,12 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 			return nil, err
 		}
 	}
-	if len(g.Nodes) > 0 && !(c.Bool("from-etcd") && etcdOptions(c).HasClientCert()) {
-		// -n: the control planes' machine configs, through the Talos API
-		// (with --from-etcd and etcd certificates -n names etcd's hosts only).
+	// The control planes' machine configs, through the Talos API: those -n
+	// names (with --from-etcd and etcd certificates -n names etcd's hosts
+	// only), or, when nothing else is to be audited, the talosconfig
+	// context's nodes, as every command that talks to the nodes takes them.
+	nothingElse := len(c.StringSlice("file")) == 0 && c.String("kubeconfig") == "" && !c.Bool("from-etcd")
+	if len(g.Nodes) > 0 && !(c.Bool("from-etcd") && etcdOptions(c).HasClientCert()) || len(g.Nodes) == 0 && nothingElse && fileExists(g.Talosconfig) {
 		if err := auditMachineConfigs(c, g, in); err != nil {
 			return nil, err
 		}
@@ -225,7 +230,7 @@ func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([
 		}
 	}
 	if !audit.HasAdmissionObjects(cfgs) && !c.Bool("from-etcd") && c.String("kubeconfig") == "" && len(in.extraArgs) == 0 {
-		return nil, failure.Input("breakglass audit -f webhooks.yaml (or a Talos machine config), --from-etcd, --kubeconfig FILE, or -n CP1,CP2,CP3 for the control planes' kube-apiserver flags", "nothing to audit")
+		return nil, failure.Input("breakglass audit -f webhooks.yaml (or a Talos machine config), --from-etcd, --kubeconfig FILE, or -n CP1,CP2,CP3 (default: the talosconfig context's nodes) for the control planes' kube-apiserver flags", "nothing to audit")
 	}
 	return cfgs, nil
 }
@@ -256,6 +261,12 @@ func auditMachineConfigs(c *cli.Context, g globalOptions, in *auditInput) error 
 		}
 	}
 	return nil
+}
+
+// fileExists tells whether path names something that exists.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // imageTag is the tag of an image reference ("" without one).

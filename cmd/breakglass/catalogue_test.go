@@ -163,7 +163,7 @@ var catalogue = []catCase{
 	{cmd: "audit", class: "files", args: "audit -f $DIR/bad.yaml", files: map[string]string{"bad.yaml": "kind: [\n"}, code: 2, msg: `bad\.yaml`, hint: `.`},
 	{cmd: "audit", class: "files", args: "audit -f $DIR", code: 2, msg: `directory`, hint: `.`},
 	{cmd: "audit", class: "args", args: "audit extra.yaml", code: 2, msg: `audit takes no arguments`, hint: `-f extra.yaml`},
-	{cmd: "audit", class: "flags", args: "audit", code: 2, msg: `nothing to audit`, hint: `--from-etcd`},
+	{cmd: "audit", class: "flags", args: "audit", env: noTalosconfig, code: 2, msg: `nothing to audit`, hint: `--from-etcd`},
 
 	// --- etcd
 	{cmd: "etcd webhooks", class: "flags", args: "etcd webhooks --kind foo", code: 2, msg: `--kind "foo" is not one of: validating, mutating`, hint: `--kind validating`},
