@@ -2,13 +2,10 @@ package etcd_test
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
@@ -25,14 +22,8 @@ import (
 func TestReadsStalledMidReadEndWithTheEndpoint(t *testing.T) {
 	srv := etcdtest.StartTLS(t)
 	c := srv.TestClient(t)
-	for i := range 40 {
-		ops := make([]clientv3.Op, 0, 50)
-		for j := range 50 {
-			ops = append(ops, clientv3.OpPut(fmt.Sprintf("/registry/configmaps/fill/cm-%02d-%02d", i, j), strings.Repeat("v", 1024)))
-		}
-		if _, err := c.Txn(ctx).Then(ops...).Commit(); err != nil {
-			t.Fatal(err)
-		}
+	if err := etcdtest.Fill(ctx, c, "/registry/configmaps/fill/cm", 2000, 1024); err != nil {
+		t.Fatal(err)
 	}
 	for _, r := range []struct {
 		name string
@@ -61,7 +52,9 @@ func TestReadsStalledMidReadEndWithTheEndpoint(t *testing.T) {
 			if r.name == "list" {
 				// The admission objects are few: make the listing's read
 				// the one that stalls.
-				fillWebhooks(t, c, 100)
+				if err := etcdtest.Fill(ctx, c, "/registry/validatingwebhookconfigurations/big", 100, 20<<10); err != nil {
+					t.Fatal(err)
+				}
 			}
 			done := make(chan error, 1)
 			go func() { done <- r.read(ec) }()
@@ -78,17 +71,5 @@ func TestReadsStalledMidReadEndWithTheEndpoint(t *testing.T) {
 				t.Errorf("%s: %q (exit %d): want the endpoint %s named, exit 4", r.name, err, failure.Code(err), proxy.Endpoint)
 			}
 		})
-	}
-}
-
-// fillWebhooks puts n validating webhook configurations of 20 KiB each,
-// once.
-func fillWebhooks(t *testing.T, c *clientv3.Client, n int) {
-	t.Helper()
-	for i := range n {
-		key := fmt.Sprintf("/registry/validatingwebhookconfigurations/big-%03d", i)
-		if _, err := c.Put(ctx, key, strings.Repeat("w", 20<<10)); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -2,7 +2,6 @@ package recovery
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,11 +28,7 @@ func TestNewIncidentOnAStateDirThatCannotBeWritten(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := c.dir(t)
-			root := dir // the deepest directory that exists, and all under it
-			for _, err := os.Stat(root); err != nil; _, err = os.Stat(root) {
-				root = filepath.Dir(root)
-			}
-			before := tree(t, root)
+			before := testfs.Tree(dir)
 			j, err := State{Dir: dir}.NewIncident(IncidentMeta{Runbook: "webhook-deadlock"}, time.Now())
 			if err == nil {
 				j.Close()
@@ -50,7 +45,7 @@ func TestNewIncidentOnAStateDirThatCannotBeWritten(t *testing.T) {
 			if h := failure.Hints(err); len(h) != 1 || !strings.Contains(h[0], c.hint) || !strings.Contains(h[0], "--state-dir") {
 				t.Errorf("hints %q: want one naming %q and --state-dir", h, c.hint)
 			}
-			if after := tree(t, root); after != before {
+			if after := testfs.Tree(dir); after != before {
 				t.Errorf("left behind:\nbefore %s\nafter  %s", before, after)
 			}
 			if list, err := (State{Dir: dir}).Incidents(); err != nil || len(list) != 0 {
@@ -58,17 +53,4 @@ func TestNewIncidentOnAStateDirThatCannotBeWritten(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tree lists every path under dir.
-func tree(t *testing.T, dir string) string {
-	t.Helper()
-	var paths []string
-	_ = filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err == nil {
-			paths = append(paths, p)
-		}
-		return nil
-	})
-	return strings.Join(paths, " ")
 }

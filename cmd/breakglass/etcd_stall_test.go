@@ -3,13 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 )
@@ -23,14 +20,8 @@ import (
 func TestEtcdUsageStalledMidRead(t *testing.T) {
 	srv := etcdtest.StartTLS(t)
 	c := srv.TestClient(t)
-	for i := range 40 {
-		ops := make([]clientv3.Op, 0, 50)
-		for j := range 50 {
-			ops = append(ops, clientv3.OpPut(fmt.Sprintf("/registry/configmaps/fill/cm-%02d-%02d", i, j), strings.Repeat("v", 1024)))
-		}
-		if _, err := c.Txn(context.Background()).Then(ops...).Commit(); err != nil {
-			t.Fatal(err)
-		}
+	if err := etcdtest.Fill(context.Background(), c, "/registry/configmaps/fill/cm", 2000, 1024); err != nil {
+		t.Fatal(err)
 	}
 	proxy, err := etcdtest.NewStallProxy(srv.Endpoints[0], 64<<10)
 	if err != nil {

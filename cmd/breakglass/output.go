@@ -99,22 +99,17 @@ func unwatched(w io.Writer) io.Writer {
 }
 
 // outputErr is the first of s's watched outputs that fails, checked now.
-func outputErr(s streams) error {
-	for _, w := range []io.Writer{s.Out, s.Err} {
-		if o, ok := w.(*output); ok {
-			if err := o.check(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
+func outputErr(s streams) error { return firstOutput(s, (*output).check) }
 
 // outputFailed is the first of s's watched outputs that failed a write.
-func outputFailed(s streams) error {
+func outputFailed(s streams) error { return firstOutput(s, (*output).failed) }
+
+// firstOutput is the first error of s's watched outputs (stdout, then
+// stderr) that errOf gives.
+func firstOutput(s streams, errOf func(*output) error) error {
 	for _, w := range []io.Writer{s.Out, s.Err} {
 		if o, ok := w.(*output); ok {
-			if err := o.failed(); err != nil {
+			if err := errOf(o); err != nil {
 				return err
 			}
 		}

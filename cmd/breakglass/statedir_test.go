@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -40,31 +39,17 @@ func TestStateDirFullOrReadOnly(t *testing.T) {
 				home := t.TempDir()
 				t.Setenv("HOME", home)
 				t.Setenv("BREAKGLASS_STATE_DIR", dir)
-				before := listTree(dir)
+				before := testfs.Tree(dir)
 				var out, errOut bytes.Buffer
 				argv := append([]string{"breakglass", "--talosconfig", filepath.Join(home, "absent")}, strings.Fields(args)...)
 				code := run(context.Background(), argv, streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
 				if code != 2 || !regexp.MustCompile(`breakglass: state directory .*`+fs.msg).Match(errOut.Bytes()) || !regexp.MustCompile(`hint: .*`+fs.hint).Match(errOut.Bytes()) {
 					t.Errorf("exit %d, want 2 matching %q with a hint %q:\n%s", code, fs.msg, fs.hint, errOut.String())
 				}
-				if after := listTree(dir); after != before {
+				if after := testfs.Tree(dir); after != before {
 					t.Errorf("left behind:\nbefore %s\nafter  %s", before, after)
 				}
 			})
 		}
 	}
-}
-
-func listTree(dir string) string {
-	for _, err := os.Stat(dir); err != nil && dir != filepath.Dir(dir); _, err = os.Stat(dir) {
-		dir = filepath.Dir(dir)
-	}
-	var paths []string
-	_ = filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err == nil {
-			paths = append(paths, p)
-		}
-		return nil
-	})
-	return strings.Join(paths, " ")
 }

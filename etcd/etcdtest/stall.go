@@ -1,10 +1,15 @@
 package etcdtest
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // StallProxy is a TCP proxy in front of a server that forwards both ways
@@ -135,4 +140,20 @@ func (p *StallProxy) Close() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// Fill puts n keys of size bytes under prefix (PREFIX-000000, ...), 50 to
+// a transaction: data enough for a read to stall in the middle of.
+func Fill(ctx context.Context, c *clientv3.Client, prefix string, n, size int) error {
+	value := strings.Repeat("v", size)
+	for i := 0; i < n; i += 50 {
+		ops := make([]clientv3.Op, 0, 50)
+		for j := i; j < min(i+50, n); j++ {
+			ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s-%06d", prefix, j), value))
+		}
+		if _, err := c.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ package testfs
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // TB is the part of testing.TB this package uses (package testing stays
@@ -53,4 +54,21 @@ func ReadOnly(t TB) string {
 	}
 	remountReadOnly(t, dir)
 	return filepath.Join(dir, "state")
+}
+
+// Tree lists every path under the deepest directory of path's that exists
+// (path itself, or the nearest parent): what a test compares before and
+// after, to find what was left behind.
+func Tree(path string) string {
+	for _, err := os.Stat(path); err != nil && path != filepath.Dir(path); _, err = os.Stat(path) {
+		path = filepath.Dir(path)
+	}
+	var paths []string
+	_ = filepath.Walk(path, func(p string, _ os.FileInfo, err error) error {
+		if err == nil {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	return strings.Join(paths, " ")
 }
