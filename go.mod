@@ -5,6 +5,7 @@ go 1.26.5
 require (
 	github.com/cosi-project/runtime v1.14.1
 	github.com/siderolabs/talos/pkg/machinery v1.13.8
+	golang.org/x/term v0.47.0
 )
 
 require (

@@ -58,14 +58,15 @@ func MachineConfigArgs(source string, data []byte) (ExtraArgs, error) {
 	out := ExtraArgs{Source: source}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	found := false
-	for {
+	for n := 1; ; n++ {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		bad := func(err error) error { return &ParseError{Source: source, Document: n, Err: err, MachineConfig: true} }
 		if err != nil {
-			return out, &ParseError{Source: source, Err: err}
+			return out, bad(err)
 		}
 		if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 			continue
@@ -74,35 +75,35 @@ func MachineConfigArgs(source string, data []byte) (ExtraArgs, error) {
 		if _, k := yamlnode.Get(root, "kind"); k != nil {
 			continue // a typed document (HostnameConfig, ...)
 		}
-		_, cluster := yamlnode.Get(root, "cluster")
+		cluster := yamlnode.Resolve(yamlnode.Value(root, "cluster"))
 		if cluster == nil || cluster.Kind != yaml.MappingNode {
 			continue
 		}
 		found = true
-		_, api := yamlnode.Get(cluster, "apiServer")
+		api := yamlnode.Resolve(yamlnode.Value(cluster, "apiServer"))
 		if api == nil || api.Kind != yaml.MappingNode {
 			continue
 		}
-		_, extra := yamlnode.Get(api, "extraArgs")
+		extra := yamlnode.Resolve(yamlnode.Value(api, "extraArgs"))
 		if extra == nil || extra.Kind != yaml.MappingNode {
 			continue
 		}
 		for i := 0; i+1 < len(extra.Content); i += 2 {
-			k, v := extra.Content[i], extra.Content[i+1]
+			k, v := extra.Content[i], yamlnode.Resolve(extra.Content[i+1])
 			arg := ExtraArg{Key: k.Value}
 			switch v.Kind {
 			case yaml.ScalarNode:
-				arg.Values = []string{v.Value}
+				arg.Values = []string{scalarString(v)}
 			case yaml.SequenceNode:
 				arg.List = true
 				for _, it := range v.Content {
-					if it.Kind != yaml.ScalarNode {
-						return out, &ParseError{Source: source, Err: fmt.Errorf("cluster.apiServer.extraArgs.%s: an item at line %d is not a string", k.Value, it.Line)}
+					if it = yamlnode.Resolve(it); it.Kind != yaml.ScalarNode {
+						return out, bad(fmt.Errorf("cluster.apiServer.extraArgs.%s: an item at line %d is not a string", k.Value, it.Line))
 					}
-					arg.Values = append(arg.Values, it.Value)
+					arg.Values = append(arg.Values, scalarString(it))
 				}
 			default:
-				return out, &ParseError{Source: source, Err: fmt.Errorf("cluster.apiServer.extraArgs.%s at line %d is neither a string nor a list of strings", k.Value, k.Line)}
+				return out, bad(fmt.Errorf("cluster.apiServer.extraArgs.%s at line %d is neither a string nor a list of strings", k.Value, k.Line))
 			}
 			out.Args = append(out.Args, arg)
 		}
@@ -111,6 +112,15 @@ func MachineConfigArgs(source string, data []byte) (ExtraArgs, error) {
 		return out, ErrNotMachineConfig
 	}
 	return out, nil
+}
+
+// scalarString is a scalar's string as Talos reads it into extraArgs: a
+// null (~, null, nothing) is the empty string, not the text "~".
+func scalarString(n *yaml.Node) string {
+	if n.ShortTag() == "!!null" {
+		return ""
+	}
+	return n.Value
 }
 
 // ArgFinding is the verdict on one extraArgs key, or one item of it (a
@@ -236,8 +246,11 @@ func checkArg(source string, a ExtraArg, from, to *apiserverargs.Binary) []ArgFi
 		for _, item := range items {
 			name, value, ok := parseGateItem(item)
 			if !ok {
+				// Refused by kube-apiserver's parsing of the flag, the same
+				// on every minor: on the old one too.
+				const notGate = "not NAME=true|false: kube-apiserver refuses it (invalid value), in words the record does not hold"
 				out = append(out, ArgFinding{Source: source, Flag: a.Key, Item: item, Risk: RiskUnknown, Recorded: recorded,
-					OnTo: "not NAME=true|false: kube-apiserver refuses it (invalid value), in words the record does not hold", RemoveKey: false})
+					OnTo: notGate, OnFrom: notGate, FromRefuses: true})
 				continue
 			}
 			onTo, onFrom, fk := ask(func(b *apiserverargs.Binary) apiserverargs.Answer { return b.SetGate(name, value) })

@@ -3,9 +3,12 @@ package audit
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 func readArgs(t *testing.T, name string) ExtraArgs {
@@ -140,5 +143,99 @@ func TestAuditExtraArgs(t *testing.T) {
 	_ = WriteJSON(&old, plain)
 	if strings.Contains(old.String(), "apiServerArgs") {
 		t.Errorf("a webhook-only audit grew the field: %s", old.String())
+	}
+}
+
+// Issue 29, the machine-config audit's hostile inputs: a YAML alias to a
+// string was refused, a null value was read as the item "~", and a broken
+// config got the webhook file's hint.
+func TestMachineConfigArgsHostileYAML(t *testing.T) {
+	const head = "version: v1alpha1\nmachine:\n  type: controlplane\ncluster:\n  controllerManager:\n    extraArgs:\n      feature-gates: &gates MultiCIDRServiceAllocator=false\n      bind-address: &addr 0.0.0.0\n"
+	for _, c := range []struct {
+		name, apiServer string
+		want            []ExtraArg
+	}{
+		{"an alias to a string", "feature-gates: *gates", []ExtraArg{{Key: "feature-gates", Values: []string{"MultiCIDRServiceAllocator=false"}}}},
+		{"an alias in a list", "feature-gates:\n        - *gates\n        - SidecarContainers=false", []ExtraArg{{Key: "feature-gates", List: true, Values: []string{"MultiCIDRServiceAllocator=false", "SidecarContainers=false"}}}},
+		{"an alias to a key's value of another flag", "advertise-address: *addr", []ExtraArg{{Key: "advertise-address", Values: []string{"0.0.0.0"}}}},
+		{"~", "feature-gates: ~", []ExtraArg{{Key: "feature-gates", Values: []string{""}}}},
+		{"null", "feature-gates: null", []ExtraArg{{Key: "feature-gates", Values: []string{""}}}},
+		{"no value", "feature-gates:", []ExtraArg{{Key: "feature-gates", Values: []string{""}}}},
+		{"a quoted ~ is a string", `feature-gates: "~"`, []ExtraArg{{Key: "feature-gates", Values: []string{"~"}}}},
+		{"a null item", "feature-gates:\n        - ~\n        - SidecarContainers=false", []ExtraArg{{Key: "feature-gates", List: true, Values: []string{"", "SidecarContainers=false"}}}},
+	} {
+		data := head + "  apiServer:\n    extraArgs:\n      " + c.apiServer + "\n"
+		ea, err := MachineConfigArgs("mc.yaml", []byte(data))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if fmt.Sprint(ea.Args) != fmt.Sprint(c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, ea.Args, c.want)
+		}
+		fs, err := CheckExtraArgs([]ExtraArgs{ea}, "1.33", "1.34")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fs {
+			if f.Item == "~" && c.name != "a quoted ~ is a string" {
+				t.Errorf("%s: null read as the item ~: %+v", c.name, f)
+			}
+		}
+	}
+	// A value that is neither a string nor a list: the machine config's
+	// hint, not the webhook file's.
+	_, err := MachineConfigArgs("mc.yaml", []byte(head+"  apiServer:\n    extraArgs:\n      a:\n        b: c\n"))
+	var pe *ParseError
+	if !errors.As(err, &pe) {
+		t.Fatalf("a mapping value: %v", err)
+	}
+	if h := strings.Join(failure.Hints(err), "\n"); strings.Contains(h, "webhookconfigurations") || !strings.Contains(h, "extraArgs") {
+		t.Errorf("a machine config's error hints %q", h)
+	}
+}
+
+// A file that is no YAML at all may have been meant as either: its hint
+// names both.
+func TestParseErrorHintNamesBothInputs(t *testing.T) {
+	_, err := ParseNamed("mc.yaml", []byte("version: v1alpha1\ncluster:\n  apiServer: [unclosed\n"))
+	if err == nil {
+		t.Fatal("broken YAML parsed")
+	}
+	h := strings.Join(failure.Hints(err), "\n")
+	if !strings.Contains(h, "machine config") || !strings.Contains(h, "webhookconfigurations") {
+		t.Errorf("hints %q: want both inputs named", h)
+	}
+}
+
+// An item kube-apiserver refuses on every minor (not NAME=true|false) is
+// not "accepted" on the old one.
+func TestInvalidGateItemNotAcceptedOnFrom(t *testing.T) {
+	ea := ExtraArgs{Source: "mc.yaml", Args: []ExtraArg{{Key: "feature-gates", Values: []string{"invalid,SidecarContainers=true"}}}}
+	fs, err := CheckExtraArgs([]ExtraArgs{ea}, "1.33", "1.34")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, f := range fs {
+		if f.Item != "invalid" {
+			continue
+		}
+		found = true
+		if f.OnFrom == "" || !f.FromRefuses {
+			t.Errorf("invalid on the old minor: %+v, want refused there too", f)
+		}
+	}
+	if !found {
+		t.Fatalf("no finding for the item invalid: %+v", fs)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, Report{FromVersion: "1.33", ToVersion: "1.34", APIServerArgs: fs, ArgsSources: []string{"mc.yaml"}, Risk: argsRisk(fs)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, "invalid") && strings.Contains(l, "accepted") {
+			t.Errorf("rendered as accepted: %q", l)
+		}
 	}
 }

@@ -87,6 +87,7 @@ type Options struct {
 type Unreadable struct {
 	Kind, Name string
 	Reason     string // e.g. "encrypted value"
+	Stored     string // how etcd stores it ("encrypted"), for an object read from etcd
 }
 
 func unreadableFinding(u Unreadable) Finding {

@@ -21,6 +21,9 @@ type ParseError struct {
 	Source   string // file name or "-" when known
 	Document int    // 1-based index of the YAML document
 	Err      error
+	// Syntax: the document is no YAML at all, so what it was meant to be
+	// cannot be told; MachineConfig: it is a Talos machine config.
+	Syntax, MachineConfig bool
 }
 
 func (e *ParseError) Error() string {
@@ -33,17 +36,33 @@ func (e *ParseError) Error() string {
 
 func (e *ParseError) Unwrap() []error { return []error{ErrInvalidInput, e.Err} }
 
-// Hints tells what to feed the audit.
+const (
+	hintWebhookFile   = "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations -o yaml > webhooks.yaml, then: breakglass audit -f webhooks.yaml"
+	hintMachineConfig = "a Talos machine config: talosctl -n NODE read /system/state/config.yaml > mc.yaml, then: breakglass audit -f mc.yaml (or breakglass audit -n NODE reads it through the Talos API)"
+)
+
+// Hints tells what to feed the audit: the kind of input the document is,
+// or both kinds when it cannot be told.
 func (e *ParseError) Hints() []string {
-	return []string{
-		"kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations -o yaml > webhooks.yaml, then: breakglass audit -f webhooks.yaml",
+	switch {
+	case e.MachineConfig:
+		return []string{
+			"each cluster.apiServer.extraArgs value is a string, or a list of strings (Talos 1.13+): fix the machine config's source, and check it with talosctl validate --config FILE --mode metal",
+		}
+	case e.Syntax:
+		return []string{"-f takes webhook configurations and admission policies: " + hintWebhookFile, "or " + hintMachineConfig}
 	}
+	return []string{hintWebhookFile}
 }
 
 // UnsupportedVersionError is a Kubernetes version the start-up model does not cover.
-type UnsupportedVersionError struct{ Version string }
+// Reason, when set, says why Version is no version at all (v1.34.x).
+type UnsupportedVersionError struct{ Version, Reason string }
 
 func (e *UnsupportedVersionError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("audit: %q is not a Kubernetes version: %s (supported: %s)", e.Version, e.Reason, strings.Join(SupportedVersions, ", "))
+	}
 	return fmt.Sprintf("audit: kubernetes version %q is not modelled (supported: %s)", e.Version, strings.Join(SupportedVersions, ", "))
 }
 

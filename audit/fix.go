@@ -225,8 +225,11 @@ func PlanFixContext(ctx context.Context, cfgs []Configuration, style FixStyle) (
 			"such as the IPAddress of a new Service (pkg/registry/core/service/ipallocator); user requests themselves still go to the webhook")
 	}
 
-	// The fix must not change what ordinary requests match.
-	for _, msg := range policyOrdinaryDiffs(cfgs, plan.patched, newMatchEnv(style.Audit)) {
+	// The fix must not change what ordinary requests match. Their
+	// evaluations are stopped by ctx too, as the audits' are.
+	env := newMatchEnv(style.Audit)
+	env.ctx = ctx
+	for _, msg := range policyOrdinaryDiffs(cfgs, plan.patched, env) {
 		if style.Exclusion == ExcludeAPIServer {
 			problems = append(problems, msg)
 		} else {
@@ -236,7 +239,7 @@ func PlanFixContext(ctx context.Context, cfgs []Configuration, style FixStyle) (
 	for ci, c := range cfgs {
 		orig := indexWebhooks(c.webhooks())
 		for _, pw := range plan.patched[ci].webhooks() {
-			for _, msg := range ordinaryDiffs(orig[pw.index], pw, newMatchEnv(style.Audit)) {
+			for _, msg := range ordinaryDiffs(orig[pw.index], pw, env) {
 				msg = fmt.Sprintf("webhook %q in %q: %s", pw.name, c.Name(), msg)
 				if style.Exclusion == ExcludeAPIServer {
 					problems = append(problems, msg)
@@ -245,6 +248,10 @@ func PlanFixContext(ctx context.Context, cfgs []Configuration, style FixStyle) (
 				}
 			}
 		}
+	}
+	if ctx.Err() != nil {
+		// A check made of evaluations that never ran says nothing.
+		return nil, context.Cause(ctx)
 	}
 	if len(problems) > 0 {
 		return plan, &FixVerificationError{Problems: problems}
@@ -257,6 +264,9 @@ func PlanFixContext(ctx context.Context, cfgs []Configuration, style FixStyle) (
 func ordinaryDiffs(orig, patched *webhook, env matchEnv) []string {
 	var out []string
 	for _, r := range ordinaryRequests() {
+		if env.done() {
+			break
+		}
 		a, b := orig.match(r, env), patched.match(r, env)
 		if a.outcome != b.outcome {
 			out = append(out, fmt.Sprintf("%s by %s changes from %s to %s", r.String(), r.userInfo().Username, a.outcome, b.outcome))

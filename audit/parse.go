@@ -112,7 +112,7 @@ func ParseNamed(name string, data []byte) ([]Configuration, error) {
 			break
 		}
 		if err != nil {
-			return nil, &ParseError{Source: name, Document: i + 1, Err: err}
+			return nil, &ParseError{Source: name, Document: i + 1, Err: err, Syntax: true}
 		}
 		src.docs = append(src.docs, &n)
 		cfgs, err := decodeDocument(src, i, &n)

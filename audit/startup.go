@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -224,17 +225,35 @@ func parseMinor(v string, def int) (int, error) {
 	if v == "" && def != 0 {
 		return def, nil
 	}
-	s := strings.TrimPrefix(strings.TrimSpace(v), "v")
-	parts := strings.Split(s, ".")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] != "1" {
+	m := versionShape.FindStringSubmatch(strings.TrimSpace(v))
+	if m == nil {
+		return 0, &UnsupportedVersionError{Version: v, Reason: "want 1.NN or 1.NN.P, as 1.34 or v1.34.4"}
+	}
+	major, minor, patch := m[1], m[2], m[3]
+	for _, part := range []struct{ what, s string }{{"minor", minor}, {"patch", patch}} {
+		switch {
+		case part.s == "":
+		case strings.Trim(part.s, "0123456789") != "":
+			return 0, &UnsupportedVersionError{Version: v, Reason: fmt.Sprintf("its %s %q is not a number", part.what, part.s)}
+		case len(part.s) > 1 && part.s[0] == '0':
+			return 0, &UnsupportedVersionError{Version: v, Reason: fmt.Sprintf("its %s %q has a leading zero", part.what, part.s)}
+		default:
+			if _, err := strconv.ParseUint(part.s, 10, 31); err != nil {
+				return 0, &UnsupportedVersionError{Version: v, Reason: fmt.Sprintf("its %s %q is out of range", part.what, part.s)}
+			}
+		}
+	}
+	n, _ := strconv.Atoi(minor)
+	if major != "1" || n < minModelled || n > maxModelled {
 		return 0, &UnsupportedVersionError{Version: v}
 	}
-	m, err := strconv.Atoi(parts[1])
-	if err != nil || m < minModelled || m > maxModelled {
-		return 0, &UnsupportedVersionError{Version: v}
-	}
-	return m, nil
+	return n, nil
 }
+
+// versionShape is a Kubernetes version as people, images and /version
+// write it: [v]MAJOR.MINOR[.PATCH[-PRERELEASE][+BUILD]]. Minor and patch
+// are checked as numbers after (so that "x" is said to be no number).
+var versionShape = regexp.MustCompile(`^v?([0-9]+)\.([0-9A-Za-z]+)(?:\.([0-9A-Za-z]+)(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?:\+[0-9A-Za-z]+(?:[.-][0-9A-Za-z]+)*)?)?$`)
 
 const (
 	hookServiceCIDR = "poststarthook/start-kubernetes-service-cidr-controller"

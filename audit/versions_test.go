@@ -2,6 +2,7 @@ package audit
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +98,38 @@ func TestAuditFromTo(t *testing.T) {
 	}
 	if _, err := NextVersion("1.37"); err == nil {
 		t.Error("next of 1.37 is not modelled")
+	}
+}
+
+// Issue 29: a version is read whole. --to v1.34.x and --to
+// 1.34.99999999999999999999 were taken as 1.34: the patch was never read.
+// Each is refused, saying what is wrong with it; a real patch, a
+// pre-release or a build tag (as an image or /version says it) is read.
+func TestVersionReadWhole(t *testing.T) {
+	for _, c := range []struct{ v, reason string }{
+		{"v1.34.x", `its patch "x" is not a number`},
+		{"1.34.99999999999999999999", `its patch "99999999999999999999" is out of range`},
+		{"1.34.", `want 1.NN or 1.NN.P`},
+		{"1.+34", `want 1.NN or 1.NN.P`},
+		{"1.034", `its minor "034" has a leading zero`},
+		{"1.34.04", `its patch "04" has a leading zero`},
+		{"1.34.4.1", `want 1.NN or 1.NN.P`},
+		{"v1.34.4-", `want 1.NN or 1.NN.P`},
+		{" 1.34 x", `want 1.NN or 1.NN.P`},
+	} {
+		_, err := NormalizeVersion(c.v)
+		var uv *UnsupportedVersionError
+		if !errors.As(err, &uv) || !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("NormalizeVersion(%q): %v, want refused: %s", c.v, err, c.reason)
+		}
+		if _, _, err := (Options{ToVersion: c.v}).Versions(); err == nil {
+			t.Errorf("--to %q accepted", c.v)
+		}
+	}
+	for v, want := range map[string]string{"1.34": "1.34", "v1.34.4": "1.34", "1.34.0": "1.34", "v1.33.13": "1.33",
+		"v1.34.4-rc.1": "1.34", "v1.34.4+k3s1": "1.34", "v1.35.0-alpha.2.123+abcdef": "1.35", " v1.36.3 ": "1.36"} {
+		if got, err := NormalizeVersion(v); err != nil || got != want {
+			t.Errorf("NormalizeVersion(%q) = %q, %v; want %q", v, got, err, want)
+		}
 	}
 }

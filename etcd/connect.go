@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/breakglass-dev/breakglass/internal/ctxfile"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
@@ -36,6 +37,9 @@ type Config struct {
 
 	// DialTimeout bounds the first request that proves etcd answers; default 5s.
 	DialTimeout time.Duration
+	// ReadTimeout bounds each later read request, and a snapshot's wait
+	// for its next data; default DefaultReadTimeout (deadline.go).
+	ReadTimeout time.Duration
 }
 
 // Client is a connection to one etcd cluster, scoped to a key prefix.
@@ -46,6 +50,7 @@ type Client struct {
 	// certNotAfter is when the client certificate expires (zero without
 	// one): after it, etcd refuses every new connection.
 	certNotAfter time.Time
+	readTimeout  time.Duration
 }
 
 // ID is an etcd cluster or member ID, written in hex as etcdctl shows it.
@@ -108,6 +113,10 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if err := anyListening(ctx, endpoints, timeout); err != nil {
 		return nil, &UnreachableError{Endpoints: endpoints, Err: err}
 	}
+	readTimeout := cfg.ReadTimeout
+	if readTimeout <= 0 {
+		readTimeout = DefaultReadTimeout
+	}
 	kv, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		TLS:         tlsCfg,
@@ -116,11 +125,14 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		Logger: zap.NewNop(),
 		// Enough for a full snapshot listing of a large cluster.
 		MaxCallRecvMsgSize: 1<<31 - 1,
+		// Every read has a deadline (deadline.go); chained inside the
+		// client's own retries, so each attempt has it.
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(readDeadlines(readTimeout, endpoints))},
 	})
 	if err != nil {
 		return nil, &UnreachableError{Endpoints: endpoints, Err: err, TLS: looksLikeTLS(err)}
 	}
-	c := &Client{kv: kv, prefix: normalizePrefix(cfg.Prefix), endpoints: endpoints}
+	c := &Client{kv: kv, prefix: normalizePrefix(cfg.Prefix), endpoints: endpoints, readTimeout: readTimeout}
 	if tlsCfg != nil && tlsCfg.Certificates[0].Leaf != nil {
 		c.certNotAfter = tlsCfg.Certificates[0].Leaf.NotAfter
 	}
@@ -179,7 +191,8 @@ func (c *Client) wrap(err error) error {
 	}
 	var ue *UnreachableError
 	var ns *NoSpaceError
-	if errors.As(err, &ue) || errors.As(err, &ns) {
+	var st *StalledError
+	if errors.As(err, &ue) || errors.As(err, &ns) || errors.As(err, &st) {
 		return err
 	}
 	if IsNoSpace(err) {

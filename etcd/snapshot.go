@@ -26,13 +26,20 @@ type SnapshotInfo struct {
 func (c *Client) Snapshot(ctx context.Context, path string, w Writer) (*SnapshotInfo, error) {
 	info := &SnapshotInfo{Path: path, DryRun: w.DryRun()}
 	err := w.CreateFile(path, func(f io.Writer) error {
-		resp, err := c.kv.SnapshotWithVersion(ctx)
+		// A stream that may take minutes: its deadline is on progress.
+		sctx, watch := watchStalls(ctx, c.readTimeout, endpointOf(nil, nil, c.endpoints), "the snapshot stream")
+		defer watch.stop()
+		resp, err := c.kv.SnapshotWithVersion(sctx)
 		if err != nil {
+			if stalled := watch.stalled(); stalled != nil {
+				return stalled
+			}
 			return c.wrap(err)
 		}
 		defer resp.Snapshot.Close()
 		info.EtcdVersion = resp.Version
-		size, sum, err := copySnapshot(f, resp.Snapshot)
+		watch.r = resp.Snapshot
+		size, sum, err := copySnapshot(f, watch)
 		if err != nil {
 			return c.wrap(err)
 		}

@@ -70,18 +70,28 @@ func checkReplayArgs(args map[string]string) error {
 
 // MachineConfigReplayArgs are the extraArgs of a machine config as a replay
 // takes them: list values comma-joined (kube-apiserver reads a repeated
-// list flag as one list), keys the replay does not set left out and named.
-func MachineConfigReplayArgs(ea audit.ExtraArgs) (map[string]string, []string) {
+// list flag as one list), keys the replay does not set left out and named,
+// quoted so that an empty one or one that would drive the terminal is
+// seen. A key the config holds twice (its YAML repeats it, or two
+// documents set it) is refused: Talos refuses such a config, and which
+// value a cluster runs cannot be told.
+func MachineConfigReplayArgs(ea audit.ExtraArgs) (map[string]string, []string, error) {
 	args := map[string]string{}
+	seen := map[string]bool{}
 	var left []string
 	for _, a := range ea.Args {
+		if seen[a.Key] {
+			return nil, nil, failure.Input("give each key once in cluster.apiServer.extraArgs (talosctl validate --config FILE --mode metal finds such a config)",
+				"%s: cluster.apiServer.extraArgs %q is given twice", termsafe.String(ea.Source), a.Key)
+		}
+		seen[a.Key] = true
 		if why := ReplayArgRefusal(a.Key); why != "" {
-			left = append(left, fmt.Sprintf("%s (%s)", a.Key, why))
+			left = append(left, fmt.Sprintf("%q (%s)", a.Key, why))
 			continue
 		}
 		args[a.Key] = strings.Join(a.Values, ",")
 	}
-	return args, left
+	return args, left, nil
 }
 
 // replayExtraArgs are the replay's args for the audit.
@@ -111,9 +121,12 @@ func (o *ReplayOptions) takeMachineConfigs() ([]string, error) {
 		if err != nil {
 			return nil, failure.Input("pass a Talos machine config (talosctl get machineconfig -o yaml, or the file you apply)", "%v", err)
 		}
-		args, l := MachineConfigReplayArgs(ea)
+		args, l, err := MachineConfigReplayArgs(ea)
+		if err != nil {
+			return nil, err
+		}
 		for _, s := range l {
-			left = append(left, src.Name+": "+s)
+			left = append(left, termsafe.String(src.Name)+": "+s)
 		}
 		for k, v := range args {
 			if prev, ok := o.APIServerArgs[k]; ok && prev != v {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/labflags"
 )
 
 // The replay installs params before policies and webhook configurations
@@ -231,7 +232,7 @@ func TestReplayTakesMachineConfigs(t *testing.T) {
 	if o.APIServerArgs["feature-gates"] != "MultiCIDRServiceAllocator=false,SidecarContainers=true" || o.APIServerArgs["cloud-provider"] != "external" || len(o.APIServerArgs) != 2 {
 		t.Errorf("args %v", o.APIServerArgs)
 	}
-	if len(left) != 1 || !strings.Contains(left[0], "cp1.yaml: oidc-issuer-url") {
+	if len(left) != 1 || !strings.Contains(left[0], `cp1.yaml: "oidc-issuer-url"`) {
 		t.Errorf("left out %v", left)
 	}
 	o = ReplayOptions{Sources: []ReplaySource{{Name: "cp1.yaml", Data: mc}}, APIServerArgs: map[string]string{"cloud-provider": "aws"}}
@@ -258,5 +259,46 @@ func TestExitReasonFromLastLog(t *testing.T) {
 		if got := exitReason(ContainerRun{ExitErr: "exit status 1", LastLog: c.last}, c.logs); got != c.want {
 			t.Errorf("exitReason(%q, %q) = %q, want %q", c.logs, c.last, got, c.want)
 		}
+	}
+}
+
+// Issue 29: lab replay dropped extraArgs keys without naming them. Every
+// key a machine config carries is replayed or named: an empty key, one of
+// control characters (which would redraw the terminal, hiding itself), a
+// key given twice in one config (the last won, the first went unsaid;
+// Talos refuses such a config), and --apiserver-arg given twice after an
+// empty value.
+func TestReplayNamesEveryKeyItDoesNotSet(t *testing.T) {
+	mc := func(args string) []byte {
+		return []byte("version: v1alpha1\nmachine:\n  type: controlplane\ncluster:\n  apiServer:\n    extraArgs:\n" + args)
+	}
+	o := ReplayOptions{Sources: []ReplaySource{{Name: "cp1.yaml", Data: mc("      \"\": x\n      \"\\e[2K\\rfeature-gates\": y\n      cloud-provider: external\n")}}}
+	left, err := o.takeMachineConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(left, "\n")
+	if len(left) != 2 || !strings.Contains(joined, `cp1.yaml: "" (not a kube-apiserver flag name`) || !strings.Contains(joined, `cp1.yaml: "\x1b[2K\rfeature-gates" (`) {
+		t.Errorf("left out, not named so one can read them:\n%s", joined)
+	}
+	if strings.ContainsAny(joined, "\x1b\r") {
+		t.Errorf("a left-out key drives the terminal: %q", joined)
+	}
+	for _, data := range [][]byte{
+		mc("      feature-gates: A=true\n      feature-gates: B=true\n"),
+		append(mc("      feature-gates: A=true\n"), "---\n"+string(mc("      feature-gates: B=true\n"))...),
+	} {
+		o := ReplayOptions{Sources: []ReplaySource{{Name: "cp1.yaml", Data: data}}}
+		_, err := o.takeMachineConfigs()
+		if err == nil || failure.Code(err) != int(failure.BadInput) || !strings.Contains(err.Error(), "feature-gates") {
+			t.Errorf("a key given twice in one config: %v, args %v", err, o.APIServerArgs)
+		}
+	}
+	var a labflags.ArgList
+	if err := a.Set("feature-gates="); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Set("feature-gates=A=true"); err == nil {
+		t.Errorf("--apiserver-arg feature-gates given twice: %v", a)
 	}
 }

@@ -221,6 +221,10 @@ func (r *run) step(ctx context.Context, s Step) (*Plan, Result, string, error) {
 		if err := r.confirm(ctx, s, plan); err != nil {
 			return plan, plan.Result, "", err
 		}
+		// No change whose record cannot be written (stdout or stderr failing).
+		if err := outputFailing(r.ui); err != nil {
+			return plan, plan.Result, "", err
+		}
 		apply := Entry{Kind: "apply", Step: s.Name, Action: s.Action(), Undo: plan.Undo}
 		if plan.Record != nil {
 			if apply.Data, err = json.Marshal(plan.Record); err != nil {
@@ -238,7 +242,10 @@ func (r *run) step(ctx context.Context, s Step) (*Plan, Result, string, error) {
 		out = plan.Result
 	}
 	if plan.Change && r.lock.deferred && ctx.Err() == nil {
-		r.takeDeferredLock(ctx) // etcd may take writes again now
+		// etcd may take writes again now.
+		if lerr := r.takeDeferredLock(ctx); lerr != nil {
+			r.warn("the cluster lock: " + lerr.Error())
+		}
 	}
 	return plan, out, "", err
 }

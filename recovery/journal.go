@@ -77,7 +77,9 @@ type Journal struct {
 func (s State) incidentsDir() string { return filepath.Join(s.Dir, "incidents") }
 
 // NewIncident creates an incident directory and its journal, and writes the
-// incident record first.
+// incident record first. When it cannot (a full disk, a read-only file
+// system) it leaves nothing behind, no incident that never started to be
+// read as damaged, and says so with a *StateDirError.
 func (s State) NewIncident(meta IncidentMeta, now time.Time) (*Journal, error) {
 	var rnd [3]byte
 	_, _ = rand.Read(rnd[:])
@@ -88,15 +90,23 @@ func (s State) NewIncident(meta IncidentMeta, now time.Time) (*Journal, error) {
 		meta.By = whoami()
 	}
 	dir := filepath.Join(s.incidentsDir(), meta.ID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	undo, err := mkdirNew(dir)
+	if err != nil {
+		return nil, &StateDirError{Dir: s.Dir, Err: err}
 	}
 	j, err := openJournal(dir, meta)
 	if err != nil {
-		return nil, err
+		undo()
+		return nil, &StateDirError{Dir: s.Dir, Err: err}
 	}
 	m := meta
-	return j, j.Append(Entry{Time: now.UTC(), Kind: "incident", Meta: &m})
+	if err := j.Append(Entry{Time: now.UTC(), Kind: "incident", Meta: &m}); err != nil {
+		j.Close()
+		_ = os.Remove(j.Path())
+		undo()
+		return nil, &StateDirError{Dir: s.Dir, Err: err}
+	}
+	return j, nil
 }
 
 // ReadIncident reads an incident's journal without opening it for writing.

@@ -11,15 +11,15 @@ import (
 // logs and in -o json, so their values are replaced by <redacted>.
 //
 // entry is one diff or YAML line: the diff's +/-/space, the indentation, an
-// optional list dash, the name, the colon, the value.
-// Names with dashes (kube-apiserver flags such as tls-private-key-file) name
-// files, not secrets, and are left alone.
-var entry = regexp.MustCompile(`^([-+ ]?)(\s*)(-\s+)?([A-Za-z0-9_]+)(\s*:)(\s*)(.*)$`)
+// optional list dash, the name, the colon, the value. A name may hold dots,
+// dashes and slashes (a Secret's tls.key, bootstrap-token) and be quoted
+// (".dockerconfigjson" in JSON).
+var entry = regexp.MustCompile(`^([-+ ]?)(\s*)(-\s+)?("[^"]+"|'[^']+'|[A-Za-z0-9_./-]+)(\s*:)(\s*)(.*)$`)
 
 var (
 	// alwaysSecret names hold a secret whatever their value looks like
 	// (a password is often short).
-	alwaysSecret = regexp.MustCompile(`(?i)(password|passwd|passphrase|credential|^auth$|auth$)`)
+	alwaysSecret = regexp.MustCompile(`(?i)(password|passwd|passphrase|credential|^auth$|auth$|dockerconfigjson|dockercfg)`)
 	// longSecret names hold one when the value is long enough to be a key
 	// (keySize: 4096 and tokenTTL: 1h are not).
 	longSecret = regexp.MustCompile(`(?i)(key|token|secret)`)
@@ -27,6 +27,9 @@ var (
 	blockScalar = regexp.MustCompile(`^[|>][-+0-9]*\s*(#.*)?$`)
 	pemBegin    = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`)
 	pemEnd      = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+	// fileName names a file, not its content (kube-apiserver's
+	// tls-private-key-file, token-auth-file).
+	fileName = regexp.MustCompile(`(?i)[-_.]?(file|dir|path)$`)
 )
 
 const redacted = "<redacted>"
@@ -69,16 +72,22 @@ func redactSecrets(text string) string {
 			out = append(out, l)
 			continue
 		}
-		name, value := m[4], strings.TrimSpace(m[7])
-		secret := alwaysSecret.MatchString(name) || longSecret.MatchString(name)
+		name, value := strings.Trim(m[4], `"'`), strings.TrimSpace(m[7])
+		always := alwaysSecret.MatchString(name)
+		secret := always || longSecret.MatchString(name) && !fileName.MatchString(name) && !isPath(value)
 		switch {
-		case !secret || empty(value):
+		case !secret || revealsNothing(value):
 			out = append(out, l)
 		case blockScalar.MatchString(value):
 			blockIndent = len(m[2]) + len(m[3])
 			out = append(out, l)
-		case alwaysSecret.MatchString(name) || len(value) >= 16:
-			out = append(out, strings.TrimSuffix(l, m[7])+redacted)
+		case always || len(value) >= 16:
+			// A JSON member keeps its comma, so the line still reads as JSON.
+			end := redacted
+			if strings.HasSuffix(value, ",") {
+				end += ","
+			}
+			out = append(out, strings.TrimSuffix(l, m[7])+end)
 		default:
 			out = append(out, l)
 		}
@@ -104,11 +113,16 @@ func appendRedacted(out []string, last, line string) ([]string, string) {
 	return append(out, line), line
 }
 
-// empty values reveal nothing and are shown as they are.
-func empty(v string) bool {
-	switch v {
-	case "", `""`, "''", "null", "~", "{}", "[]":
+// revealsNothing is a value shown as it is under any name: empty, or a
+// yes or no (anonymous-auth: "false", enable-bootstrap-token-auth: true).
+func revealsNothing(v string) bool {
+	switch strings.Trim(strings.TrimSuffix(v, ","), `"'`) {
+	case "", "null", "~", "{}", "[]", "true", "false":
 		return true
 	}
 	return false
 }
+
+// isPath is a value that names a file (an absolute path): what a key-file
+// flag holds, not the key.
+func isPath(v string) bool { return strings.HasPrefix(strings.Trim(v, `"'`), "/") }

@@ -9,9 +9,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/closest"
-	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
-	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/lab"
@@ -175,63 +173,26 @@ func replayCommand(s streams) *cli.Command {
 	}
 }
 
-// replaySources reads -f files (- is standard input) and --kubeconfig.
+// replaySources reads -f files (- is standard input), --kubeconfig and
+// --from-etcd as breakglass audit does (audit.ReadSources), with the
+// certificates given for etcd: the lab mints none (that needs the Talos
+// API, which breakglass has and the lab does not).
 func replaySources(c *cli.Context, s streams) ([]lab.ReplaySource, error) {
-	var out []lab.ReplaySource
-	for _, f := range c.StringSlice("file") {
-		data, err := command.ReadInput(c.Context, f, s.In, "pass the admission objects with -f FILE, or - for standard input")
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, lab.ReplaySource{Name: f, Data: data})
+	eo := recovery.EtcdOptions{Endpoints: c.StringSlice("etcd-endpoints"), CACert: c.String("etcd-cacert"),
+		Cert: c.String("etcd-cert"), Key: c.String("etcd-key"), Prefix: c.String("etcd-prefix")}
+	in := audit.Inputs{Files: c.StringSlice("file"), Kubeconfig: c.String("kubeconfig"), FromEtcd: c.Bool("from-etcd")}
+	got, err := audit.ReadSources(c.Context, in, recovery.AuditReaders(s.In, eo, nil))
+	if err != nil {
+		return nil, err
 	}
-	if path := c.String("kubeconfig"); path != "" {
-		kc, err := command.ReadFile(c.Context, path, "pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)")
-		if err != nil {
-			return nil, err
-		}
-		data, err := recovery.FetchWebhookConfigurations(c.Context, kc)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, lab.ReplaySource{Name: path, Data: data})
+	for _, o := range got.Unreadable {
+		fmt.Fprintf(s.Err, "WARNING: %s %s is not replayed: its etcd value is %s; pass its manifest with -f\n", o.Kind, termsafe.String(o.Name), o.Stored)
 	}
-	if c.Bool("from-etcd") {
-		src, err := replayFromEtcd(c, s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, src)
+	out := make([]lab.ReplaySource, 0, len(got.Sources))
+	for _, src := range got.Sources {
+		out = append(out, lab.ReplaySource{Name: src.Name, Data: src.Data})
 	}
 	return out, nil
-}
-
-// replayFromEtcd reads the cluster's admission objects from its etcd with
-// the certificates given (the lab mints none: that needs the Talos API,
-// which `breakglass` has and the lab does not).
-func replayFromEtcd(c *cli.Context, s streams) (lab.ReplaySource, error) {
-	opts := recovery.EtcdOptions{Endpoints: c.StringSlice("etcd-endpoints"), CACert: c.String("etcd-cacert"),
-		Cert: c.String("etcd-cert"), Key: c.String("etcd-key"), Prefix: c.String("etcd-prefix")}
-	if len(opts.Endpoints) == 0 {
-		return lab.ReplaySource{}, failure.Input("pass --etcd-endpoints URL with --etcd-cacert, --etcd-cert and --etcd-key (or ETCDCTL_*)", "--from-etcd needs the cluster's etcd endpoints")
-	}
-	ec, err := recovery.ConnectEtcd(c.Context, nil, opts)
-	if err != nil {
-		return lab.ReplaySource{}, err
-	}
-	defer ec.Close()
-	l, err := ec.List(c.Context, kinds.All)
-	if err != nil {
-		return lab.ReplaySource{}, err
-	}
-	data, unreadable, err := l.Manifest()
-	if err != nil {
-		return lab.ReplaySource{}, err
-	}
-	for _, o := range unreadable {
-		fmt.Fprintf(s.Err, "WARNING: %s %s is not replayed: its etcd value is %s; pass its manifest with -f\n", o.Kind, termsafe.String(o.Name), o.Encoding)
-	}
-	return lab.ReplaySource{Name: "etcd " + strings.Join(opts.Endpoints, ","), Data: data}, nil
 }
 
 // checkNodes refuses a node count the lab's addresses do not hold: its

@@ -116,7 +116,7 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 	case p == nil:
 	case g.json():
 		if werr := writeJSON(s.Out, p); werr != nil {
-			return werr
+			return either(err, werr)
 		}
 	case g.DryRun:
 		if err == nil {
@@ -156,7 +156,7 @@ func admissionStatus(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 	}
 	if g.json() {
 		if werr := writeJSON(s.Out, map[string]any{"nodes": nodes, "disabled": disabled}); werr != nil {
-			return werr
+			return either(err, werr)
 		}
 	} else {
 		renderAdmissionStatus(s.Out, nodes, tc.CanApply())

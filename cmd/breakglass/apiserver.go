@@ -41,7 +41,7 @@ func apiserverCommand(s streams) *cli.Command {
 					}
 					if g.json() {
 						if werr := writeJSON(s.Out, map[string]any{"nodes": health, "elapsed": recovery.Duration(time.Since(start).Round(time.Millisecond))}); werr != nil {
-							return werr
+							return either(err, werr)
 						}
 					} else {
 						for _, h := range health {

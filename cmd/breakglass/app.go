@@ -167,12 +167,14 @@ const argsKey = "args"
 
 // run executes the command line and returns the process exit code.
 func run(ctx context.Context, args []string, s streams) int {
+	s = watchOutputs(s) // a failed write is an error (output.go)
 	app := newApp(s)
 	app.Metadata[argsKey] = args // as typed: what a dry run says to run for real
 	err := app.RunContext(ctx, command.Normalize(app, args))
 	path, _ := app.Metadata[commandPathKey].(string)
 	err = asInterrupted(ctx, err)
 	err = permissionAsBadInput(path, err)
+	err = withOutputFailure(err, outputFailed(s))
 	if err == nil {
 		return int(failure.OK)
 	}

@@ -1,20 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/breakglass-dev/breakglass/audit"
-	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
-	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/breakglass-dev/breakglass/talos"
 )
 
 func init() {
@@ -39,7 +35,8 @@ func auditCommand(s streams) *cli.Command {
 			"Read-only. --fix prints the configurations with matchConditions added that keep the API server's\n" +
 			"own writes away (request.userInfo.username != 'system:apiserver'), after auditing the fix itself.\n" +
 			"The cluster's own kube-apiserver flags too: cluster.apiServer.extraArgs of Talos machine configs given\n" +
-			"with -f, or read from the -n nodes through the Talos API (os:admin). Each flag, feature gate and\n" +
+			"with -f, or read from the -n nodes through the Talos API (os:admin; with nothing else to audit, the\n" +
+			"talosconfig context's nodes). Each flag, feature gate and\n" +
 			"runtime-config entry kube-apiserver --to refuses at start (a gate locked or gone, a flag removed, an API\n" +
 			"version it no longer registers) is a deadlock: it exits at once, and the kubelet restarts it with back-off.\n" +
 			"Its reason is in kube-apiserver's own words, as the lab's binaries answered (one per minor), with the fix;\n" +
@@ -62,23 +59,31 @@ func auditCommand(s streams) *cli.Command {
 			if err != nil {
 				return err
 			}
-			in, err := auditInputs(c, s, g)
+			// -n names etcd's hosts only when etcd is reached with its own
+			// certificates; otherwise the control planes, whose machine
+			// configs are read (with nothing else, the context's nodes).
+			direct := c.Bool("from-etcd") && etcdOptions(c).HasClientCert()
+			in := audit.Inputs{Files: c.StringSlice("file"), Kubeconfig: c.String("kubeconfig"), FromEtcd: c.Bool("from-etcd"),
+				Nodes: len(g.Nodes) > 0 && !direct, ContextNodes: len(g.Nodes) == 0 && fileExists(g.Talosconfig)}
+			t := g.talosOptions()
+			got, err := audit.Gather(c.Context, in, recovery.AuditReaders(s.In, etcdOptions(c), &t))
 			if err != nil {
 				return err
 			}
 			opts := audit.Options{FromVersion: c.String("from"), ToVersion: c.String("to"), KubernetesVersion: c.String("k8s-version"),
-				SlowTimeout: c.Duration("slow-timeout"), Unreadable: in.unreadable, ExtraArgs: in.extraArgs}
-			if err := defaultAuditVersions(&opts, in.running, s.Err); err != nil {
+				SlowTimeout: c.Duration("slow-timeout"), Unreadable: got.Unreadable, ExtraArgs: got.ExtraArgs}
+			if note, err := opts.WithRunning(got.Running); err != nil {
 				return err
+			} else if note != "" {
+				fmt.Fprintln(s.Err, note)
 			}
-			cfgs := in.cfgs
 			if c.Bool("fix") {
-				if !audit.HasAdmissionObjects(cfgs) {
+				if !audit.HasAdmissionObjects(got.Configurations) {
 					return failure.Input("the flags' fixes are in the report: breakglass audit without --fix", "--fix changes webhooks and policies, and none was given")
 				}
-				return runAuditFix(c, s, cfgs, opts)
+				return runAuditFix(c, s, got.Configurations, opts)
 			}
-			report, err := audit.AuditContext(c.Context, cfgs, opts)
+			report, err := audit.AuditContext(c.Context, got.Configurations, opts)
 			if err != nil {
 				return err
 			}
@@ -95,176 +100,10 @@ func auditCommand(s streams) *cli.Command {
 	}
 }
 
-// auditInput is what the audit reads: the objects, those it cannot read,
-// and the version a live cluster runs (with where that was learned).
-type auditInput struct {
-	cfgs       []audit.Configuration
-	unreadable []audit.Unreadable
-	extraArgs  []audit.ExtraArgs // cluster.apiServer.extraArgs of the machine configs read
-	running    runningVersion
-}
-
-type runningVersion struct{ version, evidence string }
-
-// defaultAuditVersions fills the upgrade in when the flags leave it out:
-// a live cluster's running minor to the next one (a restart of the newest
-// modelled), and says so; files keep the incident's 1.32 -> 1.34.
-func defaultAuditVersions(opts *audit.Options, running runningVersion, w io.Writer) error {
-	if opts.FromVersion != "" || running.evidence == "" {
-		return nil
-	}
-	if running.version == "" {
-		fmt.Fprintf(w, "audit: cannot tell the version the cluster runs (%s); auditing the upgrade 1.32 -> 1.34: pass --from and --to to choose\n", running.evidence)
-		return nil
-	}
-	from, err := audit.NormalizeVersion(running.version)
-	if err != nil {
-		return failure.Hinted(err, "pass the upgrade to audit: --from 1.NN --to 1.NN")
-	}
-	opts.FromVersion = from
-	if opts.ToVersion == "" && opts.KubernetesVersion == "" {
-		if opts.ToVersion, err = audit.NextVersion(from); err != nil {
-			opts.ToVersion = from // the newest modelled: its restart
-		}
-	}
-	to := opts.ToVersion
-	if to == "" {
-		to = opts.KubernetesVersion
-	}
-	fmt.Fprintf(w, "audit: the cluster runs %s (%s); auditing the start of %s on it: pass --from and --to to choose\n", running.version, running.evidence, to)
-	return nil
-}
-
-// auditInputs reads the configurations from files, standard input and etcd.
-func auditInputs(c *cli.Context, s streams, g globalOptions) (auditInput, error) {
-	var in auditInput
-	cfgs, err := auditObjects(c, s, g, &in)
-	in.cfgs = cfgs
-	return in, err
-}
-
-func auditObjects(c *cli.Context, s streams, g globalOptions, in *auditInput) ([]audit.Configuration, error) {
-	var cfgs []audit.Configuration
-	for _, f := range c.StringSlice("file") {
-		data, err := command.ReadInput(c.Context, f, s.In, "pass manifests with -f FILE, or - for standard input")
-		if err != nil {
-			return nil, err
-		}
-		parsed, err := audit.ParseNamed(f, data)
-		if err != nil {
-			return nil, err
-		}
-		cfgs = append(cfgs, parsed...)
-		// A Talos machine config: its kube-apiserver flags are audited too.
-		switch ea, err := audit.MachineConfigArgs(f, data); {
-		case err == nil:
-			in.extraArgs = append(in.extraArgs, ea)
-		case !errors.Is(err, audit.ErrNotMachineConfig):
-			return nil, err
-		}
-	}
-	if len(g.Nodes) > 0 && !(c.Bool("from-etcd") && etcdOptions(c).HasClientCert()) {
-		// -n: the control planes' machine configs, through the Talos API
-		// (with --from-etcd and etcd certificates -n names etcd's hosts only).
-		if err := auditMachineConfigs(c, g, in); err != nil {
-			return nil, err
-		}
-	}
-	if path := c.String("kubeconfig"); path != "" {
-		kc, err := command.ReadFile(c.Context, path, "pass a kubeconfig file: --kubeconfig FILE (talosctl kubeconfig writes one)")
-		if err != nil {
-			return nil, err
-		}
-		data, err := recovery.FetchWebhookConfigurations(c.Context, kc)
-		if err != nil {
-			return nil, err
-		}
-		in.running = runningVersion{evidence: "unknown"}
-		if v, err := recovery.ServerVersion(c.Context, kc); err == nil {
-			in.running = runningVersion{v, "the API server's /version"}
-		} else {
-			in.running.evidence = err.Error()
-		}
-		parsed, err := audit.ParseNamed(path, data)
-		if err != nil {
-			return nil, err
-		}
-		cfgs = append(cfgs, parsed...)
-	}
-	if c.Bool("from-etcd") {
-		ec, err := recovery.DialEtcd(c.Context, etcdOptions(c), g.talosOptions())
-		if err != nil {
-			return nil, err
-		}
-		defer ec.Close()
-		l, err := ec.List(c.Context, kinds.All)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range l.Objects {
-			if o.Decoded == nil {
-				reason := string(o.Encoding) + " value"
-				if o.DecodeError != "" {
-					reason += " (" + o.DecodeError + ")"
-				}
-				in.unreadable = append(in.unreadable, audit.Unreadable{Kind: o.Kind, Name: o.Name, Reason: reason})
-				continue
-			}
-			parsed, err := audit.FromObjects(o.Decoded)
-			if err != nil {
-				return nil, err
-			}
-			cfgs = append(cfgs, parsed...)
-		}
-		if c.String("kubeconfig") == "" {
-			v, evidence, err := recovery.EtcdClusterVersion(c.Context, ec)
-			if err != nil {
-				return nil, err
-			}
-			in.running = runningVersion{v, evidence}
-		}
-	}
-	if !audit.HasAdmissionObjects(cfgs) && !c.Bool("from-etcd") && c.String("kubeconfig") == "" && len(in.extraArgs) == 0 {
-		return nil, failure.Input("breakglass audit -f webhooks.yaml (or a Talos machine config), --from-etcd, --kubeconfig FILE, or -n CP1,CP2,CP3 for the control planes' kube-apiserver flags", "nothing to audit")
-	}
-	return cfgs, nil
-}
-
-// auditMachineConfigs reads each -n node's machine config through the
-// Talos API (os:admin) for its cluster.apiServer.extraArgs; the image of
-// the first says the version the cluster runs.
-func auditMachineConfigs(c *cli.Context, g globalOptions, in *auditInput) error {
-	tc, err := connectTalos(c.Context, g)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	for _, node := range tc.Nodes() {
-		mc, err := tc.ReadMachineConfig(c.Context, node)
-		if err != nil {
-			return err
-		}
-		ea, err := audit.MachineConfigArgs(node, mc.Bytes)
-		if err != nil {
-			return talos.NewNodeError(node, "read cluster.apiServer.extraArgs", err)
-		}
-		in.extraArgs = append(in.extraArgs, ea)
-		if facts, err := talos.ReadFacts(mc.Bytes); err == nil && in.running.evidence == "" {
-			if tag := imageTag(facts.APIServerImage); tag != "" {
-				in.running = runningVersion{tag, "the kube-apiserver image in node " + node + "'s machine config"}
-			}
-		}
-	}
-	return nil
-}
-
-// imageTag is the tag of an image reference ("" without one).
-func imageTag(image string) string {
-	image, _, _ = strings.Cut(image, "@")
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		return image[i+1:]
-	}
-	return ""
+// fileExists tells whether path names something that exists.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func runAuditFix(c *cli.Context, s streams, cfgs []audit.Configuration, opts audit.Options) error {

@@ -154,12 +154,16 @@ var catalogue = []catCase{
 	{cmd: "audit", class: "flags", args: "audit --slow-timeout 1m -f $DIR/w.yaml", files: map[string]string{"w.yaml": webhookYAML}, code: 2, msg: `--slow-timeout 1m0s is out of range`, hint: `from 1s to 30s`},
 	{cmd: "audit", class: "flags", args: "audit --k8s-version 1.20 -f $DIR/w.yaml", files: map[string]string{"w.yaml": webhookYAML}, code: 2, msg: `"1.20"`, hint: `1\.34`},
 	{cmd: "audit", class: "flags", args: "audit --k8s-version latest -f $DIR/w.yaml", files: map[string]string{"w.yaml": webhookYAML}, code: 2, msg: `"latest"`, hint: `1\.34`},
+	// Issue 29: the patch is read too (both were taken as 1.34).
+	{cmd: "audit", class: "flags", args: "audit --to v1.34.x -f $DIR/w.yaml", files: map[string]string{"w.yaml": webhookYAML}, code: 2, msg: `"v1\.34\.x" is not a Kubernetes version: its patch "x" is not a number`, hint: `1\.34`},
+	{cmd: "audit", class: "flags", args: "audit --to 1.34.99999999999999999999 -f $DIR/w.yaml", files: map[string]string{"w.yaml": webhookYAML}, code: 2, msg: `its patch "99999999999999999999" is out of range`, hint: `1\.34`},
+	{cmd: "audit", class: "flags", args: "audit --from v1.33.x --to 1.34 -f $DIR/w.yaml", files: map[string]string{"w.yaml": webhookYAML}, code: 2, msg: `"v1\.33\.x" is not a Kubernetes version`, hint: `1\.33`},
 	{cmd: "audit", class: "files", args: "audit -f $DIR/absent.yaml", code: 2, msg: `absent\.yaml`, hint: `.`},
 	{cmd: "audit", class: "files", args: "audit -f $DIR/empty.yaml", files: map[string]string{"empty.yaml": ""}, code: 2, msg: `nothing to audit`, hint: `-f webhooks.yaml`},
 	{cmd: "audit", class: "files", args: "audit -f $DIR/bad.yaml", files: map[string]string{"bad.yaml": "kind: [\n"}, code: 2, msg: `bad\.yaml`, hint: `.`},
 	{cmd: "audit", class: "files", args: "audit -f $DIR", code: 2, msg: `directory`, hint: `.`},
 	{cmd: "audit", class: "args", args: "audit extra.yaml", code: 2, msg: `audit takes no arguments`, hint: `-f extra.yaml`},
-	{cmd: "audit", class: "flags", args: "audit", code: 2, msg: `nothing to audit`, hint: `--from-etcd`},
+	{cmd: "audit", class: "flags", args: "audit", env: noTalosconfig, code: 2, msg: `nothing to audit`, hint: `--from-etcd`},
 
 	// --- etcd
 	{cmd: "etcd webhooks", class: "flags", args: "etcd webhooks --kind foo", code: 2, msg: `--kind "foo" is not one of: validating, mutating`, hint: `--kind validating`},

@@ -29,6 +29,7 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
+	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -229,7 +230,11 @@ func checkCommandLine(c *cli.Context, path string) error {
 		return err
 	}
 	if spec.state != stateNone {
-		if err := checkStateDir(c.String("state-dir"), spec.state == stateWrite); err != nil {
+		dir := c.String("state-dir")
+		if dir == "" {
+			dir = defaultStateDir()
+		}
+		if err := checkStateDir(dir, spec.state == stateWrite); err != nil {
 			return err
 		}
 	}
@@ -429,7 +434,19 @@ func checkStateDir(dir string, write bool) error {
 		}
 	}
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // created when first needed
+		// Created when first needed: where it will be made must take it
+		// (a read-only or full file system is said now, not mid-run).
+		if !write {
+			return nil
+		}
+		parent := filepath.Dir(dir)
+		for _, err := os.Stat(parent); errors.Is(err, os.ErrNotExist) && parent != filepath.Dir(parent); _, err = os.Stat(parent) {
+			parent = filepath.Dir(parent)
+		}
+		if err := writableDir(parent); err != nil {
+			return failure.Input(recovery.StateDirHint(parent, err), "state directory %s cannot be created: %v", dir, err)
+		}
+		return nil
 	}
 	// Readable, and writable by a command that writes there: found now, not
 	// as a raw system error once a journal is half written.
@@ -439,7 +456,7 @@ func checkStateDir(dir string, write bool) error {
 			err = writableDir(d)
 		}
 		if err != nil {
-			return failure.Input("run breakglass as the user who owns it (ls -ld "+d+"), or give --state-dir a directory you can write (or set BREAKGLASS_STATE_DIR)", "state directory %s cannot be used: %v", dir, err)
+			return failure.Input(recovery.StateDirHint(d, err), "state directory %s cannot be used: %v", dir, err)
 		}
 	}
 	return nil
@@ -458,16 +475,27 @@ func readableDir(d string) error {
 	return nil
 }
 
-// writableDir creates and removes a file in d: the one test of write
-// permission that holds for every user, file system and ACL.
+// writableDir creates a file in d, writes a byte to the disk and removes
+// it: the one test of write permission that holds for every user, file
+// system and ACL, and of space (a full disk still makes an empty file).
 func writableDir(d string) error {
 	f, err := os.CreateTemp(d, ".breakglass-write-check-*")
 	if err != nil {
 		return errors.Unwrap(err)
 	}
 	name := f.Name()
-	f.Close()
-	return os.Remove(name)
+	defer os.Remove(name)
+	_, err = f.Write([]byte{'\n'})
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", d, errors.Unwrap(err))
+	}
+	return nil
 }
 
 // checkDurations is kept for the commands that still call it; every

@@ -15,10 +15,16 @@ import (
 // than guess. A confirmation is a question: an answer it cannot read (a
 // mistyped name, "yse") is asked again, a few times; "no" is a no. What a
 // no means for the run, the engine says.
+//
+// On a terminal the answer typed ends the question's line (the terminal
+// echoes it). Anywhere else (an answer piped in, stderr in a log) nothing
+// does, so the confirmer writes the answer after the question and ends the
+// line itself: what follows starts a line of its own.
 type confirmer struct {
-	in  *bufio.Reader
-	out io.Writer
-	yes bool
+	in   *bufio.Reader
+	out  io.Writer
+	yes  bool
+	echo bool // write the answer and end the line: not typed at a terminal that shows out
 }
 
 // confirmTries is how many answers a question reads before taking the
@@ -26,7 +32,7 @@ type confirmer struct {
 const confirmTries = 3
 
 func newConfirmer(s streams, yes bool) *confirmer {
-	return &confirmer{in: bufio.NewReader(s.In), out: s.Err, yes: yes}
+	return &confirmer{in: bufio.NewReader(s.In), out: s.Err, yes: yes, echo: !isTerminal(s.In) || !isTerminal(s.Err)}
 }
 
 // Confirm asks q: a yes or no, or the word to type.
@@ -41,6 +47,9 @@ func (c *confirmer) Confirm(ctx context.Context, q recovery.Question) error {
 	for try := 1; ; try++ {
 		fmt.Fprint(c.out, prompt)
 		answer, err := c.readLine(ctx)
+		if c.echo {
+			fmt.Fprintln(c.out, answer)
+		}
 		if err != nil {
 			return err
 		}

@@ -163,7 +163,7 @@ func runEtcdDelete(c *cli.Context, s streams) error {
 	case !ran || out.Outcome == nil:
 	case g.json():
 		if werr := writeJSON(s.Out, out.Outcome); werr != nil {
-			return werr
+			return either(err, werr)
 		}
 	default:
 		renderDeleteResult(s.Out, out.Outcome, err)
@@ -190,7 +190,7 @@ func runEtcdRestore(c *cli.Context, s streams, path string) error {
 	switch {
 	case g.json():
 		if werr := writeJSON(s.Out, final); werr != nil {
-			return werr
+			return either(err, werr)
 		}
 	case len(out.Restored) > 0:
 		recovery.RenderRestore(s.Out, nil, final, false)

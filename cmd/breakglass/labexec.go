@@ -117,7 +117,7 @@ var execLab func(path string, argv, env []string) error
 // what they mean: the first stops it cleanly) and returns its exit code.
 func runLab(s streams, path string, args []string) error {
 	argv := append([]string{labArgv0}, args...)
-	if execLab != nil && s.In == os.Stdin && s.Out == os.Stdout && s.Err == os.Stderr {
+	if execLab != nil && s.In == os.Stdin && fileOf(s.Out) == os.Stdout && fileOf(s.Err) == os.Stderr {
 		err := execLab(path, argv, os.Environ())
 		return fmt.Errorf("run %s: %w", path, err) // still here: nothing ran
 	}
@@ -131,7 +131,10 @@ func runLab(s streams, path string, args []string) error {
 // until it exits. Not exec.CommandContext: a cancelled context (breakglass
 // was interrupted) is the lab's to handle, through the signal it also got.
 func runLabChild(s streams, path string, argv []string, sigs <-chan os.Signal) error {
-	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: s.In, Stdout: s.Out, Stderr: s.Err}
+	// The lab writes to breakglass's own files where they are files (its
+	// terminal, so that it can tell it is one), and its failed writes are
+	// its own.
+	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: s.In, Stdout: unwatched(s.Out), Stderr: unwatched(s.Err)}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run %s: %w", path, err)
 	}

@@ -28,12 +28,46 @@ func TestMain(m *testing.M) {
 		},
 		// bgx is breakglass that always exits 0 and ends stderr with "exit=N",
 		// so scripts can assert the documented exit code.
+		// BGX_STDOUT and BGX_STDERR give it a broken output instead:
+		// full (/dev/full), closed (a closed file), broken-pipe (a pipe
+		// whose reader has gone); "exit=N" still goes to the real stderr.
 		"bgx": func() {
-			code := run(context.Background(), append([]string{"breakglass"}, os.Args[1:]...), streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+			s := streams{In: os.Stdin, Out: brokenOutput(os.Getenv("BGX_STDOUT"), os.Stdout), Err: brokenOutput(os.Getenv("BGX_STDERR"), os.Stderr)}
+			code := run(context.Background(), append([]string{"breakglass"}, os.Args[1:]...), s)
 			fmt.Fprintf(os.Stderr, "exit=%d\n", code)
 			os.Exit(0)
 		},
 	})
+}
+
+// brokenOutput is the output bgx is told to break (or f itself).
+func brokenOutput(how string, f *os.File) *os.File {
+	var err error
+	switch how {
+	case "":
+		return f
+	case "full":
+		f, err = os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	case "closed":
+		f, err = os.CreateTemp("", "closed")
+		if err == nil {
+			_ = os.Remove(f.Name())
+			err = f.Close()
+		}
+	case "broken-pipe":
+		var r *os.File
+		r, f, err = os.Pipe()
+		if err == nil {
+			err = r.Close()
+		}
+	default:
+		err = fmt.Errorf("unknown broken output %q", how)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(99)
+	}
+	return f
 }
 
 func TestScripts(t *testing.T) {

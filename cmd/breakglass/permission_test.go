@@ -43,6 +43,15 @@ func TestPermissionDeniedIsBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A directory anyone may write, for a state directory not made yet
+	// (where it would be made is checked too).
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
 	asOther := func(cmd *exec.Cmd) {
 		if os.Getuid() == 0 {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -68,8 +77,12 @@ func TestPermissionDeniedIsBadInput(t *testing.T) {
 		{"journal show 20260101-000000-aaaa", `journal\.jsonl cannot be read: permission denied`, `run breakglass as the user who owns it`, ""},
 		{"journal timeline 20260101-000000-aaaa", `cannot be read: permission denied`, `ls -l .*journal\.jsonl`, ""},
 		{"runbook show " + runbook, `rb\.yaml: cannot be read: permission denied`, `make it readable to this user`, ""},
-		{"recover --runbook " + runbook + " --yes", `rb\.yaml: cannot be read: permission denied`, `make it readable`, filepath.Join(dir, "not-yet")},
+		{"recover --runbook " + runbook + " --yes", `rb\.yaml: cannot be read: permission denied`, `make it readable`, filepath.Join(open, "not-yet")},
 		{"admission disable --yes", `state directory .*state cannot be used: permission denied`, `ls -ld .*state.*or give --state-dir a directory you can write`, ""},
+		// Issue 29: a state directory not made yet, where this user cannot
+		// make it: said before the run, not as a raw error when it opens
+		// its incident.
+		{"admission disable --yes", `state directory .*/not-yet cannot be created: permission denied`, `ls -ld .*or give --state-dir a directory you can write`, filepath.Join(dir, "not-yet")},
 		{"etcd backup deadlock-webhook --etcd-endpoints https://127.0.0.1:1 --etcd-cacert " + runbook + " --etcd-cert " + runbook + " --etcd-key " + runbook,
 			`state directory .*state cannot be used: permission denied`, `--state-dir`, ""},
 	} {

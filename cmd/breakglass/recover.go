@@ -243,7 +243,7 @@ func journalCommand(s streams) *cli.Command {
 					// A damaged journal: its readable records, then what is wrong.
 					if g.json() {
 						if werr := writeJSON(s.Out, map[string]any{"incident": entries[0].Meta, "entries": entries}); werr != nil {
-							return werr
+							return either(err, werr)
 						}
 						return err
 					}
@@ -339,7 +339,7 @@ func lockCommand(s streams) *cli.Command {
 					case !ran:
 					case g.json():
 						if werr := writeJSON(s.Out, out); werr != nil {
-							return werr
+							return either(err, werr)
 						}
 					case out.Broken || out.Holder == nil && out.Unreadable == "":
 						fmt.Fprintln(s.Out, out.Message())

@@ -52,6 +52,10 @@ func interruptible(w io.Writer) (ctx context.Context, stop func()) {
 func runInterruptible(args []string, s streams) int {
 	ctx, stop := interruptible(s.Err)
 	defer stop()
+	// A write to a pipe whose reader has gone (| head) is then an error
+	// (EPIPE), reported with exit 11 (output.go), where SIGPIPE would kill
+	// the process in the middle of a step, its journal unfinished.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	return run(ctx, args, s)
 }
 

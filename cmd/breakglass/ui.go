@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/breakglass-dev/breakglass/recovery"
 )
 
@@ -40,6 +42,7 @@ type terminalUI struct {
 	live    bool       // a terminal: lines rewritten in place, a spinner
 	cols    func() int // the terminal's width, 0 when it cannot be told
 	verbose bool
+	streams streams // the command's, for OutputErr
 
 	mu     sync.Mutex
 	step   string     // "[3/9] disable"
@@ -56,25 +59,35 @@ type terminalUI struct {
 type liveLine struct{ who, msg string }
 
 func newTerminalUI(s streams, g globalOptions) *terminalUI {
-	u := &terminalUI{w: s.Err, conf: newConfirmer(s, g.Yes), live: isTerminal(s.Err), verbose: g.Verbose, said: map[string]string{}, cols: func() int { return 0 }}
-	if f, ok := s.Err.(*os.File); ok {
+	u := &terminalUI{w: s.Err, conf: newConfirmer(s, g.Yes), live: isTerminal(s.Err), verbose: g.Verbose, said: map[string]string{}, cols: func() int { return 0 },
+		streams: s}
+	if f := fileOf(s.Err); f != nil {
 		u.cols = func() int { return terminalWidth(f) }
 	}
 	return u
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+// OutputErr tells the engine, before each change, whether standard output
+// and standard error still take writes (output.go).
+func (u *terminalUI) OutputErr() error { return outputHealthy(u.streams) }
+
+// isTerminal tells whether a stream is a terminal the way the terminal
+// itself does (x/term asks for its settings): /dev/null is a character
+// device too, and 2>/dev/null is not a terminal.
+func isTerminal(stream any) bool {
+	f := fileOf(stream)
+	return f != nil && term.IsTerminal(int(f.Fd()))
 }
 
 // terminalWidth is the width of the terminal f, or 0 when it cannot be
-// told (termwidth_unix.go).
-var terminalWidth = func(*os.File) int { return 0 }
+// told.
+func terminalWidth(f *os.File) int {
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
+}
 
 // width is how many columns a live line may take: one less than the
 // terminal's, so that no line wraps (a wrapped line would throw the
@@ -315,11 +328,15 @@ type changeUI struct {
 	verbose  bool
 	conf     *confirmer
 	progress func(node, msg string)
+	streams  streams // the command's, for OutputErr
 }
 
 func newChangeUI(s streams, g globalOptions) *changeUI {
-	return &changeUI{out: s.Out, json: g.json(), verbose: g.Verbose || g.DryRun, conf: newConfirmer(s, g.Yes), progress: progressPrinter(s.Err)}
+	return &changeUI{out: s.Out, json: g.json(), verbose: g.Verbose || g.DryRun, conf: newConfirmer(s, g.Yes), progress: progressPrinter(s.Err), streams: s}
 }
+
+// OutputErr: see terminalUI's.
+func (u *changeUI) OutputErr() error { return outputHealthy(u.streams) }
 
 func (u *changeUI) Begin(int, int, recovery.Step)                    {}
 func (u *changeUI) End(recovery.Step, string, time.Duration, string) {}

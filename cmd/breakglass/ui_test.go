@@ -202,3 +202,42 @@ func TestPlainLinesOnChangeOnly(t *testing.T) {
 		t.Errorf("control sequences written to a non-terminal: %q", b.String())
 	}
 }
+
+// Issue 29: off a terminal nothing echoes the answer, so the question's
+// line was never ended, and what came next (the node's progress, the
+// step's end line) went on the same line. The answer is written after the
+// question, and the line ended.
+func TestPlainQuestionOnItsOwnLine(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		q        recovery.Question
+		want     string
+	}{
+		{"yes", "yes\n", recovery.Question{Text: "disable on 1 node(s)?"}, "  disable on 1 node(s)? [y/N] yes\n"},
+		{"no", "n\n", recovery.Question{Text: "disable on 1 node(s)?"}, "  disable on 1 node(s)? [y/N] n\n"},
+		{"asked again", "yse\ny\n", recovery.Question{Text: "disable on 1 node(s)?"}, "  disable on 1 node(s)? [y/N] yse\nanswer yes or no.\n  disable on 1 node(s)? [y/N] y\n"},
+		{"no answer", "", recovery.Question{Text: "disable on 1 node(s)?"}, "  disable on 1 node(s)? [y/N] \n"},
+		{"word", "web\n", recovery.Question{Text: "delete?", Word: "web"}, "  delete?\nType \"web\" to continue: web\n"},
+	} {
+		for _, progress := range []bool{false, true} {
+			var b bytes.Buffer
+			u := &terminalUI{w: &b, conf: newConfirmer(streams{In: strings.NewReader(c.in), Err: &b}, false), said: map[string]string{}, cols: func() int { return 0 }}
+			s := step("disable", "Disable.")
+			u.Begin(3, 9, s)
+			_ = u.Confirm(context.Background(), c.q)
+			before := b.String()
+			if progress {
+				u.Progress("127.0.0.11", "applying")
+			}
+			u.End(s, recovery.OutcomeOK, time.Second, "applied")
+			if !strings.HasSuffix(before, c.want) {
+				t.Errorf("%s: the question reads\n%q\nwant it to end\n%q", c.name, before, c.want)
+			}
+			for _, l := range strings.Split(b.String(), "\n") {
+				if strings.Contains(l, "?") && (strings.Contains(l, "=>") || strings.Contains(l, "127.0.0.11")) {
+					t.Errorf("%s: the question and what follows share a line: %q", c.name, l)
+				}
+			}
+		}
+	}
+}

@@ -121,7 +121,7 @@ func guided(s streams, g globalOptions, tc *talos.Client, fn func(globalOptions,
 	err = withIncident(err, res)
 	if g.json() {
 		if werr := writeJSON(s.Out, res); werr != nil {
-			return werr
+			return either(err, werr)
 		}
 	} else {
 		// Its steps were just told, one by one, on the same terminal: the

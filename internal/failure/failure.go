@@ -16,7 +16,7 @@ import (
 // tells the kind of any error that unwraps to it.
 type Category int
 
-// The categories. 1-10 are failures any command may end with; 20 and up are
+// The categories. 1-19 are failures any command may end with; 20 and up are
 // outcomes of one command (a finding, not a fault), rendered by it.
 const (
 	OK           Category = 0
@@ -30,6 +30,7 @@ const (
 	Declined     Category = 8 // declined at a confirmation, or interrupted
 	Refused      Category = 9
 	Verification Category = 10
+	Output       Category = 11 // standard output or standard error failed a write
 
 	Disabled         Category = 20
 	DiagnoseDeadlock Category = 21
@@ -61,6 +62,7 @@ var Table = []struct {
 	{Declined, "declined at the confirmation, or interrupted"},
 	{Refused, "the node or etcd refused (invalid config, needs a reboot, not a control plane, its etcd unhealthy)"},
 	{Verification, "a backup or snapshot failed verification"},
+	{Output, "standard output or standard error could not be written (a closed pipe, a full disk); no change is made once it fails"},
 	{Disabled, "admission status: admission plugins are disabled on at least one node"},
 	{DiagnoseDeadlock, "diagnose: an admission deadlock was found"},
 	{DiagnoseOther, "diagnose: kube-apiserver fails for another known reason"},
@@ -98,7 +100,7 @@ func Help() string {
 // cause an operator can act on first.
 var precedence = []Category{
 	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
-	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput,
+	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput, Output,
 }
 
 // Code is err's exit code: 0 for nil, the category it unwraps to (see

@@ -27,6 +27,8 @@ func TestCode(t *testing.T) {
 		{"interrupted", fmt.Errorf("wait: %w", context.Canceled), 8},
 		{"credentials before unreachable", errors.Join(New(Unreachable, "u"), New(Credentials, "c")), 3},
 		{"reported", Reported{Category: Disabled}, 20},
+		{"output", fmt.Errorf("standard output: %w", New(Output, "write /dev/stdout: no space left on device")), 11},
+		{"a command's own failure before its lost output", errors.Join(New(Unreachable, "u"), New(Output, "o")), 4},
 	} {
 		if got := Code(tc.err); got != tc.want {
 			t.Errorf("%s: Code = %d, want %d", tc.name, got, tc.want)

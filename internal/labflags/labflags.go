@@ -49,7 +49,8 @@ func (a *ArgList) Set(v string) error {
 	switch {
 	case !ok || k == "":
 		return fmt.Errorf("want KEY=VALUE, e.g. feature-gates=MutatingAdmissionPolicy=true")
-	case (*a)[k] != "":
+	}
+	if _, twice := (*a)[k]; twice {
 		return fmt.Errorf("%s given twice: give one value (comma-separated where kube-apiserver takes a list)", k)
 	}
 	if *a == nil {

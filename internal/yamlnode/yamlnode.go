@@ -35,3 +35,12 @@ func Value(m *yaml.Node, key string) *yaml.Node {
 	_, v := Get(m, key)
 	return v
 }
+
+// Resolve follows an alias (*name) to the node its anchor (&name) marks;
+// any other node, and nil, is itself.
+func Resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 64; i++ {
+		n = n.Alias
+	}
+	return n
+}
