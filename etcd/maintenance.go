@@ -51,7 +51,11 @@ type MemberStatus struct {
 // fullMargin of it: etcd refuses a write when the file plus the write would
 // reach the quota, so such a member raises NOSPACE again at the next big
 // write, until it is defragmented.
-func (m MemberStatus) Full() bool { return m.Quota > 0 && m.DBSize+fullMargin > m.Quota }
+func (m MemberStatus) Full() bool { return FullAt(m.DBSize, m.Quota) }
+
+// FullAt tells whether a database file of size bytes is full under quota
+// (0: unknown, never full): too close to it to take a write.
+func FullAt(size, quota int64) bool { return quota > 0 && size+fullMargin > quota }
 
 // fullMargin is etcd's default --max-request-bytes (1.5 MiB) and some.
 const fullMargin = 2 << 20

@@ -295,6 +295,7 @@ func admissionRecords(t *testing.T, env *engineEnv) []string {
 // incidentInfo is what `journal list` says of an incident.
 type incidentInfo struct {
 	State, LastStep  string
+	Runbook          string // the runbook it followed
 	DryRun           bool
 	Standalone       bool
 	Dir              string
@@ -313,7 +314,7 @@ func incident(t *testing.T, env *engineEnv, id string) incidentInfo {
 	for _, i := range list {
 		if i.ID == id {
 			found = true
-			info = incidentInfo{State: i.State, LastStep: i.LastStep, DryRun: i.DryRun, Standalone: i.Standalone, Dir: filepath.Dir(i.Path)}
+			info = incidentInfo{State: i.State, LastStep: i.LastStep, Runbook: i.Runbook, DryRun: i.DryRun, Standalone: i.Standalone, Dir: filepath.Dir(i.Path)}
 		}
 	}
 	if !found {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -329,5 +330,97 @@ func TestEngineFullEtcdLockHeldByAnother(t *testing.T) {
 	}
 	if !env.noSpace(t.Context()) {
 		t.Error("the run changed etcd while alice held the lock")
+	}
+}
+
+// fillLive fills etcd with live keys only, each written once: no history
+// for a compaction to free.
+func (e *engineEnv) fillLive() {
+	e.t.Helper()
+	ctx := e.t.Context()
+	for i := 0; ; i++ {
+		_, err := e.kv.Put(ctx, fmt.Sprintf("/registry/example.com/widgets/team-a/w%06d", i), strings.Repeat("l", 16<<10))
+		if errors.Is(err, rpctypes.ErrNoSpace) || err != nil && strings.Contains(err.Error(), "database space exceeded") {
+			return
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if i > 100_000 {
+			e.t.Fatal("etcd never filled")
+		}
+	}
+}
+
+// An etcd full of live data: the plan says before the compaction that it
+// would not help (etcd would stay full), says to raise the quota, and stops
+// there (exit 30) without compacting, which nothing could undo. Before, it
+// compacted, defragmented every member, asked for the disarm, and failed
+// "still full", the quota said only on success.
+func TestEngineFullOfLiveDataStopsBeforeCompaction(t *testing.T) {
+	env := newEngineEnv(t, envOptions{etcdQuota: spaceQuota})
+	env.fillLive()
+	if !env.noSpace(t.Context()) {
+		t.Fatal("etcd refused a write but raised no NOSPACE alarm")
+	}
+	before := env.liveKeys()
+	rev, err := env.kv.Get(t.Context(), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := recoverRun(t, env, recoverRequest{})
+	if failure.Code(err) != int(failure.DiagnoseNoSpace) || out.Outcome != "stopped" {
+		t.Fatalf("recover on an etcd full of live data: %v (exit %d), outcome %s; want stopped, exit 30", err, failure.Code(err), out.Outcome)
+	}
+	if c := out.step("compact"); !strings.Contains(c.Message, "would not help") {
+		t.Errorf("compact step: %+v, want it to say compacting would not help", c)
+	}
+	if !containsAny(out.Next, "quota-backend-bytes") {
+		t.Errorf("next %q does not say how to raise the quota", out.Next)
+	}
+	if slices.Contains(out.Begun, "defragment") {
+		t.Errorf("went on past the compaction: %q", out.Begun)
+	}
+	if !env.noSpace(t.Context()) || !maps.Equal(env.liveKeys(), before) {
+		t.Fatal("etcd changed")
+	}
+	// Not compacted: the revision before the run can still be read.
+	if _, err := env.kv.Get(t.Context(), "/", clientv3.WithRev(rev.Header.Revision-1)); err != nil {
+		t.Errorf("etcd's history was compacted: %v", err)
+	}
+}
+
+// A history compacted already (by hand, say) is not compacted again: the
+// step says so and asks nothing; the run goes on and frees what the
+// defragmentation frees.
+func TestEngineCompactedAlreadyIsNotAsked(t *testing.T) {
+	env := newEngineEnv(t, envOptions{etcdQuota: spaceQuota})
+	env.fill()
+	st, err := env.kv.Status(t.Context(), env.etcd.Endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.kv.Compact(t.Context(), st.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	var shown strings.Builder
+	out, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{
+		confirm: func(q string) error { asked = append(asked, q); return nil },
+		show:    func(s string) { shown.WriteString(s) },
+	}})
+	wantOutcome(t, out, err, "completed", false)
+	if c := out.step("compact"); c.Outcome != recovery.OutcomeSkipped || !strings.Contains(c.Message, "compacted up to revision") {
+		t.Errorf("compact step: %+v, want skipped: compacted already", c)
+	}
+	if containsAny(asked, "compact") {
+		t.Errorf("asked %q: the compaction was asked for", asked)
+	}
+	// The deferred lock is said, marked, and stays on the screen.
+	if !strings.Contains(shown.String(), "WARNING: cannot take the cluster lock yet") {
+		t.Errorf("the deferred lock was not shown as a warning:\n%s", shown.String())
+	}
+	if info := incident(t, env, out.Incident); info.Runbook != "etcd-nospace" {
+		t.Errorf("journal list names runbook %q, want the one followed (etcd-nospace)", info.Runbook)
 	}
 }

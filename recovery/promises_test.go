@@ -34,6 +34,8 @@ type incidentCase struct {
 	kept      string
 	// over tells whether the incident is over (resume converged).
 	over func(env *engineEnv) bool
+	// advice is a phrase of the advice that ends every run of the type.
+	advice string
 }
 
 var incidentCases = map[string]incidentCase{
@@ -43,8 +45,9 @@ var incidentCases = map[string]incidentCase{
 		colleague: func(cfg []byte) []byte {
 			return bytes.Replace(cfg, []byte("disable-admission-plugins: ValidatingAdmissionWebhook"), []byte("disable-admission-plugins: ValidatingAdmissionWebhook,DefaultIngressClass"), 1)
 		},
-		kept: "DefaultIngressClass",
-		over: func(env *engineEnv) bool { hs, _ := recovery.CheckHealth(env.t.Context(), env.tc); return allReady(hs) },
+		kept:   "DefaultIngressClass",
+		advice: "audit --from-etcd --fix",
+		over:   func(env *engineEnv) bool { hs, _ := recovery.CheckHealth(env.t.Context(), env.tc); return allReady(hs) },
 	},
 	"apiserver-flags": {
 		make:   newFlagsEnv,
@@ -53,8 +56,9 @@ var incidentCases = map[string]incidentCase{
 			cfg = bytes.Replace(cfg, []byte("feature-gates: MutatingAdmissionPolicy=true"), []byte("feature-gates: MutatingAdmissionPolicy=true,APIResponseCompression=true"), 1)
 			return bytes.Replace(cfg, []byte("                - MutatingAdmissionPolicy=true\n"), []byte("                - MutatingAdmissionPolicy=true\n                - APIResponseCompression=true\n"), 1)
 		},
-		kept: "APIResponseCompression=true",
-		over: func(env *engineEnv) bool { hs, _ := recovery.CheckHealth(env.t.Context(), env.tc); return allReady(hs) },
+		kept:   "APIResponseCompression=true",
+		advice: "this edit is meant to stay",
+		over:   func(env *engineEnv) bool { hs, _ := recovery.CheckHealth(env.t.Context(), env.tc); return allReady(hs) },
 	},
 	"etcd-nospace": {
 		make: func(t *testing.T) *engineEnv {
@@ -64,6 +68,7 @@ var incidentCases = map[string]incidentCase{
 			return env
 		},
 		during: "defragmented:",
+		advice: "quota-backend-bytes",
 		over:   func(env *engineEnv) bool { return !env.noSpace(env.t.Context()) },
 	},
 }
@@ -155,10 +160,18 @@ func TestPromiseRevertOnlyWhatCanBeUndone(t *testing.T) {
 		if !reversible && !mentions(res.Next, "cannot be undone") {
 			t.Errorf("next %q does not say what cannot be undone", res.Next)
 		}
+		for name, other := range incidentCases {
+			if got := mentions(res.Next, other.advice); got != (other.advice == c.advice) {
+				t.Errorf("next %q: the advice of %s (%q) shown: %v", res.Next, name, other.advice, got)
+			}
+		}
 
 		rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
 		if reversible {
 			wantOutcome(t, rev, err, "reverted", false)
+			if mentions(rev.Next, c.advice) {
+				t.Errorf("the revert ends with the recovery's advice: %q", rev.Next)
+			}
 			env.assertConfigsOriginal()
 			if info := incident(t, env, res.Incident); info.State != "reverted" {
 				t.Errorf("after the revert the incident is %s", info.State)

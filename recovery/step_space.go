@@ -78,8 +78,8 @@ type CompactResult struct {
 // compact drops etcd's history up to the current revision. It cannot be
 // undone (the snapshot taken before it stands instead), so it is not asked
 // for when it cannot help: when the history is compacted already, or when
-// even with the defragmentation after it etcd stays over its quota (live
-// data: only raising the quota or deleting the source helps).
+// even with the defragmentation after it etcd would stay full (live data:
+// only raising the quota or deleting the source helps).
 func (r *run) compact(ctx context.Context, _ Step, _ *runbooks.EtcdCompactParams) (*Plan, error) {
 	ec, err := r.etcdClient(ctx)
 	if err != nil {
@@ -93,7 +93,7 @@ func (r *run) compact(ctx context.Context, _ Step, _ *runbooks.EtcdCompactParams
 		return nil, skip("etcd's history is compacted up to revision %d already: nothing to compact", rev)
 	}
 	u, known := earlier[*UsageResult](r, runbooks.ActionEtcdUsage)
-	if known && u.Quota > 0 && u.AfterDefrag >= u.Quota {
+	if known && etcd.FullAt(u.AfterDefrag, u.Quota) {
 		return nil, &NotDeadlockError{Verdict: diagnose.EtcdNoSpace, Summary: fmt.Sprintf("etcd holds %s of live data against its %s quota", etcd.FormatBytes(u.AfterDefrag), etcd.FormatBytes(u.Quota)),
 			Mismatch: fmt.Sprintf("compacting and defragmenting would free about %s, and etcd would stay full: the compaction, which cannot be undone, would not help", etcd.FormatBytes(u.Reclaimable)),
 			Next:     append([]string{quotaAdvice, "or delete what fills it: " + r.target.NodesCmd("etcd usage")}, r.target.Cmd("resume "+r.journal.ID)+"   # once the quota is raised")}
