@@ -32,17 +32,19 @@ const (
 	Verification Category = 10
 	Output       Category = 11 // standard output or standard error failed a write
 
-	Disabled         Category = 20
-	DiagnoseDeadlock Category = 21
-	DiagnoseOther    Category = 22
-	DiagnoseUnknown  Category = 23
-	AuditDeadlock    Category = 24
-	AuditUnknown     Category = 25
-	AuditSlowStart   Category = 26
-	LabFailed        Category = 27
-	LabNoBinaries    Category = 28
-	DiagnoseFlags    Category = 29
-	DiagnoseNoSpace  Category = 30
+	Disabled           Category = 20
+	DiagnoseDeadlock   Category = 21
+	DiagnoseOther      Category = 22
+	DiagnoseUnknown    Category = 23
+	AuditDeadlock      Category = 24
+	AuditUnknown       Category = 25
+	AuditSlowStart     Category = 26
+	LabFailed          Category = 27
+	LabNoBinaries      Category = 28
+	DiagnoseFlags      Category = 29
+	DiagnoseNoSpace    Category = 30
+	DiagnoseMemberLost Category = 31
+	DiagnoseQuorumLost Category = 32
 )
 
 // Table is every exit code with what it means, in order: every command's
@@ -74,6 +76,8 @@ var Table = []struct {
 	{LabNoBinaries, "lab: the kube-apiserver binaries are not built (make kube-apiserver)"},
 	{DiagnoseFlags, "diagnose: kube-apiserver refuses its own flags (cluster.apiServer.extraArgs) and exits at once"},
 	{DiagnoseNoSpace, "diagnose: etcd is full (NOSPACE alarm) and refuses every write"},
+	{DiagnoseMemberLost, "diagnose: an etcd member is lost (down, corrupt or removed); quorum holds"},
+	{DiagnoseQuorumLost, "diagnose: etcd has lost its quorum; no write goes through"},
 }
 
 func (c Category) Error() string {
@@ -99,7 +103,7 @@ func Help() string {
 // outcome first, then partial (it wraps each node's own failure), then the
 // cause an operator can act on first.
 var precedence = []Category{
-	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
+	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseMemberLost, DiagnoseQuorumLost, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
 	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput, Output,
 }
 

@@ -74,6 +74,9 @@ type Evidence struct {
 	HealthAsked bool           `json:"healthAsked"`
 	// Space is etcd's room (space.go); nil when it could not be asked.
 	Space *SpaceEvidence `json:"space,omitempty"`
+	// Members are etcd's members, node by node (members.go); nil when the
+	// nodes could not be asked.
+	Members *MembersEvidence `json:"members,omitempty"`
 }
 
 // NodeEvidence is what one control-plane node showed.
@@ -199,6 +202,11 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 	go func() {
 		defer wg.Done()
 		ev.Space = gatherSpace(ctx, nodes, room)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ev.Members = GatherMembers(ctx, nodes, room)
 	}()
 	if objs != nil {
 		wg.Add(1)
