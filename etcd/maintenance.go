@@ -387,5 +387,22 @@ func IsNoSpace(err error) bool {
 		strings.Contains(err.Error(), noSpaceText)
 }
 
+// IsNoQuorum tells whether err is etcd refusing a write it cannot commit:
+// no leader, or no answer from a quorum in time (a cluster that lost its
+// quorum, or a write that timed out waiting for one).
+func IsNoQuorum(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrGRPCNoLeader, rpctypes.ErrTimeout, rpctypes.ErrGRPCTimeout,
+		rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrGRPCTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost,
+		rpctypes.ErrGRPCTimeoutDueToConnectionLost, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return strings.Contains(err.Error(), "etcdserver: no leader") || strings.Contains(err.Error(), "etcdserver: request timed out")
+}
+
 // noSpaceText is how etcd words the refusal (rpctypes.ErrNoSpace).
 const noSpaceText = "mvcc: database space exceeded"
