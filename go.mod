@@ -10,8 +10,14 @@ require (
 
 require (
 	github.com/containernetworking/cni v1.3.0 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/mattn/go-runewidth v0.0.16 // indirect
+	github.com/olekukonko/tablewriter v0.0.5 // indirect
 	github.com/petermattis/goid v0.0.0-20240813172612-4fcff4a6cae7 // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/sasha-s/go-deadlock v0.3.5 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	go.etcd.io/etcd/etcdutl/v3 v3.6.16 // indirect
 )
 
 require (
