@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/audit"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
@@ -16,7 +17,6 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/lab"
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/urfave/cli/v2"
 )
 
 // labCommands are the lab's commands, as `breakglass lab` has always had
