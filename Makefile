@@ -28,7 +28,7 @@ build-lab:
 
 # The release: breakglass for linux and darwin (amd64, arm64) and breakglass-lab for linux (amd64,
 # arm64), static, stripped and reproducible (two builds of a commit give the same bytes), into dist/
-# with SHA256SUMS (scripts/dist.sh).
+# with SHA256SUMS (scripts/dist.sh); each on-call binary at most 42 MB. CI runs it.
 dist:
 	VERSION=$(VERSION) COMMIT=$(COMMIT) BUILD_DATE=$(BUILD_DATE) scripts/dist.sh dist
 
