@@ -8,13 +8,13 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/audit"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/lab"
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/urfave/cli/v2"
 )
 
 // labCommands are the lab's commands, as `breakglass lab` has always had
