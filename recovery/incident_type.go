@@ -258,7 +258,7 @@ func (e *NotDeadlockError) stopsRun() []string { return e.Next }
 // to do next is the error's own.
 type stopper interface {
 	error
-	stopsRun() (next []string)
+	stopsRun() (hints []string)
 }
 
 // stopNext is the next commands of a stopping error (ok: err is one).
