@@ -23,6 +23,12 @@ func parseFile(t testing.TB, name string) []Configuration {
 	return cfgs
 }
 
+// testdataInputs are the webhook configuration files under testdata.
+func testdataInputs() []string {
+	files, _ := filepath.Glob("testdata/*.yaml")
+	return append(files, "testdata/list.json")
+}
+
 // parseYAML is the configurations in a test's own YAML.
 func parseYAML(t testing.TB, y string) []Configuration {
 	t.Helper()

@@ -119,9 +119,7 @@ func TestFixKindExclusionsArePartial(t *testing.T) {
 }
 
 func TestFixEveryTestdataFile(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.yaml")
-	files = append(files, "testdata/list.json")
-	for _, f := range files {
+	for _, f := range testdataInputs() {
 		cfgs := parseFile(t, filepath.Base(f))
 		before, err := Audit(cfgs, Options{IncludeNewCluster: true})
 		if err != nil {
