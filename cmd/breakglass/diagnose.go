@@ -53,11 +53,7 @@ func diagnoseCommand(s streams) *cli.Command {
 			"  23  unknown             some node could not be read, or no known signature explains it\n\n" +
 			exitCodeHelp(),
 		Flags: append(flags, etcdConnFlags()...),
-		Action: func(c *cli.Context) error {
-			g, err := readGlobals(c)
-			if err != nil {
-				return err
-			}
+		Action: withGlobals(func(c *cli.Context, g globalOptions) error {
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
 			tc, err := connectTalos(ctx, g)
@@ -94,6 +90,6 @@ func diagnoseCommand(s streams) *cli.Command {
 				return err
 			}
 			return diagnoseExit(report.Verdict)
-		},
+		}),
 	}
 }
