@@ -5,6 +5,8 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 # The commit's date, in UTC, never the clock's: the same commit builds the same bytes.
 BUILD_DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
+# As scripts/dist.sh builds the release: grpc without golang.org/x/net/trace (cmd/breakglass/deps_test.go).
+TAGS     := grpcnotrace
 # The lab's kube-apiserver binaries live in the user's cache, once per machine
 # ($BREAKGLASS_KUBE_BIN_DIR, else ${XDG_CACHE_HOME:-~/.cache}/breakglass/kube-apiserver).
 KUBE_BIN := $(shell lab/scripts/build-kube-apiserver.sh --print-dir)
@@ -19,14 +21,14 @@ all: build
 # bin/breakglass-lab, the lab (real etcd, kube-apiserver, emulated Talos
 # nodes), which `breakglass lab ...` runs from beside it or from PATH.
 build: build-lab
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/breakglass ./cmd/breakglass
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -ldflags "$(LDFLAGS)" -o bin/breakglass ./cmd/breakglass
 
 build-lab:
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/breakglass-lab ./cmd/breakglass-lab
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -ldflags "$(LDFLAGS)" -o bin/breakglass-lab ./cmd/breakglass-lab
 
 # The release: breakglass for linux and darwin (amd64, arm64) and breakglass-lab for linux (amd64,
 # arm64), static, stripped and reproducible (two builds of a commit give the same bytes), into dist/
-# with SHA256SUMS (scripts/dist.sh).
+# with SHA256SUMS (scripts/dist.sh); each on-call binary at most 42 MB. CI runs it.
 dist:
 	VERSION=$(VERSION) COMMIT=$(COMMIT) BUILD_DATE=$(BUILD_DATE) scripts/dist.sh dist
 

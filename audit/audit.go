@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -173,10 +174,13 @@ func (r Report) Count(risk Risk) int {
 
 // finding returns the finding of the i-th configuration's w-th webhook.
 func (r Report) finding(configIndex, webhookIndex int) (Finding, bool) {
-	for _, f := range r.Findings {
-		if f.configIndex == configIndex && f.webhookIndex == webhookIndex {
-			return f, true
-		}
+	return r.first(func(f Finding) bool { return f.configIndex == configIndex && f.webhookIndex == webhookIndex })
+}
+
+// first returns the first finding that matches.
+func (r Report) first(match func(Finding) bool) (Finding, bool) {
+	if i := slices.IndexFunc(r.Findings, match); i >= 0 {
+		return r.Findings[i], true
 	}
 	return Finding{}, false
 }
@@ -195,12 +199,7 @@ func (r Report) ByWebhook(name string) []Finding {
 
 // Find returns the finding of a webhook by names (the first, when names repeat).
 func (r Report) Find(configuration, webhook string) (Finding, bool) {
-	for _, f := range r.Findings {
-		if f.Configuration == configuration && f.Webhook == webhook {
-			return f, true
-		}
-	}
-	return Finding{}, false
+	return r.first(func(f Finding) bool { return f.Configuration == configuration && f.Webhook == webhook })
 }
 
 // Audit decides, for every webhook, whether it can block kube-apiserver's own

@@ -23,6 +23,32 @@ func parseFile(t testing.TB, name string) []Configuration {
 	return cfgs
 }
 
+// testdataInputs are the webhook configuration files under testdata.
+func testdataInputs() []string {
+	files, _ := filepath.Glob("testdata/*.yaml")
+	return append(files, "testdata/list.json")
+}
+
+// parseYAML is the configurations in a test's own YAML.
+func parseYAML(t testing.TB, y string) []Configuration {
+	t.Helper()
+	cfgs, err := ParseWebhookConfigurations([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfgs
+}
+
+// auditYAML is the audit, with the default options, of a test's own YAML.
+func auditYAML(t testing.TB, y string) Report {
+	t.Helper()
+	rep, err := Audit(parseYAML(t, y), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 type expect struct {
 	configuration, webhook string
 	risk                   Risk

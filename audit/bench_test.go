@@ -9,8 +9,7 @@ import (
 // BenchmarkAuditTestdata audits every webhook of the test data against the
 // 1.34 model, with new-cluster writes.
 func BenchmarkAuditTestdata(b *testing.B) {
-	files, _ := filepath.Glob("testdata/*.yaml")
-	files = append(files, "testdata/list.json")
+	files := testdataInputs()
 	var cfgs []Configuration
 	for _, f := range files {
 		cfgs = append(cfgs, parseFile(b, filepath.Base(f))...)

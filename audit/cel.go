@@ -61,22 +61,19 @@ const (
 	varRequestResourceAuthorizer = "authorizer.requestResource"
 )
 
-var (
-	celEnvOnce sync.Once
-	celEnv     *cel.Env
-	celEnvErr  error
-)
+// matchConditionEnv is the environment of webhooks' matchConditions, built once.
+var matchConditionEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return requestEnv(baseEnvOptions(), false)
+})
 
-func matchConditionEnv() (*cel.Env, error) {
-	celEnvOnce.Do(func() {
-		base, err := cel.NewEnv(baseEnvOptions()...)
-		if err != nil {
-			celEnvErr = err
-			return
-		}
-		celEnv, celEnvErr = withRequestType(base, false)
-	})
-	return celEnv, celEnvErr
+// requestEnv is an environment of opts that knows the request's type
+// (and, with objects, the object types policies build).
+func requestEnv(opts []cel.EnvOption, objects bool) (*cel.Env, error) {
+	base, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return withRequestType(base, objects)
 }
 
 // baseEnvOptions are the options webhooks and policies share.
@@ -138,28 +135,26 @@ type compiledCondition struct {
 
 func compileCondition(name, expression string) compiledCondition {
 	c := compiledCondition{name: name, expression: expression}
-	env, err := matchConditionEnv()
-	if err != nil {
-		c.compileErr = err
-		return c
-	}
-	ast, iss := env.Compile(expression)
-	if iss != nil && iss.Err() != nil {
-		c.compileErr = iss.Err()
-		return c
-	}
-	// Kubernetes requires exactly bool, not dyn (plugin/cel/compile.go).
-	if !ast.OutputType().IsExactType(cel.BoolType) {
-		c.compileErr = fmt.Errorf("must evaluate to bool but got %v", ast.OutputType())
-		return c
-	}
-	prg, err := env.Program(ast, programOptions()...)
-	if err != nil {
-		c.compileErr = err
-		return c
-	}
-	c.program = prg
+	c.program, c.compileErr = compileProgram(matchConditionEnv, expression, true)
 	return c
+}
+
+// compileProgram compiles expression in the environment env builds, with
+// kube-apiserver's program options. With wantBool it must be exactly bool,
+// not dyn, as Kubernetes requires (plugin/cel/compile.go).
+func compileProgram(env func() (*cel.Env, error), expression string, wantBool bool) (cel.Program, error) {
+	e, err := env()
+	if err != nil {
+		return nil, err
+	}
+	ast, iss := e.Compile(expression)
+	if iss != nil && iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	if wantBool && !ast.OutputType().IsExactType(cel.BoolType) {
+		return nil, fmt.Errorf("must evaluate to bool but got %v", ast.OutputType())
+	}
+	return e.Program(ast, programOptions()...)
 }
 
 // programOptions are kube-apiserver's (environment/base.go, compile.go):

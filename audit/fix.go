@@ -585,6 +585,14 @@ func (p *FixPlan) configFor(ch FixChange) (Configuration, bool) {
 	return p.patched[ch.config], true
 }
 
+// clearServerFields drops the metadata the API server sets, which a
+// manifest to apply does not carry (Policy.cleanObject drops the same).
+func clearServerFields(m *metav1.ObjectMeta) {
+	m.ManagedFields, m.ResourceVersion, m.UID = nil, "", ""
+	m.Generation = 0
+	m.CreationTimestamp = metav1.Time{}
+}
+
 func cleanObjectYAML(c Configuration) ([]byte, error) {
 	var obj interface{}
 	switch {
@@ -593,16 +601,12 @@ func cleanObjectYAML(c Configuration) ([]byte, error) {
 	case c.Validating != nil:
 		v := c.Validating.DeepCopy()
 		v.APIVersion, v.Kind = admissionGroupVersion, kindValidating
-		v.ObjectMeta.ManagedFields, v.ObjectMeta.ResourceVersion, v.ObjectMeta.UID = nil, "", ""
-		v.ObjectMeta.Generation = 0
-		v.ObjectMeta.CreationTimestamp = metav1.Time{}
+		clearServerFields(&v.ObjectMeta)
 		obj = v
 	default:
 		m := c.Mutating.DeepCopy()
 		m.APIVersion, m.Kind = admissionGroupVersion, kindMutating
-		m.ObjectMeta.ManagedFields, m.ObjectMeta.ResourceVersion, m.ObjectMeta.UID = nil, "", ""
-		m.ObjectMeta.Generation = 0
-		m.ObjectMeta.CreationTimestamp = metav1.Time{}
+		clearServerFields(&m.ObjectMeta)
 		obj = m
 	}
 	b, err := sigsyaml.Marshal(obj)

@@ -45,10 +45,7 @@ webhooks:
     expression: "request.userInfo.username == 'system:apiserver' || %s"
 `, i, i, costly))
 	}
-	cfgs, err := ParseWebhookConfigurations([]byte(strings.Join(docs, "---\n")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgs := parseYAML(t, strings.Join(docs, "---\n"))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	stop := errors.New("interrupted by SIGTERM")
 	time.AfterFunc(2*time.Second, func() { cancel(stop) })
@@ -60,6 +57,7 @@ webhooks:
 		}
 		done <- err
 	}()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(time.Minute):

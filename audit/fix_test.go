@@ -119,9 +119,7 @@ func TestFixKindExclusionsArePartial(t *testing.T) {
 }
 
 func TestFixEveryTestdataFile(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.yaml")
-	files = append(files, "testdata/list.json")
-	for _, f := range files {
+	for _, f := range testdataInputs() {
 		cfgs := parseFile(t, filepath.Base(f))
 		before, err := Audit(cfgs, Options{IncludeNewCluster: true})
 		if err != nil {
@@ -218,18 +216,23 @@ func TestOrdinaryRequestsCheck(t *testing.T) {
 // applyJSONPatch applies the "test" and "add" operations the fix emits.
 func applyJSONPatch(t *testing.T, doc interface{}, ops []PatchOp) interface{} {
 	t.Helper()
-	for _, op := range ops {
-		parts := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
-		parent := doc
-		for _, p := range parts[:len(parts)-1] {
-			switch v := parent.(type) {
+	// at is the value the path's parts lead to from the document's root.
+	at := func(parts []string) interface{} {
+		node := doc
+		for _, p := range parts {
+			switch v := node.(type) {
 			case map[string]interface{}:
-				parent = v[p]
+				node = v[p]
 			case []interface{}:
 				i, _ := strconv.Atoi(p)
-				parent = v[i]
+				node = v[i]
 			}
 		}
+		return node
+	}
+	for _, op := range ops {
+		parts := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
+		parent := at(parts[:len(parts)-1])
 		last := parts[len(parts)-1]
 		var value interface{}
 		b, _ := json.Marshal(op.Value)
@@ -241,18 +244,8 @@ func applyJSONPatch(t *testing.T, doc interface{}, ops []PatchOp) interface{} {
 				t.Fatalf("test %s failed: %v", op.Path, m[last])
 			}
 		case op.Op == "add" && last == "-":
-			// parent is the list itself: re-walk to set it
-			grand := doc
-			for _, p := range parts[:len(parts)-2] {
-				switch v := grand.(type) {
-				case map[string]interface{}:
-					grand = v[p]
-				case []interface{}:
-					i, _ := strconv.Atoi(p)
-					grand = v[i]
-				}
-			}
-			g := grand.(map[string]interface{})
+			// parent is the list itself: set it in its own parent
+			g := at(parts[:len(parts)-2]).(map[string]interface{})
 			key := parts[len(parts)-2]
 			g[key] = append(g[key].([]interface{}), value)
 		case op.Op == "add":
@@ -264,17 +257,25 @@ func applyJSONPatch(t *testing.T, doc interface{}, ops []PatchOp) interface{} {
 	return doc
 }
 
+// fixPatches is the patches Fix prints for a testdata file in a patch
+// format, and the configurations they are for.
+func fixPatches(t *testing.T, file string, style FixStyle) ([]Configuration, []ConfigurationPatch) {
+	t.Helper()
+	cfgs := parseFile(t, file)
+	out, err := Fix(cfgs, style)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patches []ConfigurationPatch
+	if err := json.Unmarshal(out, &patches); err != nil {
+		t.Fatal(err)
+	}
+	return cfgs, patches
+}
+
 func TestFixJSONPatch(t *testing.T) {
 	for _, file := range []string{"incident-kind-exclusions.yaml", "list.json", "request-namespace-condition.yaml"} {
-		cfgs := parseFile(t, file)
-		out, err := Fix(cfgs, FixStyle{Format: FormatJSONPatch})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var patches []ConfigurationPatch
-		if err := json.Unmarshal(out, &patches); err != nil {
-			t.Fatal(err)
-		}
+		cfgs, patches := fixPatches(t, file, FixStyle{Format: FormatJSONPatch})
 		var patched []Configuration
 		for _, c := range cfgs {
 			var doc interface{}
@@ -352,15 +353,7 @@ func applyStrategic(t *testing.T, c Configuration, raw json.RawMessage) Configur
 
 func TestFixStrategicPatch(t *testing.T) {
 	for _, file := range []string{"incident-kind-exclusions.yaml", "list.json", "cert-manager.yaml", "slow-start.yaml"} {
-		cfgs := parseFile(t, file)
-		out, err := Fix(cfgs, FixStyle{Format: FormatStrategicPatch, All: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var patches []ConfigurationPatch
-		if err := json.Unmarshal(out, &patches); err != nil {
-			t.Fatal(err)
-		}
+		cfgs, patches := fixPatches(t, file, FixStyle{Format: FormatStrategicPatch, All: true})
 		var patched []Configuration
 		for _, c := range cfgs {
 			for _, p := range patches {

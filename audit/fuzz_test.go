@@ -2,7 +2,6 @@ package audit
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -10,8 +9,7 @@ import (
 // parses can be audited, and a fix renders documents that parse back to the
 // same configurations.
 func FuzzParseAuditFix(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*.yaml")
-	files = append(files, "testdata/list.json")
+	files := testdataInputs()
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -93,31 +93,12 @@ func (e matchEnv) labelsOfNamespace(ns string) map[string]string {
 // Equivalent, the same rules against equivalent resources), then
 // matchConditions (matchconditions/matcher.go).
 func (w *webhook) match(r StartupRequest, env matchEnv) matchResult {
-	var why []string
-
-	// namespaceSelector (predicates/namespace/matcher.go MatchNamespaceSelector).
-	ok, msg, err := matchNamespaceSelector(w.nsSelector, r, env)
+	ok, why, err := matchSelectors(w.nsSelector, w.objSelector, r, env)
 	if err != nil {
-		return matchResult{outcome: outCondError, why: []string{"namespaceSelector cannot be parsed: " + err.Error()}}
+		return matchResult{outcome: outCondError, why: []string{err.Error()}}
 	}
 	if !ok {
-		return matchResult{outcome: outNoMatch, why: []string{msg}}
-	}
-	if msg != "" {
-		why = append(why, msg)
-	}
-
-	// objectSelector (predicates/object/matcher.go MatchObjectSelector): the
-	// object's or the old object's labels.
-	ok, msg, err = matchObjectSelector(w.objSelector, r)
-	if err != nil {
-		return matchResult{outcome: outCondError, why: []string{"objectSelector cannot be parsed: " + err.Error()}}
-	}
-	if !ok {
-		return matchResult{outcome: outNoMatch, why: []string{msg}}
-	}
-	if msg != "" {
-		why = append(why, msg)
+		return matchResult{outcome: outNoMatch, why: why}
 	}
 
 	// rules, first match wins; then equivalents.
@@ -190,25 +171,50 @@ func matchRules(rules []admissionregistrationv1.RuleWithOperations, policy admis
 	return schema.GroupVersionResource{}, schema.GroupVersionKind{}, "", false
 }
 
+// conditionsRun is what a webhook's or a binding's matchConditions gave, as
+// reasons: the first false one ends the run (skipped, falseOne names it),
+// and the ones before it were true, errors or unknown.
+type conditionsRun struct {
+	skipped               bool
+	falseOne              string
+	trues, errs, unknowns []string
+}
+
+// runConditions evaluates n matchConditions in order, eval giving the i-th's
+// name, result and detail, up to the first false one.
+func runConditions(n int, eval func(i int) (name string, res conditionResult, detail string)) conditionsRun {
+	var run conditionsRun
+	for i := range n {
+		name, res, detail := eval(i)
+		switch res {
+		case condFalse:
+			run.skipped, run.falseOne = true, name
+			return run
+		case condError:
+			run.errs = append(run.errs, fmt.Sprintf("matchCondition %q errors: %s", name, detail))
+		case condUnknown:
+			run.unknowns = append(run.unknowns, fmt.Sprintf("matchCondition %q is unknown: %s", name, detail))
+		case condTrue:
+			run.trues = append(run.trues, fmt.Sprintf("matchCondition %q is true", name))
+		}
+	}
+	return run
+}
+
 // evalConditions applies matchconditions/matcher.go Match: any false skips
 // the webhook; otherwise errors apply the failure policy (Fail rejects the
 // request, Ignore skips the webhook); otherwise the webhook is called. An
 // unknown condition keeps the result unknown unless another one decides it.
 func (w *webhook) evalConditions(in celInput, why []string) matchResult {
-	var errs, unknowns []string
-	for _, c := range w.compiled {
-		res, detail := c.eval(in)
-		switch res {
-		case condFalse:
-			return matchResult{outcome: outNoMatch, why: append(why, fmt.Sprintf("matchCondition %q is false: the webhook is skipped", c.name))}
-		case condError:
-			errs = append(errs, fmt.Sprintf("matchCondition %q errors: %s", c.name, detail))
-		case condUnknown:
-			unknowns = append(unknowns, fmt.Sprintf("matchCondition %q is unknown: %s", c.name, detail))
-		case condTrue:
-			why = append(why, fmt.Sprintf("matchCondition %q is true", c.name))
-		}
+	conds := runConditions(len(w.compiled), func(i int) (string, conditionResult, string) {
+		res, detail := w.compiled[i].eval(in)
+		return w.compiled[i].name, res, detail
+	})
+	why = append(why, conds.trues...)
+	if conds.skipped {
+		return matchResult{outcome: outNoMatch, why: append(why, fmt.Sprintf("matchCondition %q is false: the webhook is skipped", conds.falseOne))}
 	}
+	errs, unknowns := conds.errs, conds.unknowns
 	if len(errs) > 0 && w.failurePolicy == admissionregistrationv1.Ignore {
 		// Whatever the unknown ones give, an error with Ignore skips the webhook.
 		return matchResult{outcome: outNoMatch, why: append(append(why, errs...), "failurePolicy Ignore: a condition error skips the webhook")}
@@ -274,6 +280,35 @@ func resourceMatches(resources []string, res, sub string) bool {
 		}
 	}
 	return false
+}
+
+// matchSelectors applies a namespaceSelector
+// (predicates/namespace/matcher.go MatchNamespaceSelector), then an
+// objectSelector (predicates/object/matcher.go MatchObjectSelector: the
+// object's or the old object's labels): whether the request passes both,
+// and what they said (on a miss, what the one that missed said). An error
+// names the selector that cannot be parsed.
+func matchSelectors(nsSel, objSel *metav1.LabelSelector, r StartupRequest, env matchEnv) (bool, []string, error) {
+	var said []string
+	for _, sel := range []struct {
+		name  string
+		match func() (bool, string, error)
+	}{
+		{"namespaceSelector", func() (bool, string, error) { return matchNamespaceSelector(nsSel, r, env) }},
+		{"objectSelector", func() (bool, string, error) { return matchObjectSelector(objSel, r) }},
+	} {
+		ok, msg, err := sel.match()
+		if err != nil {
+			return false, nil, fmt.Errorf("%s cannot be parsed: %w", sel.name, err)
+		}
+		if !ok {
+			return false, []string{msg}, nil
+		}
+		if msg != "" {
+			said = append(said, msg)
+		}
+	}
+	return true, said, nil
 }
 
 func matchNamespaceSelector(sel *metav1.LabelSelector, r StartupRequest, env matchEnv) (bool, string, error) {

@@ -277,21 +277,15 @@ func (u *policyUnit) decide(b *Policy, params []*Policy, r StartupRequest, env m
 // evaluate runs matchConditions, variables, then validations and audit
 // annotations (validating) or mutations (mutating) for one param.
 func (u *policyUnit) evaluate(in celInput, r StartupRequest, b *Policy, fail bool) (string, []string) {
-	var why, errs, unknowns []string
 	in.budget = newBudget(matchConditionsBudget, fmt.Sprintf("(%d for one binding's matchConditions on one request)", matchConditionsBudget))
-	for _, c := range u.conditions {
-		res, detail := c.evalBool(in)
-		switch res {
-		case condFalse:
-			return "", nil // any false skips the policy
-		case condError:
-			errs = append(errs, fmt.Sprintf("matchCondition %q errors: %s", c.name, detail))
-		case condUnknown:
-			unknowns = append(unknowns, fmt.Sprintf("matchCondition %q is unknown: %s", c.name, detail))
-		case condTrue:
-			why = append(why, fmt.Sprintf("matchCondition %q is true", c.name))
-		}
+	conds := runConditions(len(u.conditions), func(i int) (string, conditionResult, string) {
+		res, detail := u.conditions[i].evalBool(in)
+		return u.conditions[i].name, res, detail
+	})
+	if conds.skipped {
+		return "", nil // any false skips the policy
 	}
+	why, errs, unknowns := conds.trues, conds.errs, conds.unknowns
 	if len(errs) > 0 && !fail {
 		return "", nil
 	}
@@ -425,24 +419,14 @@ type criteriaMatch struct {
 // matchConstraints is matching/matching.go Matches for one MatchResources.
 func matchConstraints(mr *admissionregistrationv1.MatchResources, r StartupRequest, env matchEnv, what string) criteriaMatch {
 	res := criteriaMatch{status: matchYes, gvr: r.GVR(), gvk: r.GVK()}
-	ok, msg, err := matchNamespaceSelector(mr.NamespaceSelector, r, env)
+	ok, said, err := matchSelectors(mr.NamespaceSelector, mr.ObjectSelector, r, env)
 	if err != nil {
-		return criteriaMatch{status: matchError, why: []string{what + " namespaceSelector cannot be parsed: " + err.Error()}}
+		return criteriaMatch{status: matchError, why: []string{what + " " + err.Error()}}
 	}
 	if !ok {
 		return criteriaMatch{status: matchNo}
 	}
-	if msg != "" {
-		res.why = append(res.why, what+" "+msg)
-	}
-	ok, msg, err = matchObjectSelector(mr.ObjectSelector, r)
-	if err != nil {
-		return criteriaMatch{status: matchError, why: []string{what + " objectSelector cannot be parsed: " + err.Error()}}
-	}
-	if !ok {
-		return criteriaMatch{status: matchNo}
-	}
-	if msg != "" {
+	for _, msg := range said {
 		res.why = append(res.why, what+" "+msg)
 	}
 	policy := admissionregistrationv1.Equivalent

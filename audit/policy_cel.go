@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 
@@ -22,35 +21,21 @@ const (
 	varVariables = "variables"
 )
 
-var (
-	policyEnvOnce sync.Once
-	policyEnv     *cel.Env
-	policyEnvErr  error
-)
-
-func policyCELEnv() (*cel.Env, error) {
-	policyEnvOnce.Do(func() {
-		opts := append(baseEnvOptions(),
-			cel.Variable(varParams, cel.DynType),
-			cel.Variable(varVariables, cel.MapType(cel.StringType, cel.DynType)),
-			cel.Function("jsonpatch.escapeKey", cel.Overload("jsonpatch_escape_key", []*cel.Type{cel.StringType}, cel.StringType,
-				cel.UnaryBinding(func(v ref.Val) ref.Val {
-					s, ok := v.(types.String)
-					if !ok {
-						return types.MaybeNoSuchOverloadErr(v)
-					}
-					return types.String(strings.NewReplacer("~", "~0", "/", "~1").Replace(string(s)))
-				}))),
-		)
-		base, err := cel.NewEnv(opts...)
-		if err != nil {
-			policyEnvErr = err
-			return
-		}
-		policyEnv, policyEnvErr = withRequestType(base, true)
-	})
-	return policyEnv, policyEnvErr
-}
+// policyCELEnv is the environment of policies' expressions, built once.
+var policyCELEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return requestEnv(append(baseEnvOptions(),
+		cel.Variable(varParams, cel.DynType),
+		cel.Variable(varVariables, cel.MapType(cel.StringType, cel.DynType)),
+		cel.Function("jsonpatch.escapeKey", cel.Overload("jsonpatch_escape_key", []*cel.Type{cel.StringType}, cel.StringType,
+			cel.UnaryBinding(func(v ref.Val) ref.Val {
+				s, ok := v.(types.String)
+				if !ok {
+					return types.MaybeNoSuchOverloadErr(v)
+				}
+				return types.String(strings.NewReplacer("~", "~0", "/", "~1").Replace(string(s)))
+			}))),
+	), true)
+})
 
 // policyExpr is one compiled expression of a policy: a matchCondition, a
 // variable, a validation, an audit annotation or a mutation.
@@ -62,21 +47,7 @@ type policyExpr struct {
 
 func compilePolicyExpr(what, expression string, wantBool bool) policyExpr {
 	e := policyExpr{what: what}
-	env, err := policyCELEnv()
-	if err != nil {
-		e.compileErr = err
-		return e
-	}
-	ast, iss := env.Compile(expression)
-	if iss != nil && iss.Err() != nil {
-		e.compileErr = iss.Err()
-		return e
-	}
-	if wantBool && !ast.OutputType().IsExactType(cel.BoolType) {
-		e.compileErr = fmt.Errorf("must evaluate to bool but got %v", ast.OutputType())
-		return e
-	}
-	e.program, e.compileErr = env.Program(ast, programOptions()...)
+	e.program, e.compileErr = compileProgram(policyCELEnv, expression, wantBool)
 	return e
 }
 

@@ -14,10 +14,7 @@ func TestPolicyFix(t *testing.T) {
   - expression: "false"`, actionsDeny) + "---\n" + mapolicy("v1beta1", `  - patchType: JSONPatch
     jsonPatch:
       expression: '[JSONPatch{op: "add", path: "/metadata/labels/team", value: "a"}]'`)
-	cfgs, err := ParseWebhookConfigurations([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgs := parseYAML(t, in)
 	for _, format := range []Format{FormatManifest, FormatJSONPatch, FormatStrategicPatch} {
 		plan, err := PlanFix(cfgs, FixStyle{Format: format})
 		if err != nil {
@@ -75,10 +72,7 @@ func TestPolicyFixMissingParam(t *testing.T) {
   validations:
   - expression: "true"`, actionsDeny+`
   paramRef: {name: limits, namespace: default, parameterNotFoundAction: Deny}`) + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: default}\n"
-	cfgs, err := ParseWebhookConfigurations([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgs := parseYAML(t, in)
 	plan, err := PlanFix(cfgs, FixStyle{})
 	if err != nil {
 		t.Fatal(err)
@@ -90,11 +84,8 @@ func TestPolicyFixMissingParam(t *testing.T) {
 
 // Objects decoded elsewhere (etcd) are written back without server fields.
 func TestPolicyFixFromObjects(t *testing.T) {
-	cfgs, err := ParseWebhookConfigurations([]byte(vap(`["*"]`, `  validations:
-  - expression: "false"`, actionsDeny)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgs := parseYAML(t, vap(`["*"]`, `  validations:
+  - expression: "false"`, actionsDeny))
 	for _, c := range cfgs {
 		c.src = nil
 		c.Policy.Object["metadata"].(map[string]interface{})["resourceVersion"] = "42"

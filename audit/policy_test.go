@@ -136,14 +136,7 @@ data: {allowed: "false"}
       expression: '[JSONPatch{op: "replace", path: "/spec/cidrs", value: ["10.0.0.0/16"]}]'`), "m", RiskUnknown, OutcomeUnknown, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfgs, err := ParseWebhookConfigurations([]byte(tc.yaml))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := Audit(cfgs, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := auditYAML(t, tc.yaml)
 			f := policyFinding(t, rep, tc.policy)
 			if f.Risk != tc.risk {
 				t.Fatalf("risk %s, want %s: %v %+v", f.Risk, tc.risk, f.Reasons, f.Blocks)
@@ -182,14 +175,7 @@ func policyFinding(t *testing.T, rep Report, policy string) Finding {
 }
 
 func TestPolicyFindingNames(t *testing.T) {
-	cfgs, err := ParseWebhookConfigurations([]byte(vap(`["*"]`, denyServiceCIDR, actionsDeny)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Audit(cfgs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := auditYAML(t, vap(`["*"]`, denyServiceCIDR, actionsDeny))
 	f := policyFinding(t, rep, "p")
 	if f.ObjectKind != "ValidatingAdmissionPolicy" || f.Binding != "b" || f.Kind != ValidatingPolicy || f.FailurePolicy != "Fail" {
 		t.Errorf("finding names %+v", f)
@@ -208,14 +194,7 @@ func TestPolicyFindingNames(t *testing.T) {
 
 func TestPolicyWithoutBinding(t *testing.T) {
 	y := strings.SplitN(vap(`["*"]`, denyServiceCIDR, actionsDeny), "---", 2)[0]
-	cfgs, err := ParseWebhookConfigurations([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Audit(cfgs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := auditYAML(t, y)
 	if f := policyFinding(t, rep, "p"); f.Risk != RiskNone || !strings.Contains(strings.Join(f.Reasons, " "), "without a binding") {
 		t.Errorf("unbound policy: %+v", f)
 	}
@@ -239,10 +218,7 @@ func TestPolicyInputs(t *testing.T) {
 {"metadata":{"name":"p"},"spec":{"matchConstraints":{"resourceRules":[{"apiGroups":["*"],"apiVersions":["*"],"operations":["CREATE"],"resources":["*"]}]},"validations":[{"expression":"false"}]}}]}
 ---
 {"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicyBindingList","items":[{"metadata":{"name":"b"},"spec":{"policyName":"p","validationActions":["Deny"]}}]}`
-	cfgs, err := ParseWebhookConfigurations([]byte(list))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgs := parseYAML(t, list)
 	rep, err := Audit(cfgs, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -13,14 +13,10 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
-// Plan is what a delete will do: the exact keys, read at one revision, with
-// the values and mod revisions that the backup and the guard will use.
-type Plan struct {
-	Prefix    string       `json:"prefix"`
-	Cluster   ClusterInfo  `json:"cluster"`
-	Resources []kinds.Kind `json:"resources"`
-	Objects   []Object     `json:"objects"`
-}
+// Plan is what a delete will do: the listing of the objects it removes,
+// their exact keys read at one revision, with the values and mod revisions
+// that the backup and the guard will use.
+type Plan Listing
 
 // PlanDelete resolves names among the objects of resources (nil means all)
 // by listing them; it never builds a key from a name. An unknown name is a

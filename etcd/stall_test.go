@@ -20,11 +20,7 @@ import (
 // more, connections held open; what is asserted is the error, not a time
 // (the bound only keeps a hang from passing unseen).
 func TestReadsStalledMidReadEndWithTheEndpoint(t *testing.T) {
-	srv := etcdtest.StartTLS(t)
-	c := srv.TestClient(t)
-	if err := etcdtest.Fill(ctx, c, "/registry/configmaps/fill/cm", 2000, 1024); err != nil {
-		t.Fatal(err)
-	}
+	srv, c := etcdtest.StartFilledTLS(t)
 	for _, r := range []struct {
 		name string
 		read func(*etcd.Client) error

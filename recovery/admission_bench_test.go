@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/role"
-
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -27,21 +25,7 @@ func BenchmarkDisableRestoreCycle(b *testing.B) {
 			// the manifest poll over a second: a pod's startTime has whole
 			// seconds, and the pod that replaces another starts in a later one.
 			kubelet := talostest.KubeletOptions{TimeScale: 0.001, PollInterval: 1200 * time.Millisecond}
-			c, err := talostest.NewCluster(ctx, talostest.ClusterOptions{ControlPlanes: nodes, Dir: b.TempDir(), Runner: talostest.StandIn{ReadyAfter: 1}, Kubelet: kubelet})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			path, err := c.Talosconfig(role.Admin)
-			if err != nil {
-				b.Fatal(err)
-			}
-			tc, err := talos.Connect(ctx, talos.Options{Talosconfig: path})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer tc.Close()
-			st := State{Dir: b.TempDir()}
+			c, tc, st := realNodes(b, nodes, kubelet, talostest.StandIn{ReadyAfter: 1})
 			before := c.Nodes[0].RunningConfig()
 			opts := AdmissionOptions{Wait: true}
 			b.ResetTimer()

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -385,16 +384,6 @@ func lockHolder(t *testing.T, env *engineEnv) string {
 	return h.Incident
 }
 
-// operator names the operator as breakglass records it: user@host.
-func operator() string {
-	name := "unknown"
-	if u, err := user.Current(); err == nil {
-		name = u.Username
-	}
-	host, _ := os.Hostname()
-	return name + "@" + host
-}
-
 // simulateKillAfter rewrites the incident's journal as a run killed
 // (SIGKILL, power loss) right after it journaled the record of kind (note:
 // the backup path of an etcd.delete; apply: a change about to be applied)
@@ -437,6 +426,6 @@ func simulateKillAfter(t *testing.T, env *engineEnv, id, kind, step string) {
 		t.Fatal(err)
 	}
 	if !env.noSpace(t.Context()) { // on a full etcd the killed run could not have taken it
-		holdLock(t, env, operator(), id)
+		holdLock(t, env, recovery.Whoami(), id)
 	}
 }

@@ -53,8 +53,7 @@ func (e *engineEnv) noSpace(ctx context.Context) bool {
 // then a status rewritten in a loop, until etcd refuses for lack of space.
 func (e *engineEnv) fill() {
 	e.t.Helper()
-	ctx := e.t.Context()
-	for i := 0; ; i++ {
+	e.writeUntilFull(func(ctx context.Context, i int) error {
 		var ops []clientv3.Op
 		for j := range 50 {
 			k := fmt.Sprintf("/registry/events/flood/crashing-%05d.%02d", i, j)
@@ -64,6 +63,16 @@ func (e *engineEnv) fill() {
 			ops = []clientv3.Op{clientv3.OpPut("/registry/example.com/widgets/team-a/w1", fmt.Sprintf("%d%s", i, strings.Repeat("s", 16<<10)))}
 		}
 		_, err := e.kv.Txn(ctx).Then(ops...).Commit()
+		return err
+	})
+}
+
+// writeUntilFull calls write with 0, 1, 2, ... until etcd refuses a write
+// for lack of space.
+func (e *engineEnv) writeUntilFull(write func(ctx context.Context, i int) error) {
+	e.t.Helper()
+	for i := 0; ; i++ {
+		err := write(e.t.Context(), i)
 		if errors.Is(err, rpctypes.ErrNoSpace) || err != nil && strings.Contains(err.Error(), "database space exceeded") {
 			return
 		}
@@ -337,19 +346,10 @@ func TestEngineFullEtcdLockHeldByAnother(t *testing.T) {
 // for a compaction to free.
 func (e *engineEnv) fillLive() {
 	e.t.Helper()
-	ctx := e.t.Context()
-	for i := 0; ; i++ {
+	e.writeUntilFull(func(ctx context.Context, i int) error {
 		_, err := e.kv.Put(ctx, fmt.Sprintf("/registry/example.com/widgets/team-a/w%06d", i), strings.Repeat("l", 16<<10))
-		if errors.Is(err, rpctypes.ErrNoSpace) || err != nil && strings.Contains(err.Error(), "database space exceeded") {
-			return
-		}
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if i > 100_000 {
-			e.t.Fatal("etcd never filled")
-		}
-	}
+		return err
+	})
 }
 
 // An etcd full of live data: the plan says before the compaction that it

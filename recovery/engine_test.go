@@ -980,13 +980,12 @@ func TestEngineRequestedDeleteMissingFailsInPreflight(t *testing.T) {
 	}
 }
 
-// The run is killed right after the webhook configuration was deleted
-// from etcd, before the step's end was journaled; its lease on the cluster
-// lock is still alive. resume takes the dead run's lock over, sees the
-// object gone with its verified backup, goes on to the end; revert
-// --objects then restores the object from that backup, byte-identical.
-func TestEngineResumeAfterKillDuringDelete(t *testing.T) {
-	env := newEngineEnv(t, envOptions{deadlock: true})
+// killedAfterDeleteNoted is a recover --delete of the test webhook,
+// interrupted as the wait for the webhook's backend begins, whose journal
+// is then cut as a kill leaves it right after delete-webhook noted its
+// backup (the lock.pid of a dead process, the lease still held).
+func killedAfterDeleteNoted(t *testing.T, env *engineEnv) runOutcome {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	first, err := recoverRun(t, env, recoverRequest{Ctx: ctx, Delete: []string{testWebhook}, Hooks: engineHooks{begin: func(s string) {
@@ -995,11 +994,22 @@ func TestEngineResumeAfterKillDuringDelete(t *testing.T) {
 		}
 	}}})
 	wantOutcome(t, first, err, "aborted", true)
+	simulateKillAfter(t, env, first.Incident, "note", "delete-webhook")
+	return first
+}
+
+// The run is killed right after the webhook configuration was deleted
+// from etcd, before the step's end was journaled; its lease on the cluster
+// lock is still alive. resume takes the dead run's lock over, sees the
+// object gone with its verified backup, goes on to the end; revert
+// --objects then restores the object from that backup, byte-identical.
+func TestEngineResumeAfterKillDuringDelete(t *testing.T) {
+	env := newEngineEnv(t, envOptions{deadlock: true})
+	first := killedAfterDeleteNoted(t, env)
 	wantStep(t, first, "delete-webhook", "ok")
 	if env.webhookInEtcd() != nil {
 		t.Fatal("not deleted")
 	}
-	simulateKillAfter(t, env, first.Incident, "note", "delete-webhook")
 	if info := incident(t, env, first.Incident); info.State != "interrupted" || info.LastStep != "delete-webhook" {
 		t.Fatalf("after the kill the journal says %s at %s", info.State, info.LastStep)
 	}
@@ -1030,15 +1040,7 @@ func TestEngineResumeAfterKillDuringDelete(t *testing.T) {
 // beside it and deletes the object once; revert restores it.
 func TestEngineResumeAfterKillBetweenBackupAndDelete(t *testing.T) {
 	env := newEngineEnv(t, envOptions{deadlock: true})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	first, err := recoverRun(t, env, recoverRequest{Ctx: ctx, Delete: []string{testWebhook}, Hooks: engineHooks{begin: func(s string) {
-		if s == "wait-webhook" {
-			cancel()
-		}
-	}}})
-	wantOutcome(t, first, err, "aborted", true)
-	simulateKillAfter(t, env, first.Incident, "note", "delete-webhook")
+	first := killedAfterDeleteNoted(t, env)
 	// The delete had not happened yet: the object is there, as it was.
 	putCtx, putCancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer putCancel()

@@ -6,3 +6,7 @@ func SetFaultHook(fn func(point string)) (restore func()) {
 	faultHook = fn
 	return func() { faultHook = nil }
 }
+
+// Whoami is the operator as breakglass records it in journals and locks:
+// user@host.
+var Whoami = whoami

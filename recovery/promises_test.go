@@ -38,6 +38,17 @@ type incidentCase struct {
 	advice string
 }
 
+// resumesToTheEnd resumes the incident: it completes, and the incident is
+// over.
+func (c incidentCase) resumesToTheEnd(t *testing.T, env *engineEnv, id string) {
+	t.Helper()
+	out, err := resumeRun(t, env, id, engineHooks{})
+	wantOutcome(t, out, err, "completed", false)
+	if !c.over(env) {
+		t.Error("the resumed incident did not end it")
+	}
+}
+
 var incidentCases = map[string]incidentCase{
 	"admission-deadlock": {
 		make:   func(t *testing.T) *engineEnv { return newEngineEnv(t, envOptions{controlPlanes: 2, deadlock: true}) },
@@ -184,11 +195,7 @@ func TestPromiseRevertOnlyWhatCanBeUndone(t *testing.T) {
 		if info := incident(t, env, res.Incident); info.State == "reverted" || info.State == "completed" {
 			t.Fatalf("the refused revert closed the incident: %s", info.State)
 		}
-		out, err := resumeRun(t, env, res.Incident, engineHooks{})
-		wantOutcome(t, out, err, "completed", false)
-		if !c.over(env) {
-			t.Error("the resumed incident did not end it")
-		}
+		c.resumesToTheEnd(t, env, res.Incident)
 	})
 }
 
@@ -274,11 +281,7 @@ func TestPromiseInterruptionSaysPerNode(t *testing.T) {
 		if !strings.Contains(s.Message, "applied on") || strings.Contains(s.Message, "failed") {
 			t.Errorf("step %s interrupted mid-change says %q: want where it was applied, and nothing failed", s.Name, s.Message)
 		}
-		out, err := resumeRun(t, env, res.Incident, engineHooks{})
-		wantOutcome(t, out, err, "completed", false)
-		if !c.over(env) {
-			t.Error("the resumed incident did not end it")
-		}
+		c.resumesToTheEnd(t, env, res.Incident)
 	})
 }
 

@@ -27,7 +27,7 @@ import (
 // replaces, as on a node: the pod status's start times are whole seconds).
 var fast = talostest.KubeletOptions{TimeScale: 0.005, PollInterval: 1200 * time.Millisecond}
 
-func realNodes(t *testing.T, n int, kubelet talostest.KubeletOptions, runner talostest.PodRunner) (*talostest.Cluster, *talos.Client, State) {
+func realNodes(t testing.TB, n int, kubelet talostest.KubeletOptions, runner talostest.PodRunner) (*talostest.Cluster, *talos.Client, State) {
 	t.Helper()
 	if runner == nil {
 		runner = talostest.StandIn{ReadyAfter: time.Millisecond}

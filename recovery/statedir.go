@@ -38,7 +38,7 @@ func StateDirHint(dir string, err error) string {
 	case errors.Is(err, syscall.EROFS):
 		return "its file system is mounted read-only: give --state-dir a directory on a writable one" + env
 	case errors.Is(err, os.ErrPermission):
-		return "run breakglass as the user who owns it (ls -ld " + dir + "), or give --state-dir a directory you can write" + env
+		return "switch to the user who owns it (ls -ld " + dir + "), or give --state-dir a directory you can write" + env
 	}
 	return "give --state-dir a directory you can write" + env
 }

@@ -281,6 +281,15 @@ func (l *loader) mapping(n *yaml.Node, where string) (*mapping, error) {
 	return m, nil
 }
 
+// mappingOf reads n as a mapping that may hold only the known keys.
+func (l *loader) mappingOf(n *yaml.Node, where string, known []string) (*mapping, error) {
+	m, err := l.mapping(n, where)
+	if err != nil {
+		return nil, err
+	}
+	return m, l.known(m, where, known)
+}
+
 func (l *loader) known(m *mapping, where string, known []string) error {
 	for _, k := range m.keys {
 		if slices.Contains(known, k.Value) {
@@ -320,11 +329,8 @@ func (l *loader) identity(m *mapping, key, want string) (string, error) {
 
 func (l *loader) metadata(n *yaml.Node) (Metadata, error) {
 	var md Metadata
-	m, err := l.mapping(n, "metadata")
+	m, err := l.mappingOf(n, "metadata", metadataKeys)
 	if err != nil {
-		return md, err
-	}
-	if err := l.known(m, "metadata", metadataKeys); err != nil {
 		return md, err
 	}
 	nn := m.vals["name"]
@@ -346,11 +352,8 @@ func (l *loader) metadata(n *yaml.Node) (Metadata, error) {
 }
 
 func (l *loader) steps(n *yaml.Node) ([]Step, error) {
-	m, err := l.mapping(n, "spec")
+	m, err := l.mappingOf(n, "spec", specKeys)
 	if err != nil {
-		return nil, err
-	}
-	if err := l.known(m, "spec", specKeys); err != nil {
 		return nil, err
 	}
 	sn := m.vals["steps"]

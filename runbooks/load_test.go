@@ -47,12 +47,19 @@ func roundTrip(t testing.TB, rb *Runbook) {
 	}
 }
 
-func TestLoadValid(t *testing.T) {
-	files, _ := filepath.Glob("testdata/valid/*.yaml")
-	if len(files) < 5 {
-		t.Fatalf("only %d valid examples", len(files))
+// examples are the runbooks under testdata/KIND, at least atLeast of them
+// (a glob that finds fewer tests next to nothing).
+func examples(t *testing.T, kind string, atLeast int) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", kind, "*.yaml"))
+	if len(files) < atLeast {
+		t.Fatalf("only %d %s examples", len(files), kind)
 	}
-	for _, f := range files {
+	return files
+}
+
+func TestLoadValid(t *testing.T) {
+	for _, f := range examples(t, "valid", 5) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			rb, err := LoadFile(f)
 			if err != nil {
@@ -126,11 +133,7 @@ func TestValidDetails(t *testing.T) {
 
 // Each invalid example starts with "# want: LINE: MESSAGE".
 func TestLoadInvalid(t *testing.T) {
-	files, _ := filepath.Glob("testdata/invalid/*.yaml")
-	if len(files) < 30 {
-		t.Fatalf("only %d invalid examples", len(files))
-	}
-	for _, f := range files {
+	for _, f := range examples(t, "invalid", 30) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			data, err := os.ReadFile(f)
 			if err != nil {

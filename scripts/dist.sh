@@ -12,18 +12,40 @@ out=${1:-dist}
 : "${VERSION:?}" "${COMMIT:?}" "${BUILD_DATE:?}"
 oncall=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
 labs=(linux/amd64 linux/arm64)
-max_oncall=45000000 # bytes: what a person downloads at 3 a.m.
+# bytes: what a person downloads at 3 a.m. (32.6 to 35.7 MB since the
+# linker drops unused methods, internal/cli; 45 MB before).
+max_oncall=42000000
 
 rm -rf "$out"
 mkdir -p "$out"
 ldflags="-s -w -buildid= -X main.version=$VERSION -X main.commit=$COMMIT -X main.buildDate=$BUILD_DATE"
+# grpcnotrace: grpc without golang.org/x/net/trace, whose debug pages
+# (html/template) would cost the linker its method dead-code elimination
+# (cmd/breakglass/deps_test.go).
+tags=grpcnotrace
 build() { # NAME OS/ARCH
   local os=${2%/*} arch=${2#*/}
   env -u GOFLAGS CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOAMD64=v1 GOARM64=v8.0 \
-    go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/$1-$os-$arch" "./cmd/$1"
+    go build -trimpath -buildvcs=false -tags "$tags" -ldflags "$ldflags" -o "$out/$1-$os-$arch" "./cmd/$1"
 }
-for p in "${oncall[@]}"; do build breakglass "$p"; done
-for p in "${labs[@]}"; do build breakglass-lab "$p"; done
+# Two lanes side by side, one per architecture: on 2 cores with a cold build
+# cache, 7 min 10 s against 9 min 20 s one build after the other (a build
+# alone keeps about one core busy: links are single-threaded, compiles wait
+# on each other).
+lane() { # ARCH
+  local p
+  for p in "${oncall[@]}"; do [ "${p#*/}" = "$1" ] && { build breakglass "$p" || return 1; }; done
+  for p in "${labs[@]}"; do [ "${p#*/}" = "$1" ] && { build breakglass-lab "$p" || return 1; }; done
+  return 0
+}
+lane amd64 &
+amd64=$!
+lane arm64 &
+arm64=$!
+failed=0
+wait "$amd64" || failed=1
+wait "$arm64" || failed=1
+[ "$failed" = 0 ] || { echo "dist: a build failed" >&2; exit 1; }
 
 cd "$out"
 if command -v sha256sum >/dev/null; then sha256sum breakglass-* >SHA256SUMS; else shasum -a 256 breakglass-* >SHA256SUMS; fi

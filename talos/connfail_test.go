@@ -54,12 +54,11 @@ func connectTo(t *testing.T, path, endpoint, node string, timeout time.Duration,
 	return c
 }
 
-// A connection that fails at the transport is told by what its endpoint
-// did: a certificate problem (exit 3) from nothing listening or nothing
-// answering (exit 4), the endpoint named. Each endpoint fails the same way
-// every time; what grpc-go happens to see first (TLS 1.3: the alert, a
-// broken pipe or EOF) does not change the verdict.
-func TestConnectionFailuresTold(t *testing.T) {
+// brokenEndpoints are Talos API endpoints on 127.0.0.1 that each fail in
+// their own way, closed with the test, and the path of a talosconfig for
+// them.
+func brokenEndpoints(t *testing.T) (*talostest.BrokenEndpoints, string) {
+	t.Helper()
 	b, err := talostest.NewBrokenEndpoints("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +68,16 @@ func TestConnectionFailuresTold(t *testing.T) {
 	if err := b.Talosconfig.Save(path); err != nil {
 		t.Fatal(err)
 	}
+	return b, path
+}
+
+// A connection that fails at the transport is told by what its endpoint
+// did: a certificate problem (exit 3) from nothing listening or nothing
+// answering (exit 4), the endpoint named. Each endpoint fails the same way
+// every time; what grpc-go happens to see first (TLS 1.3: the alert, a
+// broken pipe or EOF) does not change the verdict.
+func TestConnectionFailuresTold(t *testing.T) {
+	b, path := brokenEndpoints(t)
 	for _, tc := range []struct {
 		name, endpoint string
 		kind           failure.Category
@@ -107,21 +116,13 @@ func TestConnectionFailuresTold(t *testing.T) {
 // A node that accepts TCP and never answers: the wait is said once on the
 // progress writer, and the call gives up after the connect timeout.
 func TestSilentNodeProgress(t *testing.T) {
-	b, err := talostest.NewBrokenEndpoints("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	path := filepath.Join(t.TempDir(), "talosconfig")
-	if err := b.Talosconfig.Save(path); err != nil {
-		t.Fatal(err)
-	}
+	b, path := brokenEndpoints(t)
 	defer func(d time.Duration) { ProgressDelay = d }(ProgressDelay)
 	ProgressDelay = 100 * time.Millisecond
 	var progress syncBuffer
 	c := connectTo(t, path, b.Silent, "127.0.0.1", 2*time.Second, &progress)
 	start := time.Now()
-	_, err = c.Version(t.Context(), "127.0.0.1")
+	_, err := c.Version(t.Context(), "127.0.0.1")
 	if took := time.Since(start); took < 2*time.Second || took > 5*time.Second {
 		t.Errorf("gave up after %s, want the connect timeout, 2s", took)
 	}

@@ -6,7 +6,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 
 	"github.com/breakglass-dev/breakglass/internal/buildinfo"
 	"github.com/breakglass-dev/breakglass/internal/command"

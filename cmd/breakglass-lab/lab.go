@@ -2,19 +2,20 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/audit"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/lab"
 	"github.com/breakglass-dev/breakglass/recovery"
-	"github.com/urfave/cli/v2"
 )
 
 // labCommands are the lab's commands, as `breakglass lab` has always had
@@ -69,23 +70,13 @@ func labCommands(s streams) []*cli.Command {
 				if err := checkNodes(c.Int("nodes")); err != nil {
 					return err
 				}
-				js, err := jsonOutput(c)
-				if err != nil {
-					return err
-				}
-				// With -o json the running account goes to stderr and
-				// the rehearsal's result is the one document on stdout.
-				out := s.Out
-				if js {
-					out = s.Err
-				}
-				r, err := lab.Rehearse(c.Context, lab.RehearseOptions{Scenario: c.String("scenario"), Nodes: c.Int("nodes"), Out: out, ToolVersion: version})
-				if js && r != nil {
-					if werr := writeJSON(s.Out, r); werr != nil {
-						return werr
+				return withJSONResult(c, s, func(out io.Writer) (any, error) {
+					r, err := lab.Rehearse(c.Context, lab.RehearseOptions{Scenario: c.String("scenario"), Nodes: c.Int("nodes"), Out: out, ToolVersion: version})
+					if r == nil {
+						return nil, err
 					}
-				}
-				return err
+					return r, err
+				})
 			},
 		},
 		{
@@ -98,25 +89,38 @@ func labCommands(s streams) []*cli.Command {
 						return err
 					}
 				}
-				js, err := jsonOutput(c)
-				if err != nil {
-					return err
-				}
-				out := s.Out
-				if js {
-					out = s.Err
-				}
-				reps, err := lab.Bench(c.Context, c.IntSlice("nodes"), lab.RehearseOptions{ToolVersion: version}, out)
-				if js && reps != nil {
-					if werr := writeJSON(s.Out, map[string]any{"rehearsals": reps}); werr != nil {
-						return werr
+				return withJSONResult(c, s, func(out io.Writer) (any, error) {
+					reps, err := lab.Bench(c.Context, c.IntSlice("nodes"), lab.RehearseOptions{ToolVersion: version}, out)
+					if reps == nil {
+						return nil, err
 					}
-				}
-				return err
+					return map[string]any{"rehearsals": reps}, err
+				})
 			},
 		},
 		replayCommand(s),
 	}
+}
+
+// withJSONResult runs what reports as it goes, then has a result: the
+// running account is written to stdout, or with -o json to stderr, the
+// result (when there is one) being then the one document on stdout.
+func withJSONResult(c *cli.Context, s streams, run func(out io.Writer) (any, error)) error {
+	js, err := jsonOutput(c)
+	if err != nil {
+		return err
+	}
+	out := s.Out
+	if js {
+		out = s.Err
+	}
+	result, err := run(out)
+	if js && result != nil {
+		if werr := writeJSON(s.Out, result); werr != nil {
+			return werr
+		}
+	}
+	return err
 }
 
 // replayCommand is `replay`: the upgrade tried on this machine first.

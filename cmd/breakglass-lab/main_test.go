@@ -11,6 +11,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/golden"
 	"github.com/breakglass-dev/breakglass/lab"
 )
 
@@ -115,13 +116,7 @@ func TestCommandReferenceUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile("../../docs/breakglass-lab.md")
-	if err != nil {
-		t.Fatalf("docs/breakglass-lab.md: %v (generate it with: make docs)", err)
-	}
-	if string(got) != want {
-		t.Fatal("docs/breakglass-lab.md is out of date: run make docs")
-	}
+	golden.Generated(t, "../../docs/breakglass-lab.md", want, "make docs")
 }
 
 // breakglass's `lab` command (cmd/breakglass/lab.go) repeats the lab's

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 
 	"github.com/breakglass-dev/breakglass/internal/buildinfo"
 	"github.com/breakglass-dev/breakglass/internal/command"
@@ -80,6 +80,18 @@ func defaultStateDir() string {
 		return ".breakglass"
 	}
 	return filepath.Join(home, ".local", "state", "breakglass")
+}
+
+// withGlobals is an action that needs the global options: they are read,
+// and checked, before it runs.
+func withGlobals(action func(c *cli.Context, g globalOptions) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		g, err := readGlobals(c)
+		if err != nil {
+			return err
+		}
+		return action(c, g)
+	}
 }
 
 func readGlobals(c *cli.Context) (globalOptions, error) {
@@ -189,17 +201,13 @@ func versionCommand(s streams) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
 		Usage: "print the breakglass version, commit, build date and Go version",
-		Action: func(c *cli.Context) error {
-			g, err := readGlobals(c)
-			if err != nil {
-				return err
-			}
+		Action: withGlobals(func(c *cli.Context, g globalOptions) error {
 			info := buildinfo.Read(version, commit, buildDate)
 			if g.json() {
 				return writeJSON(s.Out, info)
 			}
-			_, err = io.WriteString(s.Out, info.Text("breakglass"))
+			_, err := io.WriteString(s.Out, info.Text("breakglass"))
 			return err
-		},
+		}),
 	}
 }

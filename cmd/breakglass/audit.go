@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/failure"
@@ -54,11 +54,7 @@ func auditCommand(s streams) *cli.Command {
 			&cli.StringFlag{Name: "fix-style", Value: string(audit.ExcludeAPIServer), Usage: "apiserver (exclude the user system:apiserver, recommended) or kinds (the incident's ServiceCIDR/IPAddress exclusions: partial)"},
 			&cli.StringFlag{Name: "fix-format", Value: string(audit.FormatManifest), Usage: "manifest, json-patch or strategic-patch"},
 		),
-		Action: func(c *cli.Context) error {
-			g, err := readGlobals(c)
-			if err != nil {
-				return err
-			}
+		Action: withGlobals(func(c *cli.Context, g globalOptions) error {
 			// -n names etcd's hosts only when etcd is reached with its own
 			// certificates; otherwise the control planes, whose machine
 			// configs are read (with nothing else, the context's nodes).
@@ -96,7 +92,7 @@ func auditCommand(s streams) *cli.Command {
 				return err
 			}
 			return auditExit(report.Err(), s.Err)
-		},
+		}),
 	}
 }
 

@@ -353,16 +353,8 @@ func TestCatalogue(t *testing.T) {
 	// The cluster lives as long as the test: a fixed deadline here failed the
 	// whole catalogue on a loaded machine (key generation is slow there).
 	ctx := t.Context()
-	cluster, err := talostest.NewCluster(ctx, talostest.ClusterOptions{ControlPlanes: 2, Workers: 1, Dir: t.TempDir(),
+	cluster, admin := emulatedCluster(t, ctx, talostest.ClusterOptions{ControlPlanes: 2, Workers: 1,
 		Kubelet: talostest.KubeletOptions{TimeScale: 0.005}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	admin, err := cluster.Talosconfig(role.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reader, err := cluster.Talosconfig(role.Reader)
 	if err != nil {
 		t.Fatal(err)

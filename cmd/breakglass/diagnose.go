@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
@@ -56,11 +56,7 @@ func diagnoseCommand(s streams) *cli.Command {
 			"  23  unknown             some node could not be read, or no known signature explains it\n\n" +
 			exitCodeHelp(),
 		Flags: append(flags, etcdConnFlags()...),
-		Action: func(c *cli.Context) error {
-			g, err := readGlobals(c)
-			if err != nil {
-				return err
-			}
+		Action: withGlobals(func(c *cli.Context, g globalOptions) error {
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
 			tc, err := connectTalos(ctx, g)
@@ -97,6 +93,6 @@ func diagnoseCommand(s streams) *cli.Command {
 				return err
 			}
 			return diagnoseExit(report.Verdict)
-		},
+		}),
 	}
 }

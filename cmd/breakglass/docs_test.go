@@ -1,10 +1,10 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"github.com/breakglass-dev/breakglass/internal/command"
+	"github.com/breakglass-dev/breakglass/internal/golden"
 )
 
 // The committed command reference must match the CLI definition: run
@@ -15,11 +15,5 @@ func TestCommandReferenceUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile("../../docs/commands.md")
-	if err != nil {
-		t.Fatalf("docs/commands.md: %v (generate it with: make docs)", err)
-	}
-	if string(got) != want {
-		t.Fatal("docs/commands.md is out of date: run make docs")
-	}
+	golden.Generated(t, "../../docs/commands.md", want, "make docs")
 }

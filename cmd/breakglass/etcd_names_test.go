@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/role"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
@@ -254,15 +253,7 @@ func TestEtcdConnectionPaths(t *testing.T) {
 	ip := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(250), 2+rand.IntN(250))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cluster, err := talostest.NewCluster(ctx, talostest.ClusterOptions{IPs: []string{ip}, Dir: t.TempDir(), Kubelet: talostest.KubeletOptions{TimeScale: 0.005}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	admin, err := cluster.Talosconfig(role.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, admin := emulatedCluster(t, ctx, talostest.ClusterOptions{IPs: []string{ip}, Kubelet: talostest.KubeletOptions{TimeScale: 0.005}})
 	ca, err := etcdtest.LoadCA(cluster.EtcdCA().Crt, cluster.EtcdCA().Key)
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,7 @@ import (
 // the command ends on its own deadline with the endpoint named, exit 4.
 // The minute is only a bound that keeps a hang from passing unseen.
 func TestEtcdUsageStalledMidRead(t *testing.T) {
-	srv := etcdtest.StartTLS(t)
-	c := srv.TestClient(t)
-	if err := etcdtest.Fill(context.Background(), c, "/registry/configmaps/fill/cm", 2000, 1024); err != nil {
-		t.Fatal(err)
-	}
+	srv, _ := etcdtest.StartFilledTLS(t)
 	proxy, err := etcdtest.NewStallProxy(srv.Endpoints[0], 64<<10)
 	if err != nil {
 		t.Fatal(err)

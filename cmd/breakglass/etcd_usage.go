@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 )

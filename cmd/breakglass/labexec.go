@@ -10,7 +10,7 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )

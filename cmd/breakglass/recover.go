@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
@@ -183,10 +183,6 @@ func checkIncident(c *cli.Context, resume bool) error {
 }
 
 func journalCommand(s streams) *cli.Command {
-	state := func(c *cli.Context) (recovery.State, globalOptions, error) {
-		g, err := readGlobals(c)
-		return recovery.State{Dir: g.StateDir}, g, err
-	}
 	return &cli.Command{
 		Name:  "journal",
 		Usage: "the incident journals: list, show, timeline",
@@ -194,12 +190,8 @@ func journalCommand(s streams) *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list the incidents in the state directory",
-				Action: func(c *cli.Context) error {
-					st, g, err := state(c)
-					if err != nil {
-						return err
-					}
-					list, err := st.Incidents()
+				Action: withGlobals(func(c *cli.Context, g globalOptions) error {
+					list, err := recovery.State{Dir: g.StateDir}.Incidents()
 					if err != nil {
 						return err
 					}
@@ -225,7 +217,7 @@ func journalCommand(s streams) *cli.Command {
 						fmt.Fprintln(s.Out, "no incident yet")
 					}
 					return nil
-				},
+				}),
 			},
 			{
 				Name:      "show",

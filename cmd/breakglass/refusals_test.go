@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/role"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd"
@@ -27,17 +26,7 @@ func refusalCluster(t *testing.T) (*talostest.Cluster, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cluster, err := talostest.NewCluster(ctx, talostest.ClusterOptions{ControlPlanes: 1, Dir: t.TempDir(),
-		Kubelet: talostest.KubeletOptions{TimeScale: 0.005}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	admin, err := cluster.Talosconfig(role.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cluster, admin
+	return emulatedCluster(t, ctx, talostest.ClusterOptions{ControlPlanes: 1, Kubelet: talostest.KubeletOptions{TimeScale: 0.005}})
 }
 
 // A negative, too short or too long --revert-after is refused before the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
@@ -51,11 +51,7 @@ func runbookCommand(s streams) *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list the built-in runbooks",
-				Action: func(c *cli.Context) error {
-					g, err := readGlobals(c)
-					if err != nil {
-						return err
-					}
+				Action: withGlobals(func(c *cli.Context, g globalOptions) error {
 					if g.json() {
 						return writeJSON(s.Out, map[string]any{"runbooks": runbooks.Builtin()})
 					}
@@ -63,17 +59,13 @@ func runbookCommand(s streams) *cli.Command {
 						fmt.Fprintf(s.Out, "%-28s %d steps  %s\n", rb.Metadata.Name, len(rb.Spec.Steps), firstSentence(rb.Metadata.Description))
 					}
 					return nil
-				},
+				}),
 			},
 			{
 				Name:      "show",
 				Usage:     "show a runbook's steps, actions and parameters (-o yaml: its YAML, to start a custom runbook from)",
 				ArgsUsage: "NAME|FILE",
-				Action: func(c *cli.Context) error {
-					g, err := readGlobals(c)
-					if err != nil {
-						return err
-					}
+				Action: withGlobals(func(c *cli.Context, g globalOptions) error {
 					if c.Args().Len() != 1 {
 						return failure.Input("list them with: breakglass runbook list", "runbook show takes one runbook name or file")
 					}
@@ -94,7 +86,7 @@ func runbookCommand(s streams) *cli.Command {
 						return err
 					}
 					return runbooks.Render(s.Out, rb)
-				},
+				}),
 			},
 			{
 				Name:      "run",

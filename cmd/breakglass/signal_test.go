@@ -205,8 +205,8 @@ func TestSecondSignalAborts(t *testing.T) {
 	}
 	c, talosconfig := oneNode(t)
 	silent, accepted := silentNode(t)
-	start := func() (*exec.Cmd, *bufio.Scanner) {
-		cmd := exec.Command(bin, "--talosconfig", talosconfig, "--state-dir", t.TempDir(), "-e", silent, "-n", c.Nodes[0].IP, "apiserver", "wait", "--timeout", "10m")
+	// started starts cmd, killed when the test ends, and reads its stderr.
+	started := func(cmd *exec.Cmd) *bufio.Scanner {
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -215,12 +215,17 @@ func TestSecondSignalAborts(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		return bufio.NewScanner(stderr)
+	}
+	start := func() (*exec.Cmd, *bufio.Scanner) {
+		cmd := exec.Command(bin, "--talosconfig", talosconfig, "--state-dir", t.TempDir(), "-e", silent, "-n", c.Nodes[0].IP, "apiserver", "wait", "--timeout", "10m")
+		sc := started(cmd)
 		select {
 		case <-accepted:
 		case <-time.After(time.Minute):
 			t.Fatal("never connected")
 		}
-		return cmd, bufio.NewScanner(stderr)
+		return cmd, sc
 	}
 	waitLine := func(sc *bufio.Scanner, want string) {
 		for sc.Scan() {
@@ -246,15 +251,7 @@ func TestSecondSignalAborts(t *testing.T) {
 	// that takes its time, here forever): killed by it at once.
 	helper := exec.Command(os.Args[0], "-test.run=^TestSignalHelperProcess$")
 	helper.Env = append(os.Environ(), "BREAKGLASS_SIGNAL_HELPER=1")
-	stderr, err := helper.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = helper.Process.Kill() })
-	sc = bufio.NewScanner(stderr)
+	sc = started(helper)
 	waitLine(sc, "helper: handling signals")
 	helper.Process.Signal(syscall.SIGINT)
 	waitLine(sc, "press Ctrl-C again")

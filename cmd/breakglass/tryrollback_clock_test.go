@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -80,14 +81,25 @@ func TestDisablePlanSaysTryModeAndWhen(t *testing.T) {
 // oneNode is an emulated control-plane node and an os:admin talosconfig for it.
 func oneNode(t *testing.T) (*talostest.Cluster, string) {
 	t.Helper()
-	c, err := talostest.NewCluster(t.Context(), talostest.ClusterOptions{ControlPlanes: 1, Dir: t.TempDir()})
+	return emulatedCluster(t, t.Context(), talostest.ClusterOptions{ControlPlanes: 1})
+}
+
+// emulatedCluster starts emulated Talos nodes (in a directory of the test's
+// when opts names none), closed when the test ends, and returns them with an
+// os:admin talosconfig for them.
+func emulatedCluster(t *testing.T, ctx context.Context, opts talostest.ClusterOptions) (*talostest.Cluster, string) {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	c, err := talostest.NewCluster(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	talosconfig, err := c.Talosconfig(role.Admin)
+	admin, err := c.Talosconfig(role.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, talosconfig
+	return c, admin
 }

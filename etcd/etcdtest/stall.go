@@ -142,6 +142,19 @@ func (p *StallProxy) Close() {
 	p.wg.Wait()
 }
 
+// StartFilledTLS is StartTLS holding 2,000 ConfigMaps of 1 KiB, and a
+// client of it: reading them carries 2 MB, far more than the first bytes a
+// StallProxy forwards, so that a read of them stalls in the middle.
+func StartFilledTLS(t TB, opts ...Option) (*Server, *clientv3.Client) {
+	t.Helper()
+	srv := StartTLS(t, opts...)
+	c := srv.TestClient(t)
+	if err := Fill(context.Background(), c, "/registry/configmaps/fill/cm", 2000, 1024); err != nil {
+		t.Fatalf("etcdtest: fill: %v", err)
+	}
+	return srv, c
+}
+
 // Fill puts n keys of size bytes under prefix (PREFIX-000000, ...), 50 to
 // a transaction: data enough for a read to stall in the middle of.
 func Fill(ctx context.Context, c *clientv3.Client, prefix string, n, size int) error {

@@ -5,7 +5,7 @@ package command
 import (
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/breakglass-dev/breakglass/internal/cli"
 )
 
 // Normalize reorders a command line so that urfave/cli v2 parses it the

@@ -40,3 +40,17 @@ func Check(t TB, path string, got []byte) {
 		t.Errorf("%s differs from the output (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
+
+// Generated checks that the committed file at path is what its generator
+// makes today (want); regenerate is the command that rewrites it, unlike
+// the golden files, which -update does.
+func Generated(t TB, path, want, regenerate string) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v (generate it with: %s)", path, err, regenerate)
+	}
+	if string(got) != want {
+		t.Fatalf("%s is out of date: run %s", path, regenerate)
+	}
+}

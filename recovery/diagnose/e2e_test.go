@@ -1,13 +1,10 @@
 package diagnose_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,22 +41,6 @@ func (d deadlocked) Run(ctx context.Context, c talostest.Container, logs io.Writ
 	case <-time.After(200 * time.Millisecond): // longer than a status refresh (75ms here)
 		return errors.New("PostStartHook failed")
 	}
-}
-
-func logExcerpt(t testing.TB, name string) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "logs", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -178,19 +159,27 @@ func restartedTwice(t *testing.T, tc *talos.Client, c *talostest.Cluster) {
 	}
 }
 
+// deadlockedNodes starts cps emulated control planes whose kube-apiserver
+// logs the excerpt (testdata/logs) and restarts, and connects to them as r
+// once each has restarted twice.
+func deadlockedNodes(t *testing.T, cps int, excerpt string, r role.Role) (*talostest.Cluster, *talos.Client) {
+	t.Helper()
+	c := startCluster(t, cps, deadlocked{
+		StandIn: talostest.StandIn{ReadyAfter: 10 * time.Millisecond, Hang: func(talostest.ContainerConfig) bool { return true }},
+		lines:   diagnose.ReadLogExcerpt(t, excerpt),
+	})
+	tc := connect(t, c, r)
+	restartedTwice(t, tc, c)
+	return c, tc
+}
+
 // The incident end to end: two emulated control planes whose kube-apiserver
 // logs the real deadlock and restarts, an embedded etcd holding the
 // configurations as kube-apiserver stores them. The verdict names the
 // configuration and the command that removes it.
 func TestRunNamesTheDeadlockedConfiguration(t *testing.T) {
-	runner := deadlocked{
-		StandIn: talostest.StandIn{ReadyAfter: 10 * time.Millisecond, Hang: func(talostest.ContainerConfig) bool { return true }},
-		lines:   logExcerpt(t, "upgrade-deadlock.log"),
-	}
-	c := startCluster(t, 2, runner)
-	tc := connect(t, c, role.Admin)
+	c, tc := deadlockedNodes(t, 2, "upgrade-deadlock.log", role.Admin)
 	ec := seedEtcd(t)
-	restartedTwice(t, tc, c)
 
 	healthAsked := 0
 	r, err := diagnose.Run(t.Context(), tc, ec, diagnose.Options{
@@ -259,13 +248,7 @@ func TestRunNamesTheDeadlockedConfiguration(t *testing.T) {
 // An Omni break-glass talosconfig (os:operator) reads logs and pod status,
 // and without etcd the webhook is still named, the configuration is not.
 func TestRunWithoutEtcdAsOperator(t *testing.T) {
-	runner := deadlocked{
-		StandIn: talostest.StandIn{ReadyAfter: 10 * time.Millisecond, Hang: func(talostest.ContainerConfig) bool { return true }},
-		lines:   logExcerpt(t, "rbac-bootstrap-fatal.log"),
-	}
-	c := startCluster(t, 1, runner)
-	tc := connect(t, c, role.Operator)
-	restartedTwice(t, tc, c)
+	c, tc := deadlockedNodes(t, 1, "rbac-bootstrap-fatal.log", role.Operator)
 	r, err := diagnose.Run(t.Context(), tc, nil, diagnose.Options{EtcdError: fmt.Errorf("etcd unreachable: https://%s:2379: connection refused", c.Nodes[0].IP)})
 	if err != nil {
 		t.Fatal(err)

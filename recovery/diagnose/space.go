@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -107,61 +106,57 @@ func gatherSpace(ctx context.Context, nodes Nodes, room EtcdRoom) *SpaceEvidence
 		return nil
 	}
 	s := &SpaceEvidence{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var talosStatus []struct {
-		node string
-		st   talos.EtcdMemberStatus
-	}
 	alarms := map[etcd.Alarm]bool{}
+	var direct []etcd.MemberStatus
+	var directAlarms []etcd.Alarm
+	var directErr, directAlarmsErr error
+	done := make(chan struct{})
+	go func() { // etcd itself, beside the nodes
+		defer close(done)
+		if room != nil {
+			direct, directErr = room.Status(ctx)
+			directAlarms, directAlarmsErr = room.Alarms(ctx)
+		}
+	}()
+	type nodeRead struct {
+		node           string
+		st             talos.EtcdMemberStatus
+		alarms         []talos.EtcdAlarm
+		err, alarmsErr error
+	}
+	var reads []nodeRead
 	if viaTalos {
-		for _, n := range nodes.Nodes() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				st, err := en.EtcdStatus(ctx, n)
-				as, aerr := en.EtcdAlarms(ctx, n)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					s.Errors = append(s.Errors, "etcd status of "+n+": "+err.Error())
-				} else {
-					talosStatus = append(talosStatus, struct {
-						node string
-						st   talos.EtcdMemberStatus
-					}{n, st})
-				}
-				if aerr != nil {
-					s.Errors = append(s.Errors, "etcd alarms of "+n+": "+aerr.Error())
-				}
-				for _, a := range as {
-					alarms[etcd.Alarm{MemberID: etcd.ID(a.MemberID), Type: a.Type}] = true
-				}
-			}()
+		reads, _ = talos.EachNode(nodes.Nodes(), func(n string) (nodeRead, error) {
+			r := nodeRead{node: n}
+			r.st, r.err = en.EtcdStatus(ctx, n)
+			r.alarms, r.alarmsErr = en.EtcdAlarms(ctx, n)
+			return r, nil
+		})
+	}
+	<-done
+	var talosStatus []nodeRead
+	for _, r := range reads {
+		if r.err != nil {
+			s.Errors = append(s.Errors, "etcd status of "+r.node+": "+r.err.Error())
+		} else {
+			talosStatus = append(talosStatus, r)
+		}
+		if r.alarmsErr != nil {
+			s.Errors = append(s.Errors, "etcd alarms of "+r.node+": "+r.alarmsErr.Error())
+		}
+		for _, a := range r.alarms {
+			alarms[etcd.Alarm{MemberID: etcd.ID(a.MemberID), Type: a.Type}] = true
 		}
 	}
-	var direct []etcd.MemberStatus
-	if room != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, err := room.Status(ctx)
-			as, aerr := room.Alarms(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			direct = st
-			if err != nil {
-				s.Errors = append(s.Errors, "etcd status: "+err.Error())
-			}
-			if aerr != nil {
-				s.Errors = append(s.Errors, "etcd alarms: "+aerr.Error())
-			}
-			for _, a := range as {
-				alarms[a] = true
-			}
-		}()
+	if directErr != nil {
+		s.Errors = append(s.Errors, "etcd status: "+directErr.Error())
 	}
-	wg.Wait()
+	if directAlarmsErr != nil {
+		s.Errors = append(s.Errors, "etcd alarms: "+directAlarmsErr.Error())
+	}
+	for _, a := range directAlarms {
+		alarms[a] = true
+	}
 	ids := map[etcd.ID]bool{}
 	for _, t := range talosStatus {
 		ids[etcd.ID(t.st.MemberID)] = true

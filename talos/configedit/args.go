@@ -282,22 +282,39 @@ func v1alpha1Doc(docs []*yaml.Node) (int, *yaml.Node, error) {
 
 // readArgs reads the meaning of the two keys, resolving anchors and aliases as a loader would.
 func readArgs(config []byte) (args, error) {
-	docs, err := decodeDocs(config)
+	doc, err := v1alpha1Map(config)
 	if err != nil {
 		return args{}, err
 	}
 
-	_, root, err := v1alpha1Doc(docs)
+	return argsOf(doc)
+}
+
+// v1alpha1Root is the root mapping of config's v1alpha1 document.
+func v1alpha1Root(config []byte) (*yaml.Node, error) {
+	docs, err := decodeDocs(config)
 	if err != nil {
-		return args{}, err
+		return nil, err
+	}
+
+	_, root, err := v1alpha1Doc(docs)
+
+	return root, err
+}
+
+// v1alpha1Map is config's v1alpha1 document decoded, anchors and aliases resolved as a loader would.
+func v1alpha1Map(config []byte) (map[string]any, error) {
+	root, err := v1alpha1Root(config)
+	if err != nil {
+		return nil, err
 	}
 
 	var doc map[string]any
 	if err := decodeNode(root, &doc); err != nil {
-		return args{}, fmt.Errorf("decode v1alpha1 document: %w", err)
+		return nil, fmt.Errorf("decode v1alpha1 document: %w", err)
 	}
 
-	return argsOf(doc)
+	return doc, nil
 }
 
 // readArg reads the meaning of one extraArgs key.
@@ -313,21 +330,17 @@ func readArg(config []byte, key string) (argValue, error) {
 // readExtraArgs reads cluster.apiServer.extraArgs of the v1alpha1 document (nil when there is none),
 // and whether apiServer and extraArgs are there at all.
 func readExtraArgs(config []byte) (extra map[string]any, hasAPIServer, hasExtraArgs bool, err error) {
-	docs, err := decodeDocs(config)
+	doc, err := v1alpha1Map(config)
 	if err != nil {
 		return nil, false, false, err
 	}
 
-	_, root, err := v1alpha1Doc(docs)
-	if err != nil {
-		return nil, false, false, err
-	}
+	return extraArgsOf(doc)
+}
 
-	var doc map[string]any
-	if err := decodeNode(root, &doc); err != nil {
-		return nil, false, false, fmt.Errorf("decode v1alpha1 document: %w", err)
-	}
-
+// extraArgsOf is cluster.apiServer.extraArgs of a decoded v1alpha1 document (nil when there is
+// none), and whether apiServer and extraArgs are there at all, each perhaps null.
+func extraArgsOf(doc map[string]any) (extra map[string]any, hasAPIServer, hasExtraArgs bool, err error) {
 	cluster, ok := doc["cluster"].(map[string]any)
 	if !ok {
 		return nil, false, false, ErrNoClusterConfig
@@ -356,46 +369,16 @@ func readExtraArgs(config []byte) (extra map[string]any, hasAPIServer, hasExtraA
 }
 
 func argsOf(doc map[string]any) (args, error) {
-	var a args
+	var (
+		a     args
+		extra map[string]any
+		err   error
+	)
 
-	cluster, ok := doc["cluster"].(map[string]any)
-	if !ok {
-		return a, ErrNoClusterConfig
+	extra, a.hasAPIServer, a.hasExtraArgs, err = extraArgsOf(doc)
+	if err != nil || extra == nil {
+		return a, err
 	}
-
-	apiServerV, ok := cluster["apiServer"]
-	if !ok {
-		return a, nil
-	}
-
-	a.hasAPIServer = true
-
-	if apiServerV == nil {
-		return a, nil
-	}
-
-	apiServer, ok := apiServerV.(map[string]any)
-	if !ok {
-		return a, fmt.Errorf("cluster.apiServer is not a mapping")
-	}
-
-	extraV, ok := apiServer["extraArgs"]
-	if !ok {
-		return a, nil
-	}
-
-	a.hasExtraArgs = true
-
-	if extraV == nil {
-		return a, nil
-	}
-
-	extra, ok := extraV.(map[string]any)
-	if !ok {
-		return a, fmt.Errorf("cluster.apiServer.extraArgs is not a mapping")
-	}
-
-	var err error
 
 	if a.disable, err = argValueOf(extra, KeyDisable); err != nil {
 		return a, err
@@ -437,32 +420,29 @@ func argValueOf(extra map[string]any, key string) (argValue, error) {
 	}
 }
 
+// mappingIn is parent[key] when it is a mapping; otherwise a new empty one put there when create
+// says so, else nil.
+func mappingIn(parent map[string]any, key string, create bool) map[string]any {
+	m, _ := parent[key].(map[string]any)
+	if m == nil && create {
+		m = map[string]any{}
+		parent[key] = m
+	}
+
+	return m
+}
+
 // setArg writes the meaning of one key into a decoded document (for checking an edit).
 func setArg(doc map[string]any, key string, v argValue) {
-	cluster, _ := doc["cluster"].(map[string]any)
-	if cluster == nil {
-		cluster = map[string]any{}
-		doc["cluster"] = cluster
-	}
-
-	apiServer, _ := cluster["apiServer"].(map[string]any)
+	// Removing a key makes no section; setting one makes those it needs.
+	apiServer := mappingIn(mappingIn(doc, "cluster", true), "apiServer", v.present)
 	if apiServer == nil {
-		if !v.present {
-			return
-		}
-
-		apiServer = map[string]any{}
-		cluster["apiServer"] = apiServer
+		return
 	}
 
-	extra, _ := apiServer["extraArgs"].(map[string]any)
+	extra := mappingIn(apiServer, "extraArgs", v.present)
 	if extra == nil {
-		if !v.present {
-			return
-		}
-
-		extra = map[string]any{}
-		apiServer["extraArgs"] = extra
+		return
 	}
 
 	switch {

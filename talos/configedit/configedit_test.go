@@ -364,10 +364,7 @@ func TestRestoreKeepsOtherChanges(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			in := readTestdata(t, file)
 
-			res, err := Disable(in, Options{Plugins: []string{vaw}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := disableVAW(t, in)
 
 			// Meanwhile an operator changes something else: the cluster name, and for block
 			// extraArgs another argument.
@@ -398,10 +395,7 @@ func TestRestoreKeepsOtherChanges(t *testing.T) {
 func TestRestoreAfterDisableKeyChanged(t *testing.T) {
 	in := readTestdata(t, "string.yaml")
 
-	res, err := Disable(in, Options{Plugins: []string{vaw}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := disableVAW(t, in)
 
 	// Someone disabled one more plugin by hand during the incident (issue 21, case 6): restore takes
 	// out only the plugin breakglass added, keeps theirs, and says how the key changed.
@@ -436,10 +430,7 @@ func TestRestoreAfterDisableKeyChanged(t *testing.T) {
 func TestRestoreWhenKeyGone(t *testing.T) {
 	in := readTestdata(t, "enable-string.yaml")
 
-	res, err := Disable(in, Options{Plugins: []string{vaw}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := disableVAW(t, in)
 
 	// Someone removed both keys by hand: restore puts back what breakglass took out of the enable list
 	// and leaves the rest as they left it (it added nothing they kept), saying so.
@@ -664,10 +655,7 @@ func TestRestoreNothingChanged(t *testing.T) {
 func TestRestoreRenders(t *testing.T) {
 	in := readTestdata(t, "enable-list.yaml")
 
-	res, err := Disable(in, Options{Plugins: []string{vaw}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := disableVAW(t, in)
 
 	rec := res.Record
 	rec.Enable.Raw, rec.Enable.Layout, rec.Enable.Position = "", "", nil
@@ -685,10 +673,7 @@ func TestRestoreRenders(t *testing.T) {
 func TestMergeRestoreAfterMergeDisable(t *testing.T) {
 	in := readTestdata(t, "anchors.yaml")
 
-	res, err := Disable(in, Options{Plugins: []string{vaw}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := disableVAW(t, in)
 
 	if strings.Contains(string(res.Config), "#") {
 		t.Error("expected the merge to drop comments (the test relies on the merge path)")
@@ -723,10 +708,7 @@ func BenchmarkDisableRestore(b *testing.B) {
 	in := generatedConfig(b)
 
 	for b.Loop() {
-		res, err := Disable(in, Options{Plugins: []string{vaw}})
-		if err != nil {
-			b.Fatal(err)
-		}
+		res := disableVAW(b, in)
 
 		if _, err := Restore(res.Config, res.Record); err != nil {
 			b.Fatal(err)
@@ -766,10 +748,7 @@ func TestRestoreAfterReencode(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			in := readTestdata(t, file)
 
-			res, err := Disable(in, Options{Plugins: []string{vaw}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := disableVAW(t, in)
 
 			// Re-encode as the machinery does after an edit.
 			cfg, err := configloader.NewFromBytes(res.Config)

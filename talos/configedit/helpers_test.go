@@ -48,6 +48,18 @@ func generatedConfig(tb testing.TB) []byte {
 	return b
 }
 
+// disableVAW is Disable of ValidatingAdmissionWebhook, the incident's plugin.
+func disableVAW(tb testing.TB, in []byte) Result {
+	tb.Helper()
+
+	res, err := Disable(in, Options{Plugins: []string{vaw}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	return res
+}
+
 func mustLoad(tb testing.TB, b []byte) {
 	tb.Helper()
 

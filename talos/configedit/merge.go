@@ -117,12 +117,7 @@ func loaderCheck(in, out []byte) error {
 
 // v1alpha1Text re-encodes the v1alpha1 document alone.
 func v1alpha1Text(b []byte) ([]byte, error) {
-	docs, err := decodeDocs(b)
-	if err != nil {
-		return nil, err
-	}
-
-	_, root, err := v1alpha1Doc(docs)
+	root, err := v1alpha1Root(b)
 	if err != nil {
 		return nil, err
 	}

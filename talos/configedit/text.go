@@ -78,12 +78,7 @@ func parseText(b []byte) (*text, error) {
 		return nil, refuse("config is not valid UTF-8")
 	}
 
-	docs, err := decodeDocs(b)
-	if err != nil {
-		return nil, err
-	}
-
-	_, root, err := v1alpha1Doc(docs)
+	root, err := v1alpha1Root(b)
 	if err != nil {
 		return nil, err
 	}
@@ -109,34 +104,20 @@ func parseText(b []byte) (*text, error) {
 		return nil, err
 	}
 
-	t.apiKey, t.api = yamlnode.Get(t.cluster, "apiServer")
+	if t.apiKey, t.api, t.apiNull, err = section(t.cluster, "apiServer", "cluster.apiServer"); err != nil {
+		return nil, err
+	}
+
 	if t.api == nil {
 		return t, nil
 	}
 
-	if isNull(t.api) {
-		t.apiNull, t.api = t.api, nil
-
-		return t, nil
-	}
-
-	if err := plainPath(t.apiKey, t.api, "cluster.apiServer"); err != nil {
+	if t.extraKey, t.extra, t.extraNull, err = section(t.api, "extraArgs", "cluster.apiServer.extraArgs"); err != nil {
 		return nil, err
 	}
 
-	t.extraKey, t.extra = yamlnode.Get(t.api, "extraArgs")
 	if t.extra == nil {
 		return t, nil
-	}
-
-	if isNull(t.extra) {
-		t.extraNull, t.extra = t.extra, nil
-
-		return t, nil
-	}
-
-	if err := plainPath(t.extraKey, t.extra, "cluster.apiServer.extraArgs"); err != nil {
-		return nil, err
 	}
 
 	for _, n := range t.extra.Content {
@@ -146,6 +127,25 @@ func parseText(b []byte) (*text, error) {
 	}
 
 	return t, nil
+}
+
+// section is the entry key of the mapping parent (at path): its key, and its value when that is a
+// plain mapping, or null when it is null; all nil when the entry is not there.
+func section(parent *yaml.Node, key, path string) (k, v, null *yaml.Node, err error) {
+	k, v = yamlnode.Get(parent, key)
+	if v == nil {
+		return k, nil, nil, nil
+	}
+
+	if isNull(v) {
+		return k, nil, v, nil
+	}
+
+	if err := plainPath(k, v, path); err != nil {
+		return nil, nil, nil, err
+	}
+
+	return k, v, nil, nil
 }
 
 func isNull(n *yaml.Node) bool {
@@ -312,6 +312,28 @@ func skipBlanks(b []byte, o int) int {
 	return o
 }
 
+// quotedEnd is the offset after the closing quote of the one-line scalar n quoted with q that
+// starts at start: in double quotes a backslash escapes the next byte, in single quotes two
+// quotes are one.
+func (t *text) quotedEnd(n *yaml.Node, start int, q byte) (int, error) {
+	if t.b[start] != q {
+		return 0, refuse("expected a %s quote at line %d", map[byte]string{'"': "double", '\'': "single"}[q], n.Line)
+	}
+
+	for end := start + 1; ; end++ {
+		if end >= len(t.b) || t.b[end] == '\n' {
+			return 0, refuse("multi-line quoted scalar at line %d", n.Line)
+		}
+
+		switch {
+		case q == '"' && t.b[end] == '\\', q == '\'' && t.b[end] == q && end+1 < len(t.b) && t.b[end+1] == q:
+			end++ // and the byte it escapes
+		case t.b[end] == q:
+			return end + 1, nil
+		}
+	}
+}
+
 // scalarSpan finds the end of a single-line scalar and checks that the text means node.Value.
 func (t *text) scalarSpan(n *yaml.Node, flow bool) (int, int, error) {
 	if n.Kind != yaml.ScalarNode || n.Style&(yaml.TaggedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
@@ -327,48 +349,12 @@ func (t *text) scalarSpan(n *yaml.Node, flow bool) (int, int, error) {
 
 	switch {
 	case n.Style&yaml.DoubleQuotedStyle != 0:
-		if t.b[start] != '"' {
-			return 0, 0, refuse("expected a double quote at line %d", n.Line)
-		}
-
-		for end = start + 1; ; end++ {
-			if end >= len(t.b) || t.b[end] == '\n' {
-				return 0, 0, refuse("multi-line quoted scalar at line %d", n.Line)
-			}
-
-			if t.b[end] == '\\' {
-				end++
-
-				continue
-			}
-
-			if t.b[end] == '"' {
-				end++
-
-				break
-			}
+		if end, err = t.quotedEnd(n, start, '"'); err != nil {
+			return 0, 0, err
 		}
 	case n.Style&yaml.SingleQuotedStyle != 0:
-		if t.b[start] != '\'' {
-			return 0, 0, refuse("expected a single quote at line %d", n.Line)
-		}
-
-		for end = start + 1; ; end++ {
-			if end >= len(t.b) || t.b[end] == '\n' {
-				return 0, 0, refuse("multi-line quoted scalar at line %d", n.Line)
-			}
-
-			if t.b[end] == '\'' {
-				if end+1 < len(t.b) && t.b[end+1] == '\'' {
-					end++
-
-					continue
-				}
-
-				end++
-
-				break
-			}
+		if end, err = t.quotedEnd(n, start, '\''); err != nil {
+			return 0, 0, err
 		}
 	default:
 		if n.Tag == "!!null" && n.Value == "" {
