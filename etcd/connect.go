@@ -138,7 +138,10 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := c.header(pctx); err != nil {
+	// A serializable read: a member that lost its quorum still answers it,
+	// and is reachable for what it can tell (its status, its data).
+	if _, err := c.kv.Get(pctx, c.prefix, clientv3.WithKeysOnly(), clientv3.WithLimit(1), clientv3.WithSerializable()); err != nil {
+		err = c.wrap(err)
 		kv.Close()
 		var ue *UnreachableError
 		if errors.As(err, &ue) {

@@ -184,7 +184,7 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 	for _, node := range r.tc.Nodes() {
 		n, _ := now.Node(node)
 		switch {
-		case p.Nodes == runbooks.ResetAll && n.Service != "" && n.Service != "Running" && n.MemberID == 0:
+		case p.Nodes == runbooks.ResetAll && n.Service == "Preparing" && n.MemberID == 0:
 			// Reset already: its etcd waits for bootstrap.
 		case p.Nodes == runbooks.ResetAll:
 			targets = append(targets, node)
@@ -221,6 +221,7 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 					return res, nodesDone(ctx, targets, i, err)
 				}
 				res.Reset = append(res.Reset, node)
+				r.progress(node, "reset: it reboots and comes back without its etcd data")
 				if err := r.backFromReset(ctx, node, p.Timeout.Std()); err != nil {
 					return res, nodesDone(ctx, targets, i+1, err)
 				}

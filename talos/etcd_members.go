@@ -35,11 +35,10 @@ type EtcdService struct {
 }
 
 // WaitingForBootstrap tells whether the node's etcd waits to be
-// bootstrapped (after a reset of EPHEMERAL, on a node no member lists):
-// what `talosctl bootstrap` needs.
-func (s EtcdService) WaitingForBootstrap() bool {
-	return s.State == "Preparing" || s.State == "Waiting"
-}
+// bootstrapped or to join (after a reset of EPHEMERAL, its pre state
+// runs): what `talosctl bootstrap` needs. A member that fails and restarts
+// is Waiting, not Preparing.
+func (s EtcdService) WaitingForBootstrap() bool { return s.State == "Preparing" }
 
 // EtcdService reads the node's etcd service.
 func (c *Client) EtcdService(ctx context.Context, node string) (EtcdService, error) {

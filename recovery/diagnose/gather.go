@@ -165,6 +165,9 @@ func Run(ctx context.Context, tc *talos.Client, ec *etcd.Client, opts Options) (
 	return Analyze(ev, opts), nil
 }
 
+// etcdListTimeout bounds the listing of the admission objects in etcd.
+const etcdListTimeout = 30 * time.Second
+
 // ErrNoNodes means there is nothing to diagnose.
 var ErrNoNodes = errors.New("no target nodes: the talosconfig context names none")
 
@@ -212,6 +215,10 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// An etcd without quorum retries a linearizable read for ever:
+			// the listing has a deadline of its own.
+			ctx, cancel := context.WithTimeout(ctx, etcdListTimeout)
+			defer cancel()
 			ev.Etcd = gatherEtcd(ctx, objs, opts.Resources)
 		}()
 	} else if opts.EtcdError != nil {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -123,6 +124,10 @@ func (n NodeMember) state() string {
 	return fmt.Sprintf("member %s healthy (raft index %d)", n.MemberID, n.RaftIndex)
 }
 
+// memberReadTimeout bounds one node's reads of its etcd: a healthy member
+// answers in milliseconds, one whose etcd does not run never does.
+const memberReadTimeout = 5 * time.Second
+
 // GatherMembers reads every control plane's etcd service, member status and
 // member list through the Talos API, and each member's revision from etcd
 // itself when it can.
@@ -136,11 +141,19 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 		members []talos.EtcdMember
 	}
 	reads, _ := talos.EachNode(nodes.Nodes(), func(node string) (read, error) {
+		// A node whose etcd does not run may not answer at all: each
+		// node's reads have a deadline, and its error says so.
+		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+		defer cancel()
 		r := read{nm: NodeMember{Node: node}}
 		if svc, err := en.EtcdService(ctx, node); err == nil {
 			r.nm.Service, r.nm.ServiceHealthy, r.nm.ServiceMessage = svc.State, svc.Healthy, svc.Message
 		} else {
 			r.nm.Errors = append(r.nm.Errors, "etcd service: "+firstLine(err))
+		}
+		if r.nm.Service != "" && r.nm.Service != "Running" {
+			// machined runs no member there: nothing to ask it.
+			return r, nil
 		}
 		if st, err := en.EtcdStatus(ctx, node); err == nil {
 			r.nm.MemberID, r.nm.Leader, r.nm.Learner = etcd.ID(st.MemberID), etcd.ID(st.Leader), st.IsLearner
@@ -173,6 +186,8 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 	}
 	sort.Slice(ev.Members, func(i, j int) bool { return ev.Members[i].ID < ev.Members[j].ID })
 	if room != nil {
+		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+		defer cancel()
 		if st, err := room.Status(ctx); err == nil {
 			for i := range ev.Nodes {
 				for _, s := range st {
