@@ -37,4 +37,3 @@ func TestSupportsKubernetes(t *testing.T) {
 		t.Errorf("newest %s", NewestTalosInTable())
 	}
 }
-
