@@ -93,3 +93,31 @@ func TestUsageVisitsEveryKey(t *testing.T) {
 		t.Errorf("tally %+v, usage total %+v", got, u.Total)
 	}
 }
+
+// A stored Node says its name, InternalIP, kubelet version and Talos
+// version (its OS image), read by field numbers from the real encoding.
+func TestReadNode(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"a": "b"}},
+		Status: corev1.NodeStatus{
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "worker-1"}, {Type: corev1.NodeInternalIP, Address: "10.5.0.7"}, {Type: corev1.NodeInternalIP, Address: "fd00::7"}},
+			NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.33.4", OSImage: "Talos (v1.11.2)", KernelVersion: "6.12"},
+		}}
+	want := etcd.NodeInfo{Name: "worker-1", InternalIP: "10.5.0.7", KubeletVersion: "v1.33.4", OSImage: "Talos (v1.11.2)"}
+	got, ok := etcd.ReadNode(encodeStored(t, n, corev1.SchemeGroupVersion))
+	if !ok || got != want || got.TalosVersion() != "v1.11.2" {
+		t.Errorf("protobuf: %+v %v (%q)", got, ok, got.TalosVersion())
+	}
+	js := `{"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-1"},"status":{"addresses":[{"type":"InternalIP","address":"10.5.0.7"}],"nodeInfo":{"kubeletVersion":"v1.33.4","osImage":"Talos (v1.11.2)"}}}`
+	if got, ok := etcd.ReadNode([]byte(js)); !ok || got != want {
+		t.Errorf("json: %+v %v", got, ok)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
+	for _, v := range [][]byte{encodeStored(t, cm, corev1.SchemeGroupVersion), []byte("k8s:enc:aescbc:v1:k:xxx"), []byte(`{"apiVersion":"v1","kind":"Pod"}`)} {
+		if _, ok := etcd.ReadNode(v); ok {
+			t.Errorf("read %.20q as a Node", v)
+		}
+	}
+	if (etcd.NodeInfo{OSImage: "Ubuntu 24.04"}).TalosVersion() != "" {
+		t.Error("a Talos version in Ubuntu")
+	}
+}
