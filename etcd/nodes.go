@@ -92,7 +92,7 @@ func ReadNode(v []byte) (NodeInfo, bool) {
 		}
 	}
 	if info, ok := protoField(status, 7); ok { // NodeStatus.nodeInfo
-		kv, _ := protoField(info, 7) // NodeSystemInfo.kubeletVersion
+		kv, _ := protoField(info, 7)  // NodeSystemInfo.kubeletVersion
 		img, _ := protoField(info, 5) // NodeSystemInfo.osImage
 		out.KubeletVersion, out.OSImage = string(kv), string(img)
 	}

@@ -378,8 +378,14 @@ func judgeAdmission(f *facts, o *Options) Check {
 	switch rep.Risk {
 	case audit.RiskDeadlock:
 		c.Verdict = NoGo
-		c.Summary = fmt.Sprintf("%s would deadlock kube-apiserver %s's start while its backend is down: %s", plural(rep.Count(audit.RiskDeadlock), "webhook or policy", "webhooks or policies"), rep.ToVersion, strings.Join(firstN(bad, 3), ", "))
-		c.Fix = []string{fix, "or, for a policy you do not need, delete its binding"}
+		c.Summary = fmt.Sprintf("%s would stop kube-apiserver %s's start (webhook backends assumed down, as when they run in the cluster): %s", plural(rep.Count(audit.RiskDeadlock), "webhook or policy", "webhooks or policies"), rep.ToVersion, strings.Join(firstN(bad, 3), ", "))
+		c.Fix = []string{fix}
+		for _, fd := range rep.Findings {
+			if fd.Risk == audit.RiskDeadlock && fd.Binding != "" {
+				c.Fix = append(c.Fix, "or, for a policy nothing needs, delete its binding")
+				break
+			}
+		}
 	case audit.RiskUnknown:
 		c.Verdict, c.undecided = NoGo, true
 		c.Summary = fmt.Sprintf("whether %s can block %s's start cannot be decided offline (a condition on what the audit cannot model, or an unreadable object): treated as a no-go; --replay decides it on the real binary", strings.Join(firstN(bad, 3), ", "), rep.ToVersion)

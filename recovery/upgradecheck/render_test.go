@@ -19,7 +19,7 @@ func sampleFleet() *Fleet {
 		Checks: []Check{
 			{ID: CheckAccess, Verdict: Go, Summary: "3 node(s) answered (3 control plane(s)); etcd reached with a client certificate"},
 			{ID: CheckUpgradePath, Verdict: Go, Summary: "1.33 -> 1.34: one minor, as talosctl upgrade-k8s requires"},
-			{ID: CheckAdmission, Verdict: NoGo, Summary: "1 webhook or policy would deadlock kube-apiserver 1.34's start while its backend is down: kyverno-resource-validating-webhook-cfg/validate.kyverno.svc-fail",
+			{ID: CheckAdmission, Verdict: NoGo, Summary: "1 webhook or policy would stop kube-apiserver 1.34's start (webhook backends assumed down, as when they run in the cluster): kyverno-resource-validating-webhook-cfg/validate.kyverno.svc-fail",
 				Evidence: []string{"deadlock: kyverno-resource-validating-webhook-cfg/validate.kyverno.svc-fail (failurePolicy Fail): UPDATE rbac.authorization.k8s.io/v1 clusterroles system:monitoring | <x>"},
 				Fix:      []string{"breakglass --context prod audit --from-etcd --fix --from 1.33 --to 1.34 > fixed.yaml (adds the matchCondition request.userInfo.username != 'system:apiserver' to each), then kubectl apply -f fixed.yaml"}},
 			{ID: CheckEtcdSpace, Verdict: NoGo, Summary: "member 1 (cp-1) has less room under its quota than the upgrade needs (2.0 MiB)",
