@@ -341,3 +341,26 @@ func TestUpgradeGateReplay(t *testing.T) {
 		t.Fatalf("want the replay's go, exit 0; got exit %d", r.code)
 	}
 }
+
+// A 3-member etcd with a member down keeps quorum with no margin: the
+// gate's no-go (issue 31), with every Talos API still answering.
+func TestUpgradeGateMemberDown(t *testing.T) {
+	t.Parallel()
+	needBinaries(t, "v1.33.13")
+	b, _ := BeforeUpgradeOf("")
+	l := startLabWith(t, Options{Nodes: 3, Version: b.Runs})
+	if err := RunBeforeUpgrade(context.Background(), l, "", NewTimeline(testWriter{t})); err != nil {
+		t.Fatal(err)
+	}
+	g := guidedOn(t, l)
+	// The third node's member stops; its node and Talos API go on.
+	m := l.Etcd.members[2]
+	l.Etcd.members = l.Etcd.members[:2]
+	m.Close()
+	r := g.run("", append([]string{"upgrade-check", "--to", b.To}, g.etcdFlags()...)...)
+	t.Logf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	line := regexp.MustCompile(`(?m)^no-go +etcd-members +member \S+ \(cp-3\) down: etcd keeps quorum with no margin \(2 of 3\): one more failure during the upgrade stops it`)
+	if r.code != 40 || !line.MatchString(r.stdout) {
+		t.Fatalf("want exit 40 naming the member down; got exit %d", r.code)
+	}
+}

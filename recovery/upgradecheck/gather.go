@@ -164,6 +164,11 @@ func gather(ctx context.Context, o *Options) (*facts, *talos.Client) {
 	return f, tc
 }
 
+// callTimeout bounds each call to a node or an etcd member: one that
+// stalls (a member down behind a node that still answers) is said, and
+// costs the check no more than this.
+const callTimeout = 15 * time.Second
+
 // readNodes asks every node for its Talos version, then its machine config.
 func readNodes(ctx context.Context, tc *talos.Client) []*nodeFacts {
 	nodes := tc.Nodes()
@@ -175,10 +180,12 @@ func readNodes(ctx context.Context, tc *talos.Client) []*nodeFacts {
 		go func() {
 			defer wg.Done()
 			n := out[i]
-			if n.Talos, n.TalosErr = tc.Version(ctx, addr); n.TalosErr != nil {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			if n.Talos, n.TalosErr = tc.Version(cctx, addr); n.TalosErr != nil {
 				return
 			}
-			mc, facts, err := tc.ReadConfigFacts(ctx, addr)
+			mc, facts, err := tc.ReadConfigFacts(cctx, addr)
 			if err != nil {
 				n.ConfigErr = err
 				return
@@ -228,7 +235,9 @@ func (f *facts) readMembers(ctx context.Context, tc *talos.Client, cps []string,
 	var list []talos.EtcdMember
 	var errs []error
 	for _, cp := range cps {
-		l, err := tc.EtcdMembers(ctx, cp)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		l, err := tc.EtcdMembers(cctx, cp)
+		cancel()
 		if err == nil {
 			list = l
 			break
@@ -239,76 +248,83 @@ func (f *facts) readMembers(ctx context.Context, tc *talos.Client, cps []string,
 		f.membersErr = errors.Join(errs...)
 		return
 	}
-	byID := map[etcd.ID]*memberFacts{}
 	for _, m := range list {
-		mf := &memberFacts{ID: etcd.ID(m.ID), Name: m.Hostname, ClientURLs: m.ClientURLs, Learner: m.IsLearner}
-		f.members = append(f.members, mf)
-		byID[mf.ID] = mf
+		f.members = append(f.members, &memberFacts{ID: etcd.ID(m.ID), Name: m.Hostname, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
 	}
+	// Each member's status two ways at once, merged after: through the
+	// Talos API of the node it runs on, and from etcd itself (the quota and
+	// revision the Talos API does not carry, and the members no node of the
+	// talosconfig runs). A member that stalls costs callTimeout, once.
+	viaTalos := make(map[etcd.ID]*etcd.MemberStatus)
+	talosNode := make(map[etcd.ID]string)
+	direct := make(map[etcd.ID]*etcd.MemberStatus)
+	directErr := make(map[etcd.ID]string)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, cp := range cps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := tc.EtcdStatus(ctx, cp)
-			mu.Lock()
-			defer mu.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			st, err := tc.EtcdStatus(cctx, cp)
 			if err != nil {
 				return // said by the member's own status below, or by its absence
 			}
-			if m := byID[etcd.ID(st.MemberID)]; m != nil {
-				m.Node = cp
-				m.Status = &etcd.MemberStatus{Endpoint: "Talos API of " + cp, MemberID: etcd.ID(st.MemberID), Leader: etcd.ID(st.Leader),
-					IsLeader: st.IsLeader(), Learner: st.IsLearner, Version: st.ProtocolVersion, DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse,
-					RaftIndex: st.RaftIndex, RaftAppliedIndex: st.RaftAppliedIndex, RaftTerm: st.RaftTerm, Errors: st.Errors}
-			}
+			mu.Lock()
+			defer mu.Unlock()
+			id := etcd.ID(st.MemberID)
+			talosNode[id] = cp
+			viaTalos[id] = &etcd.MemberStatus{Endpoint: "Talos API of " + cp, MemberID: id, Leader: etcd.ID(st.Leader),
+				IsLeader: st.IsLeader(), Learner: st.IsLearner, Version: st.ProtocolVersion, DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse,
+				RaftIndex: st.RaftIndex, RaftAppliedIndex: st.RaftAppliedIndex, RaftTerm: st.RaftTerm, Errors: st.Errors}
 		}()
 	}
-	wg.Wait()
-	if ec == nil {
-		for _, m := range f.members {
-			if m.Status == nil {
-				m.StatusErr = "its node's Talos API did not answer for it, and etcd was not reached directly"
-			}
-		}
-		return
-	}
-	// etcd's own status of each member: the quota and revision the Talos
-	// API does not carry, and the members no node of the talosconfig runs.
 	for _, m := range f.members {
-		if len(m.ClientURLs) == 0 {
-			if m.Status == nil {
-				m.StatusErr = "it has no client URL (a learner still joining?)"
-			}
+		if ec == nil || len(m.ClientURLs) == 0 {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			sctx, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
 			r, err := ec.KV().Status(sctx, m.ClientURLs[0])
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if m.Status == nil {
-					m.StatusErr = fmt.Sprintf("%s did not answer: %v", m.ClientURLs[0], err)
-				}
+				directErr[m.ID] = fmt.Sprintf("%s did not answer: %v", m.ClientURLs[0], err)
 				return
 			}
-			if m.Status == nil {
-				m.Status = &etcd.MemberStatus{Endpoint: m.ClientURLs[0], MemberID: m.ID, Leader: etcd.ID(r.Leader), IsLeader: r.Header != nil && r.Header.MemberId == r.Leader,
-					Learner: r.IsLearner, Version: r.Version, DBSize: r.DbSize, DBSizeInUse: r.DbSizeInUse, Errors: r.Errors,
-					RaftIndex: r.RaftIndex, RaftAppliedIndex: r.RaftAppliedIndex, RaftTerm: r.RaftTerm}
-			}
-			m.Status.Quota = r.DbSizeQuota
+			st := &etcd.MemberStatus{Endpoint: m.ClientURLs[0], MemberID: m.ID, Leader: etcd.ID(r.Leader), IsLeader: r.Header != nil && r.Header.MemberId == r.Leader,
+				Learner: r.IsLearner, Version: r.Version, DBSize: r.DbSize, DBSizeInUse: r.DbSizeInUse, Errors: r.Errors, Quota: r.DbSizeQuota,
+				RaftIndex: r.RaftIndex, RaftAppliedIndex: r.RaftAppliedIndex, RaftTerm: r.RaftTerm}
 			if r.Header != nil {
-				m.Status.Revision = r.Header.Revision
+				st.Revision = r.Header.Revision
 			}
+			direct[m.ID] = st
 		}()
 	}
 	wg.Wait()
+	for _, m := range f.members {
+		t, d := viaTalos[m.ID], direct[m.ID]
+		m.Node = talosNode[m.ID]
+		switch {
+		case t != nil:
+			m.Status = t
+			if d != nil {
+				m.Status.Quota, m.Status.Revision = d.Quota, d.Revision
+			}
+		case d != nil:
+			m.Status = d
+		case ec == nil:
+			m.StatusErr = "its node's Talos API did not answer for it, and etcd was not reached directly"
+		case len(m.ClientURLs) == 0:
+			m.StatusErr = "it has no client URL (a learner still joining?)"
+		default:
+			m.StatusErr = directErr[m.ID]
+		}
+	}
 }
 
 // readAlarms lists the cluster's alarms: from etcd, else through the
@@ -321,7 +337,9 @@ func (f *facts) readAlarms(ctx context.Context, tc *talos.Client, cps []string, 
 		}
 	}
 	for _, cp := range cps {
-		as, err := tc.EtcdAlarms(ctx, cp)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		as, err := tc.EtcdAlarms(cctx, cp)
+		cancel()
 		if err != nil {
 			f.alarmsErr = err
 			continue
