@@ -43,8 +43,9 @@ func upgradeCheckCommand(s streams) *cli.Command {
 			"                   lowest minor the control planes' kube-apiserver images name, unless --from says it\n" +
 			"  talos-support    Talos on every node runs the target (Talos's support matrix, the table upgrade-k8s\n" +
 			"                   checks); every kubelet within the skew the target allows\n" +
-			"  admission        every webhook, admission policy and binding in etcd against the writes the target\n" +
-			"                   makes at its first start after from, recorded from the real binaries for that pair\n" +
+			"  admission        every webhook, admission policy and binding in etcd, and in the static manifests the\n" +
+			"                   machine configs load (1.36+), against the writes the target makes at its first start\n" +
+			"                   after from, recorded from the real binaries for that pair\n" +
 			"  apiserver-flags  cluster.apiServer.extraArgs of every control plane against what the target's binary\n" +
 			"                   accepts (flags, feature gates, runtime-config), with the talosctl patch that fixes it\n" +
 			"  etcd-members     every member healthy, and the quorum margin (3 members with 1 down: no-go)\n" +

@@ -22,10 +22,13 @@
 //	                 reported), and every kubelet is within the skew the target allows
 //	                 (up to three minors older, never newer)
 //	admission        audit.Audit of every webhook configuration, admission policy and
-//	                 binding in etcd against what the target writes at its first start
+//	                 binding in etcd, and of the static manifests (KEP-5793, 1.36+) the
+//	                 control planes' machine configs put in a staticManifestsDir
+//	                 (static.go), against what the target writes at its first start
 //	                 after from, recorded from the real binaries for the pair
 //	                 (internal/startupwrites): deadlock or undecidable is no-go,
-//	                 slow-start warn
+//	                 slow-start warn; a staticManifestsDir whose files are not in the
+//	                 machine config is warn (not audited)
 //	apiserver-flags  every control plane's cluster.apiServer.extraArgs against what the
 //	                 target's binary accepts (audit.CheckExtraArgs, the recorded flags):
 //	                 refused is no-go, a warning is warn; the fix is the talosctl patch

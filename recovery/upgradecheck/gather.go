@@ -47,6 +47,10 @@ type facts struct {
 
 	gathered  *audit.Gathered
 	gatherErr error
+	// staticFiles are the static admission manifests read from the
+	// machine configs (NODE:PATH); staticUnseen the staticManifestsDir
+	// values whose files the machine configs do not hold.
+	staticFiles, staticUnseen []string
 	admission *audit.Report
 	auditErr  error
 	args      []audit.ArgFinding
@@ -363,6 +367,22 @@ func (f *facts) readAudit(ctx context.Context, ec *etcd.Client, configs []audit.
 		return
 	}
 	f.gathered = g
+	var ms []staticManifests
+	for _, c := range configs {
+		ms = append(ms, readStaticManifests(c.Node, c.Data))
+	}
+	static, unseen, err := staticConfigurations(ms)
+	if err != nil {
+		f.gatherErr = err
+		return
+	}
+	f.staticUnseen = unseen
+	for _, m := range ms {
+		for _, sf := range m.Files {
+			f.staticFiles = append(f.staticFiles, m.Node+":"+sf.Path)
+		}
+	}
+	g.Configurations = append(g.Configurations, static...)
 	if f.from == 0 || f.to == 0 {
 		return // the upgrade path says why
 	}

@@ -364,17 +364,34 @@ func judgeAdmission(f *facts, o *Options) Check {
 	} else {
 		writes += " (modelled: this pair was not recorded)"
 	}
-	c.Evidence = append(c.Evidence, fmt.Sprintf("%d webhook configuration(s), admission policie(s) and binding(s) in etcd, against %s", objects, writes))
+	c.Evidence = append(c.Evidence, fmt.Sprintf("%d webhook configuration(s), admission policie(s) and binding(s) in etcd and in static manifests, against %s", objects, writes))
+	if len(f.staticFiles) > 0 {
+		c.Evidence = append(c.Evidence, "static admission manifests (machine.files, loaded by kube-apiserver from its staticManifestsDir): "+strings.Join(f.staticFiles, ", "))
+	}
 	var bad []string
+	inEtcd, static := false, false
 	for _, fd := range rep.Findings {
 		if fd.Risk == audit.RiskNone {
 			continue
 		}
 		bad = append(bad, findingName(fd))
 		c.Evidence = append(c.Evidence, findingLine(fd))
+		if isStatic(fd.Configuration) {
+			static = true
+		} else {
+			inEtcd = true
+		}
 	}
-	fix := fmt.Sprintf("breakglass %saudit --from-etcd --fix --from %s --to %s > fixed.yaml (adds the matchCondition %s to each), then kubectl apply -f fixed.yaml",
-		contextFlag(f), rep.FromVersion, rep.ToVersion, audit.ExcludeAPIServerExpression)
+	var fixes []string
+	if inEtcd || !static {
+		fixes = append(fixes, fmt.Sprintf("breakglass %saudit --from-etcd --fix --from %s --to %s > fixed.yaml (adds the matchCondition %s to each), then kubectl apply -f fixed.yaml",
+			contextFlag(f), rep.FromVersion, rep.ToVersion, audit.ExcludeAPIServerExpression))
+	}
+	if static {
+		fixes = append(fixes, fmt.Sprintf("the static manifests (*.static.k8s.io) are files in the machine configs' machine.files: add the matchCondition %s to each there (breakglass audit -f FILE --fix prints it), and apply the configs; kubectl cannot change them",
+			audit.ExcludeAPIServerExpression))
+	}
+	fix := strings.Join(fixes, "; and ")
 	switch rep.Risk {
 	case audit.RiskDeadlock:
 		c.Verdict = NoGo
@@ -397,6 +414,13 @@ func judgeAdmission(f *facts, o *Options) Check {
 	default:
 		c.Verdict = Go
 		c.Summary = fmt.Sprintf("no webhook or admission policy can block %s", writes)
+	}
+	if len(f.staticUnseen) > 0 {
+		c.Evidence = append(c.Evidence, "static manifests not in the machine config, not audited: "+strings.Join(f.staticUnseen, ", "))
+		if c.Verdict == Go {
+			c.Verdict = Warn
+			c.Summary = "the static admission manifests of " + strings.Join(f.staticUnseen, ", ") + " are not in the machine config (machine.files): not audited; audit them with breakglass audit -f FILE"
+		}
 	}
 	return c
 }
