@@ -51,10 +51,10 @@ type facts struct {
 	// machine configs (NODE:PATH); staticUnseen the staticManifestsDir
 	// values whose files the machine configs do not hold.
 	staticFiles, staticUnseen []string
-	admission *audit.Report
-	auditErr  error
-	args      []audit.ArgFinding
-	argsErr   error
+	admission                 *audit.Report
+	auditErr                  error
+	args                      []audit.ArgFinding
+	argsErr                   error
 
 	snapshot *snapshotFacts
 	replay   *replayFacts
