@@ -87,7 +87,7 @@ func upgradeCheckCommand(s streams) *cli.Command {
 			if err != nil {
 				return err
 			}
-			live := newFleetLive(s, opts)
+			live := newFleetLive(s)
 			for i := range opts {
 				opts[i].Events = live.event
 			}
@@ -169,7 +169,7 @@ func upgradeCheckOptions(c *cli.Context, s streams) ([]upgradecheck.Options, err
 			given = append(given, "--etcd-endpoints/--etcd-cacert/--etcd-cert")
 		}
 		if len(given) > 0 {
-			return nil, failure.Input("each context's own nodes and endpoints are used: leave them out, or check one cluster at a time", "%s name(s) one cluster's nodes, and %d clusters are checked", strings.Join(given, ", "), len(contexts))
+			return nil, failure.Input("each context's own nodes and endpoints are used: leave them out, or check one cluster at a time", "%s belong to one cluster, and %d clusters are checked", strings.Join(given, ", "), len(contexts))
 		}
 	}
 	if len(contexts) == 0 {
@@ -258,9 +258,8 @@ type fleetLive struct {
 	ui *terminalUI
 }
 
-func newFleetLive(s streams, opts []upgradecheck.Options) *fleetLive {
-	ui := newTerminalUI(s, globalOptions{})
-	return &fleetLive{ui: ui}
+func newFleetLive(s streams) *fleetLive {
+	return &fleetLive{ui: newTerminalUI(s, globalOptions{})}
 }
 
 func (l *fleetLive) event(e upgradecheck.Event) {
