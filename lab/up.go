@@ -13,11 +13,14 @@ import (
 
 // UpOptions tune Up.
 type UpOptions struct {
-	Nodes      int
-	Scenario   string // "" boots OldVersion and stops there
-	Dir        string // talosconfig, kubeconfig, state, certificates, etcd data
-	KubeBinDir string
-	Out        io.Writer
+	Nodes    int
+	Scenario string // "" boots OldVersion and stops there
+	// BeforeUpgrade stops the scenario before its upgrade, on the minor
+	// before it (BeforeUpgradeOf), for `breakglass upgrade-check`.
+	BeforeUpgrade bool
+	Dir           string // talosconfig, kubeconfig, state, certificates, etcd data
+	KubeBinDir    string
+	Out           io.Writer
 	// Lab overrides ports and addresses; zero ports mean the real ones
 	// (50000, 6443, 2379) here.
 	Lab Options
@@ -60,13 +63,25 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if lo.EtcdPort == 0 {
 		lo.EtcdPort = 2379
 	}
-	if opts.Scenario != "" {
+	var before *BeforeUpgrade
+	if opts.BeforeUpgrade {
+		b, err := BeforeUpgradeOf(opts.Scenario)
+		if err != nil {
+			return err
+		}
+		before, lo.Version = &b, b.Runs
+	}
+	if opts.Scenario != "" || before != nil {
 		if lo.KubeBinDir == "" {
 			if lo.KubeBinDir, err = FindKubeBinDir(); err != nil {
 				return err
 			}
 		}
-		if err := CheckBinaries(lo.KubeBinDir, OldVersion, NewVersion); err != nil {
+		need := []string{OldVersion, NewVersion}
+		if before != nil {
+			need = []string{before.Runs, before.ToVersion}
+		}
+		if err := CheckBinaries(lo.KubeBinDir, need...); err != nil {
 			return err
 		}
 	}
@@ -80,7 +95,11 @@ func Up(ctx context.Context, opts UpOptions) error {
 		fmt.Fprintln(out, "lab: stopped")
 	}()
 	tl := NewTimeline(out)
-	if opts.Scenario == "" {
+	if before != nil {
+		if err := RunBeforeUpgrade(ctx, l, opts.Scenario, tl); err != nil {
+			return err
+		}
+	} else if opts.Scenario == "" {
 		if err := tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", lo.versionOr(), len(l.Nodes())), func() error {
 			return l.WaitReady(ctx, 3*time.Minute)
 		}); err != nil {
@@ -93,7 +112,11 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if kc, err := l.Cluster.AdminKubeconfig(); err == nil {
 		_ = os.WriteFile(kube, kc, 0o600)
 	}
-	l.PrintNext(out, opts.Scenario)
+	if before != nil {
+		l.PrintBeforeUpgrade(out, opts.Scenario, *before)
+	} else {
+		l.PrintNext(out, opts.Scenario)
+	}
 	<-ctx.Done()
 	return nil
 }

@@ -43,6 +43,9 @@ const (
 	LabNoBinaries    Category = 28
 	DiagnoseFlags    Category = 29
 	DiagnoseNoSpace  Category = 30
+	// UpgradeNoGo is upgrade-check's no-go. 40, not 31: the codes after 30
+	// are diagnose's verdicts, and more of them are coming.
+	UpgradeNoGo Category = 40
 )
 
 // Table is every exit code with what it means, in order: every command's
@@ -74,6 +77,7 @@ var Table = []struct {
 	{LabNoBinaries, "lab: the kube-apiserver binaries are not built (make kube-apiserver)"},
 	{DiagnoseFlags, "diagnose: kube-apiserver refuses its own flags (cluster.apiServer.extraArgs) and exits at once"},
 	{DiagnoseNoSpace, "diagnose: etcd is full (NOSPACE alarm) and refuses every write"},
+	{UpgradeNoGo, "upgrade-check: a check says no-go (with --strict, a warning too): do not upgrade yet"},
 }
 
 func (c Category) Error() string {
@@ -99,7 +103,7 @@ func Help() string {
 // outcome first, then partial (it wraps each node's own failure), then the
 // cause an operator can act on first.
 var precedence = []Category{
-	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, LabFailed, LabNoBinaries,
+	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, UpgradeNoGo, LabFailed, LabNoBinaries,
 	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput, Output,
 }
 

@@ -88,3 +88,8 @@ func RehearseScenario() cli.Flag {
 	return &cli.StringFlag{Name: "scenario", Value: RehearseScenarios[0],
 		Usage: "the incident to rehearse: " + strings.Join(RehearseScenarios, ", ") + " (the flags-* ones: kube-apiserver killed by its own flags, recovered as breakglass recover --yes runs it)"}
 }
+
+// UpBeforeUpgrade is `up`'s --before-upgrade.
+func UpBeforeUpgrade() cli.Flag {
+	return &cli.BoolFlag{Name: "before-upgrade", Usage: "stop before the scenario's upgrade, on the minor before the one its cause breaks (v1.33.13, or v1.32.13 for the causes 1.33 already refuses), for breakglass upgrade-check"}
+}
