@@ -11,7 +11,9 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -105,16 +107,39 @@ func runEtcdLoss(ctx context.Context, l *Lab, name string, tl *Timeline) error {
 }
 
 // WriteConfigMaps creates the namespace and n ConfigMaps in it through kube-apiserver
-// (the cluster endpoint), data that a recovery must bring back.
+// (the cluster endpoint), data that a recovery must bring back. A kube-apiserver that
+// restarts meanwhile (the kubelet replaces the lab's first pod at its first poll) is
+// waited for; a create it made before going away is taken as made.
 func WriteConfigMaps(ctx context.Context, l *Lab, namespace string, n int) error {
 	kube, err := l.Kube(ctx)
 	if err != nil {
 		return err
 	}
 
+	create := func(what, path string, obj any) error {
+		for deadline := time.Now().Add(time.Minute); ; {
+			err := kube.Do(ctx, "POST", path, obj, nil)
+
+			var api *APIError
+
+			switch {
+			case err == nil, errors.As(err, &api) && api.Code == http.StatusConflict:
+				return nil
+			case !restarting(err) || time.Now().After(deadline):
+				return fmt.Errorf("create %s: %w", what, err)
+			}
+
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+
 	ns := corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if err := kube.Do(ctx, "POST", "/api/v1/namespaces", ns, nil); err != nil {
-		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	if err := create("namespace "+namespace, "/api/v1/namespaces", ns); err != nil {
+		return err
 	}
 
 	for i := range n {
@@ -123,8 +148,8 @@ func WriteConfigMaps(ctx context.Context, l *Lab, namespace string, n int) error
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: namespace},
 			Data:       map[string]string{"written": "before the loss", "index": fmt.Sprint(i)},
 		}
-		if err := kube.Do(ctx, "POST", "/api/v1/namespaces/"+namespace+"/configmaps", cm, nil); err != nil {
-			return fmt.Errorf("create configmap %s/%s: %w", namespace, cm.Name, err)
+		if err := create("configmap "+namespace+"/"+cm.Name, "/api/v1/namespaces/"+namespace+"/configmaps", cm); err != nil {
+			return err
 		}
 	}
 
