@@ -51,6 +51,9 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 	lo := opts.Lab
 	lo.Dir, lo.Nodes, lo.KubeBinDir, lo.Log = dir, opts.Nodes, opts.KubeBinDir, out
+	if isEtcdLossScenario(opts.Scenario) && opts.Nodes != EtcdScenarioNodes {
+		return fmt.Errorf("lab: scenario %s needs %d nodes: --nodes %d", opts.Scenario, EtcdScenarioNodes, EtcdScenarioNodes)
+	}
 	if opts.Scenario == ScenarioEtcdNoSpace && lo.EtcdQuotaBytes == 0 {
 		lo.EtcdQuotaBytes = NoSpaceQuota // small enough to fill in seconds
 	}
@@ -62,6 +65,9 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 	if lo.EtcdPort == 0 {
 		lo.EtcdPort = 2379
+	}
+	if lo.EtcdPeerPort == 0 {
+		lo.EtcdPeerPort = 2380
 	}
 	var before *BeforeUpgrade
 	if opts.BeforeUpgrade {
@@ -159,6 +165,8 @@ func (l *Lab) PrintNext(w io.Writer, scenario string) {
 		cmds = flagsNext(l, tc, sd)
 	} else if scenario == ScenarioEtcdNoSpace {
 		cmds = noSpaceNext(l, tc, sd)
+	} else if isEtcdLossScenario(scenario) {
+		cmds = etcdLossNext(l, scenario, tc, sd)
 	} else if !deadlocked {
 		cmds = []string{
 			fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),

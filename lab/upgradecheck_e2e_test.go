@@ -353,10 +353,11 @@ func TestUpgradeGateMemberDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := guidedOn(t, l)
-	// The third node's member stops; its node and Talos API go on.
-	m := l.Etcd.members[2]
-	l.Etcd.members = l.Etcd.members[:2]
-	m.Close()
+	// The third node's member loses its data and stops; its node and
+	// Talos API go on.
+	if err := l.DestroyEtcdData(l.Nodes()[2]); err != nil {
+		t.Fatal(err)
+	}
 	r := g.run("", append([]string{"upgrade-check", "--to", b.To}, g.etcdFlags()...)...)
 	t.Logf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	line := regexp.MustCompile(`(?m)^no-go +etcd-members +member \S+ \(cp-3\) down: etcd keeps quorum with no margin \(2 of 3\): one more failure during the upgrade stops it`)

@@ -72,6 +72,11 @@ type ClusterOptions struct {
 	// means no member runs there. Without it EtcdStatus and EtcdMemberList answer from a
 	// model and the others fail (etcd.go).
 	EtcdMember func(n *Node) (EtcdAccess, error)
+	// Etcd makes every control plane run machined's etcd service around a real member
+	// of its own (etcdservice.go), formed into one cluster at start; the etcd calls, the
+	// recovery calls (Bootstrap, EtcdRecover, Reset, ...) and the static pods follow it.
+	// It replaces EtcdMember and the model of SetEtcdHealthy.
+	Etcd *EtcdOptions
 	// RebootDuration is how long the Talos API is away after an apply in REBOOT mode; default 1s.
 	RebootDuration time.Duration
 
@@ -237,7 +242,59 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 
+	if opts.Etcd != nil {
+		if err := c.formEtcd(ctx); err != nil {
+			c.Close()
+
+			return nil, err
+		}
+	}
+
 	return c, nil
+}
+
+// formEtcd starts every control plane's etcd service as the members of one new
+// cluster, waits until each runs and answers a quorum read, then starts the kubelets:
+// the cluster was bootstrapped before the emulator started, so its static pods run
+// from the start.
+func (c *Cluster) formEtcd(ctx context.Context) error {
+	var initial []string
+
+	cps := c.ControlPlanes()
+	for _, n := range cps {
+		initial = append(initial, n.Name+"="+n.etcd.peerURL)
+	}
+
+	for _, n := range cps {
+		n.etcd.start(etcdMode{formation: strings.Join(initial, ",")})
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+
+	for _, n := range cps {
+		for !n.etcd.healthyRunning() {
+			if _, err := n.etcd.wait(ctx, func(st EtcdServiceState) bool { return st.State == ServiceRunning }); err != nil {
+				return fmt.Errorf("node %s: etcd did not start: %w (%s)", n.IP, err, n.etcd.snapshot().LastEvent)
+			}
+
+			n.etcd.checkOnce(ctx)
+
+			if ctx.Err() != nil {
+				return fmt.Errorf("node %s: etcd not healthy: %w (%s; its log ends %s)", n.IP, ctx.Err(), n.etcd.snapshot().HealthMessage, n.etcd.lastLog(3))
+			}
+
+			if !n.etcd.healthyRunning() {
+				time.Sleep(100 * time.Millisecond) // the members are still electing a leader
+			}
+		}
+	}
+
+	for _, n := range cps {
+		n.startKubelet()
+	}
+
+	return nil
 }
 
 func nodeIPs(given []string, total int) ([]string, error) {
@@ -396,4 +453,10 @@ func (c *Cluster) rebootDuration() time.Duration {
 	}
 
 	return c.opts.RebootDuration
+}
+
+// attemptTimeout is the 30 s machined gives one attempt to join or promote a member,
+// scaled, but never under 5 s: the attempt's work is etcd's, which does not scale.
+func (c *Cluster) attemptTimeout() time.Duration {
+	return max(c.scaled(30*time.Second), 5*time.Second)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/proto"
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
@@ -48,6 +49,7 @@ func newNodeState(ctx context.Context) (state.State, error) {
 		{secrets.NamespaceName, "Resources with secret material."},
 		{v1alpha1.NamespaceName, "Talos v1alpha1 subsystems glue resources."},
 		{cluster.NamespaceName, "Cluster configuration and discovery resources."},
+		{etcd.NamespaceName, "etcd resources."},
 	} {
 		if err := nsReg.Register(ctx, ns.name, ns.desc); err != nil {
 			return nil, err
@@ -71,6 +73,7 @@ func newNodeState(ctx context.Context) (state.State, error) {
 		&v1alpha1.Service{},
 		&runtime.MachineStatus{},
 		&cluster.Member{},
+		&etcd.Member{},
 	} {
 		if err := rdReg.Register(ctx, r); err != nil {
 			return nil, err

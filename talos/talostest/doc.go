@@ -124,6 +124,23 @@
 //   - ClusterService.HealthCheck (health.go), discovery Members and the runtime
 //     MachineStatus (machinestatus.go), as described there: what the emulator cannot
 //     check is said so, never passed.
+//   - machined's etcd service (etcdservice.go), with ClusterOptions.Etcd: every control
+//     plane runs a real etcd member of its own (embedded, restartable), its data in the
+//     node's EPHEMERAL (/var/lib/etcd, Node.HostPath), its certificates the node's
+//     EtcdSecrets; the service's states and events as machined reports them (talosctl
+//     service etcd), its health check (5 s, then every 20 s), a member that exits
+//     restarted every 5 s with the arguments its pre state computed, a node with an
+//     empty data directory waiting to join (as a learner, promoted once caught up) or
+//     to be bootstrapped; the Service and local Member resources follow it, and the
+//     static pods are rendered only while it runs healthy and torn down while it does
+//     not run. The membership and recovery calls (etcdcalls.go: Bootstrap with
+//     RecoverEtcd, EtcdRecover, EtcdRemoveMemberByID, EtcdLeaveCluster,
+//     EtcdForfeitLeadership; ServiceStart/Stop/Restart, which machined refuses for etcd),
+//     Reset of EPHEMERAL with a reboot (boot.go: the reset sequence's events, which
+//     talosctl reset follows, then a kexec boot on a VM's timeline), Copy and Read of
+//     the node's /var and /system and of its boot ID (files.go), the runtime Events
+//     (events.go), and Logs of "etcd" (the member's own log). Node.DestroyEtcdData and
+//     Node.KillEtcd are what happens to a node (a lost disk, a killed process).
 //
 // Node.Stop takes the API off the network (connections refused) and Node.Start brings
 // it back; the node's address stays reserved meanwhile (PortReservation), so nothing
@@ -131,10 +148,11 @@
 // not down.
 //
 // Not emulated: the machine-service methods not described here or in services.go
-// (Unimplemented), the other
-// control-plane static pods, etcd itself (the lab runs real members and hands them over
-// through ClusterOptions.EtcdMember), the runtime validation of configs against
-// node resources, the kubelet's own restart (which tears the StaticPodStatus down),
-// Talos's teardown of the static pods when the etcd service is missing, and a
-// reboot's effect on the pod (the kubelet keeps running through it).
+// (Unimplemented), the other control-plane static pods, the runtime validation of
+// configs against node resources, the kubelet's restart through the API, a reset that
+// wipes more than EPHEMERAL or shuts the node down (Unimplemented), and, after an
+// apply in REBOOT mode, the reboot's effect on the pod and on etcd (the kubelet and
+// the member keep running through it; a reset does reboot them). Without
+// ClusterOptions.Etcd, etcd is a model (SetEtcdHealthy) or members handed over through
+// ClusterOptions.EtcdMember, and the static pods are never torn down.
 package talostest

@@ -41,6 +41,12 @@ var errNoEtcdHook = errors.New("etcd is not running on this emulated node")
 // localEtcd is machined's etcd.NewLocalClient: a client of the node's own member only,
 // and that member's endpoint (the handlers pass it to Status and Defragment).
 func (n *Node) localEtcd(ctx context.Context) (*clientv3.Client, string, error) {
+	if n.etcd != nil {
+		cli, err := newEtcdClient(ctx, []string{n.etcd.clientURL}, n.etcd.adminTLS)
+
+		return cli, n.etcd.clientURL, err
+	}
+
 	hook := n.cluster.opts.EtcdMember
 	if hook == nil {
 		return nil, "", errNoEtcdHook
@@ -59,6 +65,20 @@ func (n *Node) localEtcd(ctx context.Context) (*clientv3.Client, string, error) 
 // anyEtcd is machined's etcd.NewClientFromControlPlaneIPs: every control plane's member,
 // in random order.
 func (n *Node) anyEtcd(ctx context.Context) (*clientv3.Client, error) {
+	if n.etcd != nil {
+		var endpoints []string
+
+		for _, m := range n.cluster.ControlPlanes() {
+			if m.etcd != nil {
+				endpoints = append(endpoints, m.etcd.clientURL)
+			}
+		}
+
+		rand.Shuffle(len(endpoints), func(i, j int) { endpoints[i], endpoints[j] = endpoints[j], endpoints[i] })
+
+		return newEtcdClient(ctx, endpoints, n.etcd.adminTLS)
+	}
+
 	hook := n.cluster.opts.EtcdMember
 	if hook == nil {
 		return nil, errNoEtcdHook
@@ -104,7 +124,7 @@ func newEtcdClient(ctx context.Context, endpoints []string, tlsConf *tls.Config)
 }
 
 // realEtcd tells whether the etcd calls go to a real member.
-func (n *Node) realEtcd() bool { return n.cluster.opts.EtcdMember != nil }
+func (n *Node) realEtcd() bool { return n.etcd != nil || n.cluster.opts.EtcdMember != nil }
 
 // mapAlarms is machined's mapAlarms.
 func mapAlarms(alarms []*etcdserverpb.AlarmMember) []*machine.EtcdMemberAlarm {

@@ -224,6 +224,7 @@ type kubelet struct {
 	pod            *podRecord    // the pod the kubelet runs or is about to start
 	pods           []*podRecord  // every pod with a sandbox or container left, oldest first
 	frozen         bool          // FreezePodStatus
+	down           bool          // the kubelet service is stopped (a reset, until the next boot)
 	changed        chan struct{} // closed and replaced on every change
 
 	work chan func()
@@ -312,6 +313,10 @@ func (k *kubelet) notifyLocked() {
 func (k *kubelet) sync() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+
+	if k.down {
+		return
+	}
 
 	want, cur := k.desired, k.pod
 
@@ -678,6 +683,64 @@ func (k *kubelet) crash() error {
 	return nil
 }
 
+// stopService is the reset's stopAllPods: the kubelet service stops, and the CRI stops
+// every pod sandbox at once (its containers are killed, no grace). Talos tears the
+// StaticPodStatus down with the kubelet. It returns once every container exited.
+func (k *kubelet) stopService() {
+	var killed []*containerRecord
+
+	k.do(func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+
+		k.down = true
+
+		for _, p := range k.pods {
+			p.stopping = true
+
+			if p.restartIn != nil {
+				p.restartIn.Stop()
+				p.restartIn = nil
+			}
+
+			for _, c := range p.containers {
+				if c.running {
+					c.stopping = true
+					c.killNow()
+					killed = append(killed, c)
+				}
+			}
+		}
+
+		k.pod = nil
+		k.notifyLocked()
+	})
+
+	for _, c := range killed {
+		select {
+		case <-c.handled:
+		case <-k.done:
+		}
+	}
+
+	k.n.writePodStatus(nil)
+	k.n.kubeletf("kubelet stopped: every pod sandbox stopped")
+}
+
+// bootService is the kubelet starting on a node that booted with EPHEMERAL wiped: no
+// pod and no container is left; it reads its manifests at once.
+func (k *kubelet) bootService() {
+	k.do(func() {
+		k.mu.Lock()
+		k.down = false
+		k.pods, k.pod = nil, nil
+		k.mu.Unlock()
+
+		k.n.kubeletf("kubelet started")
+		k.sync()
+	})
+}
+
 // expandPodIP substitutes $(POD_IP) in the command, as kubelet expands the env var
 // Talos declares from status.podIP (the node IP: the pod uses the host network).
 func expandPodIP(c ContainerConfig, ip string) ContainerConfig {
@@ -693,7 +756,7 @@ func expandPodIP(c ContainerConfig, ip string) ContainerConfig {
 // skipped while FreezePodStatus holds it.
 func (k *kubelet) publish() {
 	k.mu.Lock()
-	if k.frozen {
+	if k.frozen || k.down {
 		k.mu.Unlock()
 
 		return

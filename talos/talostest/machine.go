@@ -365,6 +365,12 @@ func (s *machineService) Logs(req *machine.LogsRequest, srv machine.MachineServi
 			buf = n.sysLog
 		case "kubelet":
 			buf = n.kubeletLog
+		case "etcd":
+			if n.etcd == nil {
+				return status.Errorf(codes.NotFound, "log %q is not available on this emulated node", req.Id)
+			}
+
+			buf = n.etcd.log
 		default:
 			return status.Errorf(codes.NotFound, "log %q is not available on this emulated node", req.Id)
 		}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,6 +24,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
+	"github.com/google/uuid"
 	"github.com/siderolabs/crypto/x509"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -34,6 +37,7 @@ import (
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
@@ -76,11 +80,22 @@ type Node struct {
 
 	statusMu sync.Mutex // one MachineStatus computation at a time
 
-	kubelet    *kubelet
-	rebooting  atomic.Bool
-	etcdDown   atomic.Bool // SetEtcdHealthy(false)
-	sysLog     *logBuffer  // machined's own log (Logs namespace "system", id "machined")
-	kubeletLog *logBuffer  // the kubelet's log (id "kubelet")
+	kubelet        *kubelet
+	kubeletStarted atomic.Bool
+	rebooting      atomic.Bool
+	etcdDown       atomic.Bool // SetEtcdHealthy(false)
+	sysLog         *logBuffer  // machined's own log (Logs namespace "system", id "machined")
+	kubeletLog     *logBuffer  // the kubelet's log (id "kubelet")
+
+	dir    string       // the node's files: its EPHEMERAL under var/ (boot.go)
+	etcd   *etcdService // machined's etcd service with a real member (ClusterOptions.Etcd), else nil
+	events *eventBus    // machined's runtime events (events.go)
+
+	background sync.WaitGroup // a reset and the boot after it
+
+	bootMu sync.Mutex
+	bootAt time.Time // when the kernel of the current boot started
+	bootID string    // /proc/sys/kernel/random/boot_id, new at every boot
 
 	ctx    context.Context //nolint:containedctx
 	cancel context.CancelFunc
@@ -103,6 +118,10 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 		knownKinds:   o.KnownKinds,
 		sysLog:       newLogBuffer(),
 		kubeletLog:   newLogBuffer(),
+		dir:          filepath.Join(c.dir, "nodes", ip),
+		events:       newEventBus(),
+		bootAt:       time.Now().Add(-kernelToUp),
+		bootID:       uuid.NewString(),
 	}
 
 	if n.TalosVersion == "" {
@@ -143,6 +162,16 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 		return nil, err
 	}
 
+	if typ == machinetype.TypeControlPlane && c.opts.Etcd != nil {
+		if err = os.MkdirAll(n.hostPath(constants.EtcdDataPath), 0o700); err != nil {
+			return nil, err
+		}
+
+		if n.etcd, err = newEtcdService(n, c.opts.Etcd); err != nil {
+			return nil, err
+		}
+	}
+
 	n.publishServices()
 
 	if typ == machinetype.TypeControlPlane {
@@ -160,8 +189,8 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 	n.setRunningLocked(cfg)
 	n.cfgMu.Unlock()
 
-	if n.kubelet != nil {
-		go n.kubelet.run(n.ctx) // after the first render: the kubelet starts the pod at once
+	if n.kubelet != nil && n.etcd == nil {
+		n.startKubelet() // after the first render: the kubelet starts the pod at once
 	}
 
 	if err = n.issueServerCert(); err != nil {
@@ -252,6 +281,30 @@ func (n *Node) Stop() {
 	}
 }
 
+// stopGracefully is apid stopping: the calls in flight finish (a reply already on its
+// way arrives), for a second at most, then every connection goes.
+func (n *Node) stopGracefully() {
+	n.srvMu.Lock()
+	srv := n.srv
+	n.srvMu.Unlock()
+
+	if srv != nil {
+		done := make(chan struct{})
+
+		go func() {
+			srv.GracefulStop()
+			close(done)
+		}()
+
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	}
+
+	n.Stop()
+}
+
 // Start serves the Talos API again on the same address after Stop.
 func (n *Node) Start() error {
 	if n.up() {
@@ -271,6 +324,7 @@ func (n *Node) Start() error {
 // shutdown stops the node's kubelet and timers (cluster close).
 func (n *Node) shutdown() {
 	n.cancel()
+	n.background.Wait() // a reset or a boot in progress
 
 	n.cfgMu.Lock()
 	if n.rollbackTimer != nil {
@@ -279,8 +333,12 @@ func (n *Node) shutdown() {
 	}
 	n.cfgMu.Unlock()
 
-	if n.kubelet != nil {
+	if n.kubelet != nil && n.kubeletStarted.Load() {
 		<-n.kubelet.done
+	}
+
+	if n.etcd != nil {
+		n.etcd.close()
 	}
 
 	n.addr.Close() //nolint:errcheck
@@ -614,7 +672,12 @@ func (n *Node) etcdCerts(caPEM *x509.PEMEncodedCertificateAndKey) (*secrets.Etcd
 		return nil, err
 	}
 
-	if spec.EtcdPeer, err = issue(n.Name, both, ips[:1], dns[:1]); err != nil {
+	// etcd checks a peer's certificate against the address its connection comes from,
+	// and looks its DNS names up when no address matches: on loopback connections come
+	// from 127.0.0.1, and no name may be looked up (nothing leaves loopback), so the
+	// peer certificate names that address and no host name (on a node: its addresses
+	// and hostname)
+	if spec.EtcdPeer, err = issue(n.Name, both, ips[:2], nil); err != nil {
 		return nil, err
 	}
 
@@ -694,6 +757,12 @@ func (n *Node) setRunningLocked(cfg *nodeConfig) {
 // resource, which the kubelet fetches, rendered from the config, but only while
 // the node's etcd is healthy (a render waits for it otherwise).
 func (n *Node) renderPodLocked() {
+	if n.etcd != nil && !n.etcd.running() {
+		n.teardownPodsLocked()
+
+		return
+	}
+
 	if !n.EtcdHealthy() {
 		if !n.renderPending {
 			n.logf("k8s.ControlPlaneStaticPodController: etcd is not healthy, not rendering static pods")

@@ -31,20 +31,32 @@ var errNotAuthorized = status.Error(codes.PermissionDenied, "not authorized")
 // methodRoles is machined's rule table (internal/app/machined/pkg/system/services/machined.go)
 // for the methods the emulator serves. Methods not listed need os:admin (the fallback).
 var methodRoles = map[string]role.Set{
-	"/cluster.ClusterService/HealthCheck":        role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/machine.MachineService/ApplyConfiguration": role.MakeSet(role.Admin, role.Reader), // reader only in maintenance, checked in the handler
-	"/machine.MachineService/Containers":         role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/machine.MachineService/Dmesg":              role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/machine.MachineService/EtcdAlarmDisarm":    role.MakeSet(role.Admin, role.Operator),
-	"/machine.MachineService/EtcdAlarmList":      role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
-	"/machine.MachineService/EtcdDefragment":     role.MakeSet(role.Admin, role.Operator),
-	"/machine.MachineService/EtcdMemberList":     role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
-	"/machine.MachineService/EtcdSnapshot":       role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
-	"/machine.MachineService/EtcdStatus":         role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
-	"/machine.MachineService/Kubeconfig":         role.MakeSet(role.Admin),
-	"/machine.MachineService/Logs":               role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/machine.MachineService/ServiceList":        role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/machine.MachineService/Version":            role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cluster.ClusterService/HealthCheck":           role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/ApplyConfiguration":    role.MakeSet(role.Admin, role.Reader), // reader only in maintenance, checked in the handler
+	"/machine.MachineService/Bootstrap":             role.MakeSet(role.Admin),
+	"/machine.MachineService/Containers":            role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Copy":                  role.MakeSet(role.Admin),
+	"/machine.MachineService/Dmesg":                 role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/EtcdAlarmDisarm":       role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/EtcdAlarmList":         role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
+	"/machine.MachineService/EtcdDefragment":        role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/EtcdForfeitLeadership": role.MakeSet(role.Admin),
+	"/machine.MachineService/EtcdLeaveCluster":      role.MakeSet(role.Admin),
+	"/machine.MachineService/EtcdMemberList":        role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
+	"/machine.MachineService/EtcdRecover":           role.MakeSet(role.Admin),
+	"/machine.MachineService/EtcdRemoveMemberByID":  role.MakeSet(role.Admin),
+	"/machine.MachineService/EtcdSnapshot":          role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
+	"/machine.MachineService/EtcdStatus":            role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
+	"/machine.MachineService/Events":                role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Kubeconfig":            role.MakeSet(role.Admin),
+	"/machine.MachineService/Logs":                  role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Read":                  role.MakeSet(role.Admin),
+	"/machine.MachineService/Reset":                 role.MakeSet(role.Admin),
+	"/machine.MachineService/ServiceList":           role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/ServiceRestart":        role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/ServiceStart":          role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/ServiceStop":           role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/Version":               role.MakeSet(role.Admin, role.Operator, role.Reader),
 
 	// per-type authorization is handled by the resource access filter
 	"/cosi.resource.State/Create":  role.MakeSet(role.Admin),
@@ -428,8 +440,47 @@ func (n *Node) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Strea
 
 		return t.invokeStream(&serverStream{ServerStream: ss, ctx: ctx}, info.FullMethod)
 	default:
+		if info.IsClientStream {
+			return n.invokeClientStreamMany(ctx, ss, info.FullMethod, targets)
+		}
+
 		return n.invokeStreamMany(ctx, ss, info.FullMethod, targets)
 	}
+}
+
+// invokeClientStreamMany forwards a client-streaming call (EtcdRecover) with "nodes"
+// metadata: to one node, whose reply gets the node in its messages' metadata, as
+// apid's one-to-many proxying does. Several nodes would each need every message of
+// the stream; the emulator refuses that rather than send them to one.
+func (n *Node) invokeClientStreamMany(ctx context.Context, ss grpc.ServerStream, method string, targets []string) error {
+	if len(targets) != 1 {
+		return status.Errorf(codes.Unimplemented, "%s to %d nodes at once is not emulated (one node)", method, len(targets))
+	}
+
+	t, err := n.target(targets[0])
+	if err != nil {
+		return err
+	}
+
+	return t.invokeStream(&listStampStream{ServerStream: ss, ctx: ctx, meta: &common.Metadata{Hostname: targets[0]}}, method)
+}
+
+// listStampStream stamps the node into every message of a reply's list.
+type listStampStream struct {
+	grpc.ServerStream
+
+	ctx  context.Context //nolint:containedctx
+	meta *common.Metadata
+}
+
+func (s *listStampStream) Context() context.Context { return s.ctx }
+
+func (s *listStampStream) SendMsg(m any) error {
+	if pm, ok := m.(proto.Message); ok {
+		setListMetadata(pm.ProtoReflect(), s.meta)
+	}
+
+	return s.ServerStream.SendMsg(m)
 }
 
 func (n *Node) invokeStream(ss grpc.ServerStream, method string) error {

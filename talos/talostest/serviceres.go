@@ -12,6 +12,10 @@ import (
 func (n *Node) publishServices() {
 	up := n.etcdUp()
 	for _, d := range n.services() {
+		if d.id == "etcd" && n.etcd != nil {
+			continue // the real service writes its own (etcdservice.go)
+		}
+
 		spec := v1alpha1.ServiceSpec{Running: true, Healthy: d.healthCheck, Unknown: !d.healthCheck}
 		if d.id == "etcd" {
 			spec.Healthy = up

@@ -47,7 +47,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
-	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 )
 
 // serviceDef describes one of machined's services on a booted node.
@@ -102,25 +101,30 @@ type etcdHealthLog struct {
 	events []serviceEvent
 }
 
-// upTime is when the node's machined came up: the creation of its MachineType resource.
+// upTime is when the node showed itself up in its current boot (boot.go).
 func (n *Node) upTime() time.Time {
-	r, err := n.st.Get(n.ctx, config.NewMachineType().Metadata())
-	if err != nil {
-		return time.Now()
-	}
+	at, _ := n.boot()
 
-	return r.Metadata().Created()
+	return at.Add(kernelToUp)
 }
 
-// etcdUp reports whether the node's etcd answers: healthy and not rebooting.
+// etcdUp reports whether the node's etcd answers: healthy and not rebooting (the
+// model), or its real member's process runs (ClusterOptions.Etcd).
 func (n *Node) etcdUp() bool {
+	if n.etcd != nil {
+		n.etcd.mu.Lock()
+		defer n.etcd.mu.Unlock()
+
+		return n.etcd.member != nil
+	}
+
 	return n.Type == machinetype.TypeControlPlane && n.EtcdHealthy() && !n.rebooting.Load()
 }
 
 // observeEtcdHealth records a change of the node's etcd health since last seen, as
 // machined's service runner does when a health check flips (event and log line).
 func (n *Node) observeEtcdHealth() []serviceEvent {
-	if n.Type != machinetype.TypeControlPlane {
+	if n.Type != machinetype.TypeControlPlane || n.etcd != nil {
 		return nil
 	}
 
@@ -188,6 +192,12 @@ func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.
 	var list []*machine.ServiceInfo
 
 	for _, d := range n.services() {
+		if d.id == "etcd" && n.etcd != nil {
+			list = append(list, n.etcd.info())
+
+			continue
+		}
+
 		evs := d.events(up)
 		if d.id == "etcd" {
 			evs = append(evs, etcdEvents...)
@@ -248,6 +258,10 @@ func (n *Node) etcdLeader() (*Node, []*Node) {
 // waitLocalEtcd blocks while the node's etcd is down, as etcd's client does
 // (WaitForReady): until it comes back or the caller gives up.
 func (n *Node) waitLocalEtcd(ctx context.Context) error {
+	if n.etcd != nil {
+		return nil // a real member: etcd's own client waits
+	}
+
 	return n.waitUntil(ctx, n.etcdUp)
 }
 
@@ -317,6 +331,10 @@ func (s *machineService) EtcdMemberList(ctx context.Context, in *machine.EtcdMem
 // waitAnyEtcd blocks while no control plane's etcd answers (the client is given every
 // control-plane endpoint and picks one that is up).
 func (n *Node) waitAnyEtcd(ctx context.Context) error {
+	if n.etcd != nil {
+		return nil // real members: etcd's own client waits
+	}
+
 	return n.waitUntil(ctx, func() bool { return slices.ContainsFunc(n.cluster.ControlPlanes(), (*Node).etcdUp) })
 }
 
@@ -384,7 +402,7 @@ func kmsgLine(facility, priority string, at time.Time, msg string) []byte {
 // service lines (machined logs every service event).
 func (n *Node) bootKmsg() [][]byte {
 	up := n.upTime()
-	boot := up.Add(-35 * time.Second)
+	boot := up.Add(-kernelToUp)
 
 	kernel := []struct {
 		after         time.Duration

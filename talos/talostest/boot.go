@@ -1,0 +1,375 @@
+package talostest
+
+// A node's boots, its files, and its reset (sources: siderolabs/talos v1.13.8,
+// internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go Reset,
+// internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go Reset and
+// stopAllPhaselist, v1alpha1_sequencer_tasks.go, v1alpha1_controller.go run).
+//
+// Files: the node's EPHEMERAL partition, mounted at /var, is the directory var/ of the
+// node's directory (Node.HostPath); etcd's data is /var/lib/etcd there. /system
+// holds the secrets the etcd member reads.
+//
+// Boot: a Talos VM's timeline from its kernel's start, the one the node's service list
+// and kernel log show (services.go: apid runs 11 s after the kernel starts, cri 14 s,
+// etcd 17 s with its data, the kubelet 20 s; the node was up 35 s after it). A reset
+// that keeps the BOOT partition reboots through kexec (v1alpha1_sequencer.go: "Use
+// kexec if we don't wipe the boot partition"): no firmware, straight into that
+// timeline.
+//
+// Reset: the phases of machined's reset sequence, each published as events (the
+// sequence, its phases and their tasks, with the request's actor ID; talosctl reset
+// waits for the task stopAllServices, then for a new boot ID), doing on the emulated
+// node what they do on a real one: stopAllPods kills the kube-apiserver pod and stops
+// the kubelet, stopServicesForUpgrade stops etcd (gracefully: a leader hands its
+// leadership over), stopAllServices takes the API away, resetSystemDiskSpec wipes
+// EPHEMERAL, reboot boots again. A graceful reset leaves etcd first (leaveEtcd), as
+// EtcdLeaveCluster; its cordon and drain fail and are logged (the emulator registers
+// no Kubernetes Node), as machined logs and skips them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	sidero "github.com/siderolabs/crypto/x509"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+)
+
+// kernelToUp is how long after its kernel started the node shows itself up (Dmesg's
+// boot lines begin that long before the node's start).
+const kernelToUp = 35 * time.Second
+
+// etcdRecoverySnapshotPath is where EtcdRecover puts the snapshot (constants.EtcdRecoverySnapshotPath).
+const etcdRecoverySnapshotPath = constants.EtcdRecoverySnapshotPath
+
+// bootOffset is when, after the kernel starts, the service runs.
+func bootOffset(id string) time.Duration {
+	for _, d := range nodeServices {
+		if d.id == id {
+			return kernelToUp - d.ago
+		}
+	}
+
+	return kernelToUp
+}
+
+// HostPath is where a path of the node lives on this machine, "" for a path the
+// emulator does not hold: /var (EPHEMERAL) and /system.
+func (n *Node) HostPath(path string) string {
+	path = filepath.Clean(path)
+
+	for _, root := range []string{"/var", "/system"} {
+		if path == root || strings.HasPrefix(path, root+"/") {
+			return filepath.Join(n.dir, path)
+		}
+	}
+
+	return ""
+}
+
+func (n *Node) hostPath(path string) string { return n.HostPath(path) }
+
+// etcdRoot is the etcd CA the node holds (EtcdRootSecrets).
+func (n *Node) etcdRoot() *sidero.PEMEncodedCertificateAndKey {
+	r, err := n.st.Get(n.ctx, secrets.NewEtcdRoot(secrets.EtcdRootID).Metadata())
+	if err != nil {
+		return nil
+	}
+
+	return r.(*secrets.EtcdRoot).TypedSpec().EtcdCA
+}
+
+// boot returns when the current boot started and its boot ID.
+func (n *Node) boot() (time.Time, string) {
+	n.bootMu.Lock()
+	defer n.bootMu.Unlock()
+
+	return n.bootAt, n.bootID
+}
+
+// booted tells whether the service runs already in the current boot.
+func (n *Node) booted(id string) bool {
+	at, _ := n.boot()
+
+	return time.Since(at) >= n.cluster.scaled(bootOffset(id))
+}
+
+// waitBooted waits until the service runs in the current boot.
+func (n *Node) waitBooted(ctx context.Context, id string) error {
+	return n.waitUntil(ctx, func() bool { return n.booted(id) })
+}
+
+// startKubelet starts the kubelet's loop (once per node: a reboot restarts the kubelet
+// service inside it).
+func (n *Node) startKubelet() {
+	if n.kubelet != nil && n.kubeletStarted.CompareAndSwap(false, true) {
+		go n.kubelet.run(n.ctx)
+	}
+}
+
+// resetTask is one task of the reset sequence.
+type resetTask struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+type resetPhase struct {
+	name  string
+	tasks []resetTask
+}
+
+// resetPhases is machined's Sequencer.Reset for a metal node whose request wipes
+// EPHEMERAL and reboots.
+func (n *Node) resetPhases(graceful bool) []resetPhase {
+	noop := func(context.Context) error { return nil }
+	phase := func(name, task string, run func(context.Context) error) resetPhase {
+		return resetPhase{name: name, tasks: []resetTask{{task, run}}}
+	}
+
+	var phases []resetPhase
+
+	if graceful {
+		phases = append(phases,
+			phase("drain", "cordonAndDrainNode", func(context.Context) error {
+				n.logf("task cordonAndDrainNode (1/1): failed: failed to cordon node %s: nodes %q not found (the emulator registers no Kubernetes Node)", n.Name, n.Name)
+
+				return nil // machined logs this task's errors and goes on
+			}),
+			phase("cleanup", "removeAllPods", n.stopAllPods))
+	} else {
+		phases = append(phases, phase("cleanup", "stopAllPods", n.stopAllPods))
+	}
+
+	phases = append(phases, phase("dbus", "stopDBus", noop))
+
+	if graceful {
+		phases = append(phases, phase("leave", "leaveEtcd", n.leaveEtcd))
+	}
+
+	return append(phases,
+		phase("preReset", "sendResetSignal", noop),
+		phase("stopServices", "stopServicesForUpgrade", n.stopEtcdService),
+		phase("umount", "unmountPodMounts", noop),
+		phase("unmountBind", "unmountSystemDiskBindMounts", noop),
+		phase("unmountSystem", "unmountEphemeralPartition", noop),
+		phase("volumeFinalize", "teardownLifecycle", noop),
+		phase("kexec", "kexecPrepare", noop),
+		phase("stopEverything", "stopAllServices", func(context.Context) error {
+			// apid stops: let the events already published reach their streams first
+			n.events.drain(2 * time.Second)
+			n.stopGracefully()
+
+			return nil
+		}),
+		phase("forceCleanup", "forceCleanup", noop),
+		phase("resetSpec", "resetSystemDiskSpec", n.wipeEphemeral),
+		phase("reboot", "reboot", noop),
+	)
+}
+
+// stopAllPods is the task of that name: the kubelet service stops and the CRI stops
+// every pod sandbox at once.
+func (n *Node) stopAllPods(context.Context) error {
+	if n.kubelet != nil {
+		n.kubelet.stopService()
+	}
+
+	return nil
+}
+
+// stopEtcdService stops the etcd service (and, on a node, everything else on
+// EPHEMERAL).
+func (n *Node) stopEtcdService(ctx context.Context) error {
+	if n.etcd == nil {
+		return nil
+	}
+
+	return n.etcd.stop(ctx)
+}
+
+// wipeEphemeral is resetSystemDiskSpec for EPHEMERAL: everything under /var is gone.
+func (n *Node) wipeEphemeral(context.Context) error {
+	if err := os.RemoveAll(n.hostPath("/var")); err != nil {
+		return fmt.Errorf("failed wiping partition EPHEMERAL: %w", err)
+	}
+
+	n.logf("task resetSystemDiskSpec (1/1): successfully reset system disk by the spec")
+
+	return nil
+}
+
+// runReset runs the reset sequence for the actor, then boots again.
+func (n *Node) runReset(actorID string, graceful bool) {
+	publish := func(m proto.Message) { n.events.publish(actorID, m) }
+	ctx := n.ctx
+	phases := n.resetPhases(graceful)
+	start := time.Now()
+
+	publish(&machine.SequenceEvent{Sequence: "reset", Action: machine.SequenceEvent_START})
+	n.logf("reset sequence: %d phase(s)", len(phases))
+
+	for i, p := range phases {
+		progress := fmt.Sprintf("%d/%d", i+1, len(phases))
+
+		publish(&machine.PhaseEvent{Phase: p.name, Action: machine.PhaseEvent_START})
+		n.logf("phase %s (%s): %d tasks(s)", p.name, progress, len(p.tasks))
+
+		for _, t := range p.tasks {
+			if ctx.Err() != nil {
+				return // the emulated node goes away
+			}
+
+			publish(&machine.TaskEvent{Task: t.name, Action: machine.TaskEvent_START})
+			n.logf("task %s (1/1): starting", t.name)
+
+			err := t.run(ctx)
+
+			publish(&machine.TaskEvent{Task: t.name, Action: machine.TaskEvent_STOP})
+
+			if err != nil {
+				n.logf("task %s (1/1): failed: %v", t.name, err)
+				n.logf("phase %s (%s): failed", p.name, progress)
+				publish(&machine.SequenceEvent{Sequence: "reset", Action: machine.SequenceEvent_STOP, Error: &common.Error{Message: err.Error()}})
+				n.logf("reset failed: error running phase %d in reset sequence: task 1/1: failed, %v", i+1, err)
+				n.rebooting.Store(false)
+
+				return
+			}
+		}
+
+		publish(&machine.PhaseEvent{Phase: p.name, Action: machine.PhaseEvent_STOP})
+	}
+
+	publish(&machine.RestartEvent{Cmd: int64(unix.LINUX_REBOOT_CMD_KEXEC)})
+	n.logf("reset sequence: rebooting after %s", time.Since(start).Round(time.Millisecond))
+
+	n.bootAgain()
+}
+
+// bootAgain is the kexec boot after a reset: machined's memory (events) is gone, a new
+// boot ID, the API after apid's start, etcd's service from cri's, the kubelet at its
+// own; EPHEMERAL, wiped, is formatted and mounted again (etcd's data directory made).
+func (n *Node) bootAgain() {
+	if n.ctx.Err() != nil {
+		return
+	}
+
+	n.events.forget()
+
+	if n.etcd != nil {
+		n.etcd.forget()
+	}
+
+	n.bootMu.Lock()
+	n.bootAt, n.bootID = time.Now(), uuid.NewString()
+	n.bootMu.Unlock()
+
+	if err := os.MkdirAll(n.hostPath(constants.EtcdDataPath), 0o700); err != nil {
+		n.logf("mounting EPHEMERAL: %v", err)
+	}
+
+	for _, step := range []struct {
+		service string
+		do      func()
+	}{
+		{"apid", func() {
+			n.rebooting.Store(false)
+
+			if err := n.Start(); err != nil {
+				n.logf("starting the API after the reboot: %v", err)
+			}
+		}},
+		{"cri", func() {
+			if n.etcd != nil {
+				n.etcd.start(etcdMode{})
+			}
+		}},
+		{"kubelet", func() {
+			if n.kubelet != nil {
+				n.kubelet.bootService()
+			}
+		}},
+	} {
+		if err := n.waitBooted(n.ctx, step.service); err != nil {
+			return
+		}
+
+		step.do()
+	}
+}
+
+// Reset implements machine.MachineServiceServer: machined's checks of the request,
+// then the reset sequence in the background; the reply carries its actor ID.
+func (s *machineService) Reset(_ context.Context, in *machine.ResetRequest) (*machine.ResetResponse, error) {
+	n := s.n
+
+	n.logf("reset request received")
+
+	if len(in.GetUserDisksToWipe()) > 0 {
+		if in.Mode == machine.ResetRequest_SYSTEM_DISK {
+			return nil, errors.New("reset failed: invalid input, wipe mode SYSTEM_DISK doesn't support UserDisksToWipe parameter")
+		}
+
+		return nil, fmt.Errorf("reset user disk failed: device %s wasn't found", in.GetUserDisksToWipe()[0])
+	}
+
+	wipeEphemeral := false
+
+	if len(in.GetSystemPartitionsToWipe()) > 0 {
+		if in.Mode == machine.ResetRequest_USER_DISKS {
+			return nil, errors.New("reset failed: invalid input, wipe mode USER_DISKS doesn't support SystemPartitionsToWipe parameter")
+		}
+
+		for _, spec := range in.GetSystemPartitionsToWipe() {
+			switch spec.Label {
+			case constants.EphemeralPartitionLabel:
+				wipeEphemeral = wipeEphemeral || spec.Wipe
+			case constants.StatePartitionLabel, constants.MetaPartitionLabel, constants.BootPartitionLabel, constants.EFIPartitionLabel:
+				return nil, status.Errorf(codes.Unimplemented, "wiping %s is not emulated (only EPHEMERAL is)", spec.Label)
+			default:
+				return nil, fmt.Errorf("failed to get volume status with label %q: resource VolumeStatuses.block.talos.dev(runtime/%s@undefined) doesn't exist", spec.Label, spec.Label)
+			}
+		}
+	}
+
+	switch {
+	case in.Mode != machine.ResetRequest_USER_DISKS && len(in.GetSystemPartitionsToWipe()) == 0:
+		return nil, status.Error(codes.Unimplemented, "a reset of the whole system disk is not emulated (wipe EPHEMERAL with --system-labels-to-wipe)")
+	case !in.Reboot:
+		return nil, status.Error(codes.Unimplemented, "a reset that shuts the node down is not emulated (reset with --reboot)")
+	case !wipeEphemeral:
+		return nil, status.Error(codes.Unimplemented, "a reset that wipes nothing is not emulated")
+	}
+
+	actorID := uuid.NewString()
+
+	if n.rebooting.CompareAndSwap(false, true) {
+		n.background.Add(1)
+
+		go func() {
+			defer n.background.Done()
+
+			n.runReset(actorID, in.Graceful)
+		}()
+	} else {
+		// machined's controller is busy with another sequence: the reply is the same,
+		// and the reset fails in the background
+		n.logf("reset failed: locked")
+	}
+
+	return &machine.ResetResponse{Messages: []*machine.Reset{{ActorId: actorID}}}, nil
+}

@@ -1,0 +1,1047 @@
+package talostest
+
+// machined's etcd service on a control plane (ClusterOptions.Etcd), around a real etcd
+// member that runs in this process as an embedded server: one per node, stopped,
+// restarted and wiped on its own, its data in the node's emulated EPHEMERAL
+// (/var/lib/etcd). Sources: siderolabs/talos v1.13.8,
+// internal/app/machined/pkg/system/services/etcd.go (PreFunc: recover from an uploaded
+// snapshot, bootstrap, or join as a learner and be promoted; health), service_runner.go
+// (states and events), runner/restart (a member that exits restarts every 5 s, forever,
+// with the arguments its PreFunc computed), controllers/v1alpha1/service.go (the
+// Service resource exists only while the service is Running) and
+// controllers/etcd/member.go (the local Member resource, only while Running and
+// healthy).
+//
+// What the member runs with is what machined gives etcd: its name (the hostname),
+// data-dir, client and peer URLs on the node's address with client-certificate auth
+// (the node's EtcdSecrets, from cluster.etcd.ca), watch progress notifications every
+// 5 s; --initial-cluster and --initial-cluster-state only when the data directory is
+// empty (bootstrap: the node alone, "new"; otherwise the members of the cluster it
+// joined, "existing"). The first boot of a cluster is the one exception: the members
+// are formed together ("new", every control plane), as if bootstrapped and joined
+// before the emulator started.
+
+import (
+	"context"
+	"crypto/tls"
+	stdx509 "crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	etcdres "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
+)
+
+// EtcdOptions make every control plane run machined's etcd service with a real member.
+type EtcdOptions struct {
+	// ClientPort and PeerPort are each node's etcd ports (Talos: 2379 and 2380); 0
+	// picks a free one per node. Each is held for the node's life (PortReservation).
+	ClientPort, PeerPort int
+	// QuotaBytes is each member's --quota-backend-bytes; 0: etcd's default, 2 GiB, as on Talos.
+	QuotaBytes int64
+}
+
+// The service states machined reports (internal/app/machined/pkg/system/events).
+const (
+	ServiceStarting  = "Starting"
+	ServiceWaiting   = "Waiting"
+	ServicePreparing = "Preparing"
+	ServiceRunning   = "Running"
+	ServiceStopping  = "Stopping"
+	ServiceFinished  = "Finished"
+	ServiceFailed    = "Failed"
+)
+
+// Times of machined's etcd service (services/etcd.go, runner/restart, constants).
+const (
+	etcdHealthDelay   = 5 * time.Second  // HealthSettings.InitialDelay
+	etcdHealthPeriod  = 20 * time.Second // HealthSettings.Period
+	etcdHealthTimeout = 15 * time.Second // HealthSettings.Timeout, and QuorumCheckTimeout
+	etcdRestartDelay  = 5 * time.Second  // restart.DefaultOptions RestartInterval
+	etcdJoinRetry     = 3 * time.Second  // buildInitialCluster: retry.WithUnits
+	etcdJoinTimeout   = 30 * time.Minute // constants.EtcdJoinTimeout
+	etcdJoinNag       = 30 * time.Second // how often it asks for a bootstrap
+	etcdPromoteRetry  = 15 * time.Second // promoteMember: retry.WithUnits
+	etcdPromoteFor    = 10 * time.Minute // promoteMember: retry.Constant
+	etcdLocalMemberID = 3 * time.Minute  // GetLocalMemberID's wait for the Member resource
+)
+
+// etcdMode is machined's services.Etcd: how the next run starts a member whose data
+// directory is empty.
+type etcdMode struct {
+	bootstrap, recover, skipHashCheck bool
+	// formation is the cluster's first boot (every control plane's member, "new")
+	formation string
+}
+
+// EtcdServiceState is the node's etcd service as machined reports it.
+type EtcdServiceState struct {
+	State     string // ServiceRunning, ServicePreparing, ...
+	LastEvent string // the message of the last event ("Running pre state", ...)
+	// Health is known once the first check ran in this run; Healthy is its outcome.
+	HealthKnown, Healthy bool
+	HealthMessage        string
+	// Member is the member's ID once it is healthy (the local Member resource), else 0.
+	Member uint64
+}
+
+// WaitingForBootstrap tells whether etcd waits to join or to be bootstrapped: service
+// Preparing, its pre state running with an empty data directory (talosctl's "wait for
+// etcd to be in Preparing state" of the disaster-recovery guide).
+func (s EtcdServiceState) WaitingForBootstrap() bool {
+	return s.State == ServicePreparing && s.LastEvent == "Running pre state"
+}
+
+type serviceHealth struct {
+	known, healthy bool
+	message        string
+	lastChange     time.Time
+}
+
+// etcdService is one node's etcd service and member.
+type etcdService struct {
+	n                  *Node
+	ports              []*PortReservation
+	clientURL, peerURL string
+	quota              int64
+	files              etcdFiles
+	adminTLS           *tls.Config
+	log                *logBuffer // etcd's own log (talosctl logs etcd)
+
+	mu       sync.Mutex
+	state    string
+	events   []serviceEvent // the last 64, as machined keeps
+	health   serviceHealth
+	memberID uint64 // set while Running and healthy (the Member resource)
+	run      *etcdRun
+	memberMu sync.Mutex // held while a member starts, or dies and its disk is changed
+	member   *embed.Etcd
+	killed   bool // the member was killed (SIGKILL): exit code 137
+	pid      int
+	changed  chan struct{}
+}
+
+// etcdRun is one run of the service (machined's runner goroutine): from Starting to
+// Finished or Failed.
+type etcdRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type etcdFiles struct{ ca, cert, key, peerCert, peerKey string }
+
+func newEtcdService(n *Node, opts *EtcdOptions) (*etcdService, error) {
+	s := &etcdService{n: n, quota: opts.QuotaBytes, log: newLogBuffer(), changed: make(chan struct{}), state: "Initialized"}
+
+	for _, port := range []int{opts.ClientPort, opts.PeerPort} {
+		r, err := ReservePort(n.IP, port)
+		if err != nil {
+			s.close()
+
+			return nil, err
+		}
+
+		s.ports = append(s.ports, r)
+	}
+
+	s.clientURL, s.peerURL = "https://"+s.ports[0].Addr(), "https://"+s.ports[1].Addr()
+
+	if err := s.writeSecrets(); err != nil {
+		s.close()
+
+		return nil, err
+	}
+
+	return s, nil
+}
+
+// writeSecrets puts the node's etcd certificates where the member reads them
+// (/system/secrets/etcd on a node) and makes machined's admin client TLS.
+func (s *etcdService) writeSecrets() error {
+	certs := s.n.EtcdCerts()
+	root := s.n.etcdRoot()
+
+	if certs == nil || root == nil {
+		return errors.New("no etcd certificates on this node")
+	}
+
+	dir := s.n.hostPath("/system/secrets/etcd")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+
+	s.files = etcdFiles{
+		ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "server.crt"), key: filepath.Join(dir, "server.key"),
+		peerCert: filepath.Join(dir, "peer.crt"), peerKey: filepath.Join(dir, "peer.key"),
+	}
+
+	for path, b := range map[string][]byte{
+		s.files.ca: root.Crt, s.files.cert: certs.Etcd.Crt, s.files.key: certs.Etcd.Key,
+		s.files.peerCert: certs.EtcdPeer.Crt, s.files.peerKey: certs.EtcdPeer.Key,
+	} {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return err
+		}
+	}
+
+	admin, err := tls.X509KeyPair(certs.EtcdAdmin.Crt, certs.EtcdAdmin.Key)
+	if err != nil {
+		return err
+	}
+
+	pool := stdx509.NewCertPool()
+	pool.AppendCertsFromPEM(root.Crt)
+
+	s.adminTLS = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{admin}, MinVersion: tls.VersionTLS12}
+
+	return nil
+}
+
+func (s *etcdService) dataDir() string { return s.n.hostPath("/var/lib/etcd") }
+
+// close stops the service and gives its ports back (cluster close).
+func (s *etcdService) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	s.stop(ctx) //nolint:errcheck
+
+	for _, r := range s.ports {
+		r.Close() //nolint:errcheck
+	}
+}
+
+// snapshot is the service as machined reports it.
+func (s *etcdService) snapshot() EtcdServiceState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	st := EtcdServiceState{State: s.state, HealthKnown: s.health.known, Healthy: s.health.healthy, HealthMessage: s.health.message, Member: s.memberID}
+	if len(s.events) > 0 {
+		st.LastEvent = s.events[len(s.events)-1].msg
+	}
+
+	return st
+}
+
+// info is the service's entry in ServiceList.
+func (s *etcdService) info() *machine.ServiceInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	info := &machine.ServiceInfo{Id: "etcd", State: s.state, Events: &machine.ServiceEvents{}, Health: s.healthProtoLocked()}
+
+	for _, e := range s.events {
+		info.Events.Events = append(info.Events.Events, &machine.ServiceEvent{Msg: e.msg, State: e.state, Ts: timestamppb.New(e.at)})
+	}
+
+	return info
+}
+
+func (s *etcdService) healthProtoLocked() *machine.ServiceHealth {
+	return &machine.ServiceHealth{
+		Unknown: !s.health.known, Healthy: s.health.known && s.health.healthy,
+		LastMessage: s.health.message, LastChange: timestamppb.New(s.health.lastChange),
+	}
+}
+
+// running tells whether the service is in state Running (its Service resource exists).
+func (s *etcdService) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.state == ServiceRunning
+}
+
+// healthyRunning tells whether the service runs and its last health check passed.
+func (s *etcdService) healthyRunning() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.state == ServiceRunning && s.health.known && s.health.healthy
+}
+
+// setState records a state change as machined's UpdateState does: an event, a log
+// line, a ServiceStateEvent, and the Service resource (only while Running).
+func (s *etcdService) setState(state, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+
+	s.mu.Lock()
+	s.state = state
+	s.pushLocked(serviceEvent{state: state, msg: msg, at: time.Now()})
+	ev := s.stateEventLocked(msg)
+	s.mu.Unlock()
+
+	s.n.logf("service[etcd](%s): %s", state, msg)
+	s.n.events.publish("", ev)
+	s.followed()
+}
+
+func (s *etcdService) pushLocked(e serviceEvent) {
+	s.events = append(s.events, e)
+	if len(s.events) > 64 {
+		s.events = s.events[len(s.events)-64:]
+	}
+
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *etcdService) stateEventLocked(msg string) *machine.ServiceStateEvent {
+	action := map[string]machine.ServiceStateEvent_Action{
+		ServicePreparing: machine.ServiceStateEvent_PREPARING, ServiceWaiting: machine.ServiceStateEvent_WAITING,
+		ServiceRunning: machine.ServiceStateEvent_RUNNING, ServiceStopping: machine.ServiceStateEvent_STOPPING,
+		ServiceFinished: machine.ServiceStateEvent_FINISHED, ServiceFailed: machine.ServiceStateEvent_FAILED,
+		ServiceStarting: machine.ServiceStateEvent_STARTING,
+	}[s.state]
+
+	return &machine.ServiceStateEvent{Service: "etcd", Action: action, Message: msg, Health: s.healthProtoLocked()}
+}
+
+// setHealth records a health check's outcome; a change while Running is an event.
+func (s *etcdService) setHealth(healthy bool, message string, memberID uint64) {
+	s.mu.Lock()
+
+	changed := !s.health.known || s.health.healthy != healthy
+	if changed {
+		s.health.lastChange = time.Now()
+	}
+
+	s.health.known, s.health.healthy, s.health.message = true, healthy, message
+	s.memberID = 0
+
+	if healthy && s.state == ServiceRunning {
+		s.memberID = memberID
+	}
+
+	var ev *machine.ServiceStateEvent
+
+	if changed && s.state == ServiceRunning {
+		msg := "Health check successful"
+		if !healthy {
+			msg = "Health check failed: " + message
+		}
+
+		s.pushLocked(serviceEvent{state: s.state, msg: msg, at: time.Now()})
+		ev = s.stateEventLocked(msg)
+	}
+	s.mu.Unlock()
+
+	if ev != nil {
+		s.n.logf("service[etcd](%s): %s", ServiceRunning, ev.Message)
+		s.n.events.publish("", ev)
+	}
+
+	s.followed()
+}
+
+// forget drops the service's history, as a reboot does (a new machined).
+func (s *etcdService) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.events, s.state, s.health, s.memberID = nil, "Initialized", serviceHealth{}, 0
+}
+
+// resetHealth forgets the health, as a new run does (health.State.Init).
+func (s *etcdService) resetHealth() {
+	s.mu.Lock()
+	s.health = serviceHealth{}
+	s.memberID = 0
+	s.mu.Unlock()
+}
+
+// followed lets what follows the service catch up: the Service and Member resources,
+// and the static pods (rendered only while etcd runs healthy, torn down when it
+// stops running).
+func (s *etcdService) followed() {
+	n := s.n
+
+	s.mu.Lock()
+	spec := v1alpha1.ServiceSpec{Running: true, Healthy: s.health.known && s.health.healthy, Unknown: !s.health.known}
+	running, memberID := s.state == ServiceRunning, s.memberID
+	s.mu.Unlock()
+
+	svc := v1alpha1.NewService("etcd")
+
+	if running {
+		if err := n.st.Modify(n.ctx, svc, func(r resource.Resource) error {
+			*r.(*v1alpha1.Service).TypedSpec() = spec
+
+			return nil
+		}); err != nil && n.ctx.Err() == nil {
+			n.logf("writing Service etcd: %v", err)
+		}
+	} else if err := n.st.Destroy(n.ctx, svc.Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
+		n.logf("removing Service etcd: %v", err)
+	}
+
+	member := etcdres.NewMember(etcdres.NamespaceName, etcdres.LocalMemberID)
+
+	if memberID != 0 {
+		if err := n.st.Modify(n.ctx, member, func(r resource.Resource) error {
+			r.(*etcdres.Member).TypedSpec().MemberID = etcdres.FormatMemberID(memberID)
+
+			return nil
+		}); err != nil && n.ctx.Err() == nil {
+			n.logf("writing etcd Member: %v", err)
+		}
+	} else if err := n.st.Destroy(n.ctx, member.Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
+		n.logf("removing etcd Member: %v", err)
+	}
+
+	n.publishMachineStatus()
+	n.etcdHealthChanged()
+}
+
+// wait blocks until cond holds for the service, ctx ends or the node shuts down.
+func (s *etcdService) wait(ctx context.Context, cond func(EtcdServiceState) bool) (EtcdServiceState, error) {
+	for {
+		s.mu.Lock()
+		changed := s.changed
+		s.mu.Unlock()
+
+		st := s.snapshot()
+		if cond(st) {
+			return st, nil
+		}
+
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-s.n.ctx.Done():
+			return st, s.n.ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// start starts a run of the service unless one is in progress, and returns once it
+// is Starting (machined's Start).
+func (s *etcdService) start(mode etcdMode) {
+	s.mu.Lock()
+	if s.run != nil {
+		s.mu.Unlock()
+
+		return
+	}
+
+	ctx, cancel := context.WithCancel(s.n.ctx)
+	r := &etcdRun{cancel: cancel, done: make(chan struct{})}
+	s.run = r
+	s.mu.Unlock()
+
+	s.resetHealth()
+	s.setState(ServiceStarting, "Starting service")
+
+	go func() {
+		defer close(r.done)
+		defer cancel()
+
+		err := s.runOnce(ctx, mode)
+
+		s.mu.Lock()
+		s.run = nil
+		s.mu.Unlock()
+
+		if err != nil {
+			msg := err.Error()
+			s.setState(ServiceFailed, "%s", strings.ToUpper(msg[:1])+msg[1:])
+
+			return
+		}
+
+		s.setState(ServiceFinished, "Service finished successfully")
+	}()
+}
+
+// stop ends the run in progress and waits for it (machined's Stop).
+func (s *etcdService) stop(ctx context.Context) error {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+
+	if r == nil {
+		return nil
+	}
+
+	r.cancel()
+
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// inRun tells whether a run is in progress (machined's IsRunning).
+func (s *etcdService) inRun() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.run != nil
+}
+
+// runOnce is machined's ServiceRunner.Run for etcd.
+func (s *etcdService) runOnce(ctx context.Context, mode etcdMode) error {
+	s.setState(ServiceWaiting, `Waiting for service "cri" to be "up", time sync, network, etcd spec`)
+
+	if err := s.n.waitBooted(ctx, "cri"); err != nil {
+		return nil //nolint:nilerr // stopped before it started: a clean stop
+	}
+
+	s.setState(ServicePreparing, "Running pre state")
+
+	cfg, learner, err := s.preFunc(ctx, mode)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+
+		return fmt.Errorf("failed to run pre stage: %w", err)
+	}
+
+	s.setState(ServicePreparing, "Creating service runner")
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel() // PostFunc: the promotion stops with the run
+
+	if learner != 0 {
+		go s.promote(runCtx, learner)
+	}
+
+	s.runMember(runCtx, cfg, mode.formation != "")
+
+	return nil
+}
+
+// memberConfig is the member's command line, as PreFunc computed it.
+type memberConfig struct {
+	initialCluster, state string // "" when the data directory was not empty
+}
+
+// preFunc is machined's Etcd.PreFunc for a control plane (argsForControlPlane).
+func (s *etcdService) preFunc(ctx context.Context, mode etcdMode) (memberConfig, uint64, error) {
+	if mode.recover {
+		if err := s.recoverFromSnapshot(mode.skipHashCheck); err != nil {
+			return memberConfig{}, 0, err
+		}
+	}
+
+	empty, err := dirEmpty(s.dataDir())
+	if err != nil {
+		return memberConfig{}, 0, err
+	}
+
+	if !empty {
+		return memberConfig{}, 0, nil
+	}
+
+	switch {
+	case mode.formation != "":
+		return memberConfig{initialCluster: mode.formation, state: embed.ClusterStateFlagNew}, 0, nil
+	case mode.bootstrap:
+		return memberConfig{initialCluster: s.n.Name + "=" + s.peerURL, state: embed.ClusterStateFlagNew}, 0, nil
+	}
+
+	initial, learner, err := s.buildInitialCluster(ctx)
+	if err != nil {
+		return memberConfig{}, 0, fmt.Errorf("failed to build initial etcd cluster: %w", err)
+	}
+
+	return memberConfig{initialCluster: initial, state: embed.ClusterStateFlagExisting}, learner, nil
+}
+
+// dirEmpty is machined's IsDirEmpty (an error when the directory does not exist).
+func dirEmpty(dir string) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close() //nolint:errcheck
+
+	_, err = f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+
+	return false, err
+}
+
+// recoverFromSnapshot is machined's: the uploaded snapshot restored into the empty data
+// directory as a cluster of this member alone (no revision bump), then removed.
+func (s *etcdService) recoverFromSnapshot(skipHashCheck bool) error {
+	path := s.n.hostPath(etcdRecoverySnapshotPath)
+	manager := snapshot.NewV3(s.logger())
+
+	st, err := manager.Status(path)
+	if err != nil {
+		return fmt.Errorf("error verifying snapshot: %w", err)
+	}
+
+	s.n.logf("recovering etcd from snapshot: hash %08x, revision %d, total keys %d, total size %d", st.Hash, st.Revision, st.TotalKey, st.TotalSize)
+
+	if err := manager.Restore(snapshot.RestoreConfig{
+		SnapshotPath:   path,
+		Name:           s.n.Name,
+		OutputDataDir:  s.dataDir(),
+		PeerURLs:       []string{s.peerURL},
+		InitialCluster: s.n.Name + "=" + s.peerURL,
+		SkipHashCheck:  skipHashCheck,
+	}); err != nil {
+		return fmt.Errorf("error recovering from the snapshot: %w", err)
+	}
+
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("error deleting snapshot: %w", err)
+	}
+
+	return nil
+}
+
+// buildInitialCluster is machined's: until a quorum answers (30 minutes at most), add
+// this node as a learner through any control plane's member (removing a member of the
+// same name first: its old self), asking for a bootstrap every 30 s meanwhile.
+func (s *etcdService) buildInitialCluster(ctx context.Context) (string, uint64, error) {
+	c := s.n.cluster
+	deadline := time.Now().Add(c.scaled(etcdJoinTimeout))
+
+	var lastNag time.Time
+
+	for {
+		if time.Since(lastNag) > c.scaled(etcdJoinNag) {
+			lastNag = time.Now()
+
+			s.n.logf("etcd is waiting to join the cluster, if this node is the first node in the cluster, please run `talosctl bootstrap` against one of the following IPs:")
+			s.n.logf("[%s]", s.n.IP)
+		}
+
+		attempt, cancel := context.WithTimeout(ctx, c.attemptTimeout())
+		initial, id, err := s.addMember(attempt)
+
+		cancel()
+
+		if err == nil {
+			return initial, id, nil
+		}
+
+		if ctx.Err() != nil {
+			return "", 0, ctx.Err()
+		}
+
+		if time.Now().After(deadline) {
+			return "", 0, fmt.Errorf("failed to build cluster arguments: time limit exceeded: %w", err)
+		}
+
+		s.n.logf("retrying error: %v", err)
+
+		select {
+		case <-ctx.Done():
+			return "", 0, ctx.Err()
+		case <-time.After(c.scaled(etcdJoinRetry) + rand.N(c.scaled(time.Second))):
+		}
+	}
+}
+
+// addMember is machined's addMember.
+func (s *etcdService) addMember(ctx context.Context) (string, uint64, error) {
+	cli, err := s.n.anyEtcd(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	defer cli.Close() //nolint:errcheck
+
+	ctx = clientv3.WithRequireLeader(ctx)
+
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return "", 0, fmt.Errorf("error getting etcd member list: %w", err)
+	}
+
+	for _, m := range list.Members {
+		if m.Name == s.n.Name {
+			if _, err := cli.MemberRemove(ctx, m.ID); err != nil {
+				return "", 0, fmt.Errorf("error removing self from the member list: %w", err)
+			}
+		}
+	}
+
+	add, err := cli.MemberAddAsLearner(ctx, []string{s.peerURL})
+	if err != nil {
+		return "", 0, fmt.Errorf("error adding member: %w", err)
+	}
+
+	if list, err = cli.MemberList(ctx); err != nil {
+		return "", 0, fmt.Errorf("error getting second etcd member list: %w", err)
+	}
+
+	var conf []string
+
+	for _, m := range list.Members {
+		for _, u := range m.PeerURLs {
+			name := m.Name
+			if m.ID == add.Member.ID {
+				name = s.n.Name
+			}
+
+			conf = append(conf, name+"="+u)
+		}
+	}
+
+	return strings.Join(conf, ","), add.Member.ID, nil
+}
+
+// promote is machined's promoteMember: attempts every 15 s (10 minutes at most), each
+// of 30 s at most going through the control planes' members in turn (one that does not
+// answer takes the rest of the attempt), until the learner caught up and is promoted.
+func (s *etcdService) promote(ctx context.Context, id uint64) {
+	c := s.n.cluster
+	deadline := time.Now().Add(c.scaled(etcdPromoteFor))
+	idx := 0
+
+	for {
+		attempt, cancel := context.WithTimeout(ctx, c.attemptTimeout())
+
+		var err error
+
+		cps := c.ControlPlanes()
+		for range cps {
+			peer := cps[idx%len(cps)]
+			idx++
+
+			if err = peer.etcd.promoteVia(attempt, id); err == nil {
+				break
+			}
+		}
+
+		cancel()
+
+		if err == nil {
+			s.n.logf("successfully promoted etcd member")
+
+			return
+		}
+
+		if ctx.Err() != nil {
+			return
+		}
+
+		s.n.logf("retrying error: %v", err)
+
+		if time.Now().After(deadline) {
+			s.n.logf("failed promoting member: %v", err)
+
+			return
+		}
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.scaled(etcdPromoteRetry) + rand.N(c.scaled(time.Second))):
+		}
+	}
+}
+
+func (s *etcdService) promoteVia(ctx context.Context, id uint64) error {
+	cli, err := newEtcdClient(ctx, []string{s.clientURL}, s.adminTLS)
+	if err != nil {
+		return err
+	}
+	defer cli.Close() //nolint:errcheck
+
+	_, err = cli.MemberPromote(ctx, id)
+
+	return err
+}
+
+// runMember is the restart runner around the member "container": started with the
+// arguments PreFunc computed, restarted 5 s after every exit, until ctx ends. A
+// formation's restarts use the arguments of a boot with data (no initial cluster).
+func (s *etcdService) runMember(ctx context.Context, cfg memberConfig, formation bool) {
+	for {
+		var exit error
+
+		e, code := s.startMember(cfg)
+		if e != nil {
+			if formation {
+				cfg, formation = memberConfig{}, false
+			}
+
+			if code = s.watchMember(ctx, e); code < 0 {
+				return // stopped
+			}
+		}
+
+		if code == 0 {
+			s.setState(ServiceWaiting, "Runner Containerd(etcd) exited without error, going to restart it")
+		} else {
+			exit = fmt.Errorf("task %q failed: exit code %d (last log %q)", "etcd", code, s.lastLog(1))
+			s.setState(ServiceWaiting, "Error running Containerd(etcd), going to restart forever: %v", exit)
+		}
+
+		s.setHealth(false, "service not running", 0)
+
+		select {
+		case <-ctx.Done():
+			s.setState(ServiceStopping, "Aborting restart sequence")
+
+			return
+		case <-time.After(s.n.cluster.scaled(etcdRestartDelay)):
+		}
+	}
+}
+
+// startMember starts the member process; nil and its exit code when it fails to
+// start, as etcd's main fails.
+func (s *etcdService) startMember(mc memberConfig) (*embed.Etcd, int) {
+	s.memberMu.Lock()
+	defer s.memberMu.Unlock()
+
+	lg := s.logger()
+	cfg := embed.NewConfig()
+	cfg.Name = s.n.Name
+	cfg.Dir = s.dataDir()
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+	client, _ := url.Parse(s.clientURL)
+	peer, _ := url.Parse(s.peerURL)
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.files.cert, KeyFile: s.files.key, TrustedCAFile: s.files.ca, ClientCertAuth: true}
+	cfg.PeerTLSInfo = transport.TLSInfo{CertFile: s.files.peerCert, KeyFile: s.files.peerKey, TrustedCAFile: s.files.ca, ClientCertAuth: true}
+	cfg.SocketOpts = transport.SocketOpts{ReusePort: true} // beside the port reservations
+	cfg.QuotaBackendBytes = s.quota
+	cfg.WatchProgressNotifyInterval = 5 * time.Second
+
+	if mc.initialCluster != "" {
+		cfg.InitialCluster, cfg.ClusterState = mc.initialCluster, mc.state
+	}
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		// etcd's main: a bootstrap error is a warning and exit 1, any other a fatal "discovery failed"
+		if strings.Contains(err.Error(), "include") && strings.Contains(err.Error(), "--initial-cluster") {
+			lg.Warn("failed to start", zap.Error(err))
+		} else {
+			lg.Error("discovery failed", zap.Error(err))
+		}
+
+		return nil, 1
+	}
+
+	s.mu.Lock()
+	s.member, s.killed = e, false
+	s.pid++
+	pid := 2000 + s.pid
+	s.mu.Unlock()
+
+	s.resetHealth()
+	s.setState(ServiceRunning, "Started task etcd (PID %d) for container etcd", pid)
+
+	return e, 0
+}
+
+// watchMember runs the health checks while the member runs, and returns its exit
+// code once it exits (as etcd's main: 0 when the server stopped by itself, as a
+// removed member does; 1 on a listener error; 137 when killed), -1 when ctx ended
+// and the member was stopped as machined stops it.
+func (s *etcdService) watchMember(ctx context.Context, e *embed.Etcd) int {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	go s.checkHealth(hctx)
+
+	var listenerErr error
+
+	select {
+	case <-ctx.Done():
+		s.mu.Lock()
+		pid := 2000 + s.pid
+		s.mu.Unlock()
+
+		s.setState(ServiceStopping, "Sending SIGTERM to task etcd (PID %d, container etcd)", pid)
+		e.Close()
+		s.dropMember(e)
+
+		return -1
+	case <-e.Server.StopNotify():
+	case listenerErr = <-e.Err():
+	}
+
+	cancel()
+	e.Close()
+	s.dropMember(e)
+
+	s.mu.Lock()
+	killed := s.killed
+	s.mu.Unlock()
+
+	switch {
+	case killed:
+		return 137
+	case listenerErr != nil:
+		s.logger().Error("listener failed", zap.Error(listenerErr)) // etcd's main: fatal
+
+		return 1
+	}
+
+	return 0
+}
+
+func (s *etcdService) dropMember(e *embed.Etcd) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if s.member == e {
+		s.member = nil
+	}
+}
+
+// lastLog is the member's last k log lines.
+func (s *etcdService) lastLog(k int) string {
+	lines := s.log.Lines()
+
+	var out []string
+	for _, l := range lines[max(0, len(lines)-k):] {
+		out = append(out, strings.TrimSpace(string(l)))
+	}
+
+	return strings.Join(out, "\n")
+}
+
+// checkHealth is machined's health.Run with the etcd check: after 5 s, then every
+// 20 s, a quorum read through the local member (15 s at most).
+func (s *etcdService) checkHealth(ctx context.Context) {
+	c := s.n.cluster
+
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(c.scaled(etcdHealthDelay)):
+	}
+
+	t := time.NewTicker(c.scaled(etcdHealthPeriod))
+	defer t.Stop()
+
+	for {
+		s.checkOnce(ctx)
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// checkOnce runs one health check (ValidateQuorum) and records it.
+func (s *etcdService) checkOnce(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, etcdHealthTimeout)
+	defer cancel()
+
+	var memberID uint64
+
+	cli, err := newEtcdClient(cctx, []string{s.clientURL}, s.adminTLS)
+	if err == nil {
+		var resp *clientv3.GetResponse
+
+		resp, err = cli.Get(cctx, "health")
+		if errors.Is(err, rpctypes.ErrPermissionDenied) {
+			err = nil
+		}
+
+		if err == nil {
+			memberID = resp.Header.MemberId
+		}
+
+		cli.Close() //nolint:errcheck
+	}
+
+	if ctx.Err() != nil {
+		return // the member stopped meanwhile: no outcome to record
+	}
+
+	if err != nil {
+		s.setHealth(false, err.Error(), 0)
+
+		return
+	}
+
+	s.setHealth(true, "", memberID)
+}
+
+// logger writes etcd's own log (JSON lines, as etcd prints them) for talosctl logs etcd.
+func (s *etcdService) logger() *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(lineWriter{s.log}), zap.InfoLevel))
+}
+
+// lineWriter appends each write (one log entry) as a line.
+type lineWriter struct{ b *logBuffer }
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w.b.appendLine(slices.Clone(p))
+
+	return len(p), nil
+}
+
+// killAnd makes the member exit at once, as a SIGKILL of its process, then runs then
+// (a change of its disk) before the restart runner can start it again, 5 s later.
+func (s *etcdService) killAnd(then func() error) error {
+	s.memberMu.Lock()
+	defer s.memberMu.Unlock()
+
+	s.mu.Lock()
+	e := s.member
+	s.mu.Unlock()
+
+	if e == nil {
+		return errors.New("etcd is not running on this node")
+	}
+
+	s.mu.Lock()
+	s.killed = true
+	s.mu.Unlock()
+
+	e.Server.HardStop()
+	<-e.Server.StopNotify()
+
+	return then()
+}
+
+// localMemberID is machined's GetLocalMemberID: it waits (3 minutes at most) for the
+// Member resource, which exists while the service is Running and healthy.
+func (s *etcdService) localMemberID(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdLocalMemberID)
+	defer cancel()
+
+	st, err := s.wait(ctx, func(st EtcdServiceState) bool { return st.Member != 0 })
+	if err != nil {
+		return 0, fmt.Errorf("failed to get local etcd member ID: %w", err)
+	}
+
+	return st.Member, nil
+}
