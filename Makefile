@@ -13,7 +13,7 @@ KUBE_BIN := $(shell lab/scripts/build-kube-apiserver.sh --print-dir)
 # The pair the rehearsal replays (lab.OldVersion -> lab.NewVersion).
 REHEARSE_VERSIONS := v1.32.13 v1.34.4
 
-.PHONY: all build build-lab dist test test-all test-short rehearse kube-apiserver kube-apiserver-rehearse bench fuzz lint clean docs startup
+.PHONY: all build build-lab dist test test-all test-short rehearse kube-apiserver kube-apiserver-rehearse talosctl bench fuzz lint clean docs startup
 
 all: build
 
@@ -41,6 +41,11 @@ kube-apiserver:
 # Just the pair the rehearsal uses.
 kube-apiserver-rehearse:
 	lab/scripts/build-kube-apiserver.sh $(REHEARSE_VERSIONS)
+
+# The real talosctl v1.13.8 the lab's talosctl tests drive the emulated nodes with (lab/talosctl), built
+# from the Go module proxy once per machine into the user's cache (rebuilt when its module or Go changes).
+talosctl:
+	lab/scripts/build-talosctl.sh
 
 # Everything, end-to-end included: what CI runs. The tests start once the rehearsal's pair of
 # kube-apiserver binaries is built; the others build beside them, and the few tests that need

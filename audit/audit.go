@@ -81,6 +81,18 @@ type Options struct {
 	// machine config read): each key and item ToVersion refuses at start is
 	// a deadlock finding in Report.APIServerArgs (CheckExtraArgs).
 	ExtraArgs []ExtraArgs
+
+	// modelled audits the catalogue's model even for a pair recorded from
+	// the binaries (the matcher's tests: the model has every kind of write).
+	modelled bool
+}
+
+// startupRequests are the writes the options' upgrade audits.
+func (o Options) startupRequests(from, to string) ([]StartupRequest, error) {
+	if o.modelled {
+		return ModelledStartupRequests(from, to)
+	}
+	return StartupRequests(from, to)
 }
 
 // Unreadable is an admission object known by kind and name only (its etcd
@@ -215,7 +227,7 @@ func AuditContext(ctx context.Context, cfgs []Configuration, opts Options) (Repo
 	if err != nil {
 		return Report{}, err
 	}
-	reqs, err := StartupRequests(from, to)
+	reqs, err := opts.startupRequests(from, to)
 	if err != nil {
 		return Report{}, err
 	}

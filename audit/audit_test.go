@@ -58,6 +58,10 @@ type expect struct {
 	blocked, notBlocked []string
 }
 
+// The matcher's verdicts against the catalogue's model, which has every
+// kind of write (Roles in kube-public, APF updates, APIService status): the
+// semantics of rules, selectors and conditions. What each recorded upgrade
+// really sends is TestRecordedPairs's.
 func TestAuditVerdicts(t *testing.T) {
 	kyvernoCfg := "kyverno-resource-validating-webhook-cfg"
 	for _, tc := range []struct {
@@ -174,6 +178,7 @@ func TestAuditVerdicts(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.modelled = true
 			rep, err := Audit(parseFile(t, tc.file), tc.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -237,7 +242,7 @@ func whyOf(f Finding, id string) []string {
 }
 
 func TestAuditExplainsWhy(t *testing.T) {
-	rep, err := Audit(parseFile(t, "kyverno-catchall-namespace-excluded.yaml"), Options{})
+	rep, err := Audit(parseFile(t, "kyverno-catchall-namespace-excluded.yaml"), Options{modelled: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +324,7 @@ func TestAuditUnsupportedVersion(t *testing.T) {
 }
 
 func TestStartupModel(t *testing.T) {
-	reqs, err := StartupRequests("1.32", "1.34")
+	reqs, err := ModelledStartupRequests("1.32", "1.34")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +356,7 @@ func TestStartupModel(t *testing.T) {
 			t.Errorf("no fatal write for %s", h)
 		}
 	}
-	old, _ := StartupRequests("1.32", "1.32")
+	old, _ := ModelledStartupRequests("1.32", "1.32")
 	for _, r := range old {
 		if r.Resource == "servicecidrs" || r.Resource == "ipaddresses" {
 			t.Errorf("1.32 sends %s", r.ID)

@@ -178,7 +178,7 @@ func findRequest(t *testing.T, id string) StartupRequest {
 	if id == "ordinary-pod" {
 		return ordinaryRequests()[0]
 	}
-	reqs, err := StartupRequests("1.32", "1.34")
+	reqs, err := ModelledStartupRequests("1.32", "1.34")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,16 +15,23 @@
 // and annotations, and the options object. Each is marked Fatal when its
 // rejection stops start-up, with the post-start hook or boot check that
 // fails (as /readyz?verbose names it) and how long kube-apiserver keeps
-// trying. The writes were read from the v1.34.4 sources (the Source field
-// names the file) and checked against the admission requests real
-// kube-apiserver binaries sent on an upgrade from 1.32.13 to 1.34.4, on a
-// fresh start and on a restart (testdata/observed); the lab observed the
-// fatal ones failing (DESIGN.md), and against live recordings of every
-// upgrade pair from 1.32 to 1.37 (lab.RecordStartup, run by the lab's
-// TestStartupRecordings). 1.32 sends no ServiceCIDR or IPAddress; 1.33+
-// creates the default ServiceCIDR and the IPAddresses once, so an upgrade
-// from 1.33 or later does not send them (the model is keyed by both
-// versions for that reason).
+// trying.
+//
+// For every upgrade talosctl upgrade-k8s accepts (one minor at a time,
+// 1.32 -> 1.33 to 1.36 -> 1.37) and for the lab's 1.32 -> 1.34, the writes
+// are those the real binaries sent, recorded (internal/startupwrites, `go
+// run ./lab/recordstartup`; the lab's TestStartupRecordings records them
+// again and fails when a binary's fatal writes differ): what a minor does
+// not write on that upgrade is not held against a webhook (1.35 writes no
+// APF object, no APIService and no Role after 1.34). The catalogue
+// (startupCatalogue, read from the v1.34.4 sources: the Source field names
+// the file) describes what each recorded write's refusal does, and models
+// the pairs nobody recorded (a restart, a skipped minor:
+// ModelledStartupRequests), checked against the requests real binaries sent
+// on a fresh start and on a restart (testdata/observed); the lab observed
+// the fatal ones failing (DESIGN.md). 1.32 sends no ServiceCIDR or
+// IPAddress; 1.33+ creates the default ServiceCIDR and the IPAddresses
+// once, so an upgrade from 1.33 or later does not send them.
 // kube-system/kube-root-ca.crt is not among them: kube-controller-manager
 // writes it, and the fix check treats it as an ordinary request.
 //

@@ -67,7 +67,7 @@ func TestRuleMatches(t *testing.T) {
 func TestSelectors(t *testing.T) {
 	notKubeSystem := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: labelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"}}}}
-	reqs, _ := StartupRequests("1.32", "1.34")
+	reqs, _ := ModelledStartupRequests("1.32", "1.34")
 	byID := map[string]StartupRequest{}
 	for _, r := range reqs {
 		byID[r.ID] = r

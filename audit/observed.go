@@ -5,32 +5,14 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/internal/startupwrites"
 )
 
 // ObservedRequest is one admission request recorded from a real
-// kube-apiserver (testdata/observed, lab.RecordStartup): one JSON object
-// per line of a recording.
-type ObservedRequest struct {
-	Operation    string              `json:"operation"`
-	Group        string              `json:"group"`
-	Version      string              `json:"version"`
-	Resource     string              `json:"resource"`
-	SubResource  string              `json:"subResource"`
-	Kind         string              `json:"kind"`
-	Namespace    string              `json:"namespace"`
-	Name         string              `json:"name"`
-	Username     string              `json:"username"`
-	Groups       []string            `json:"groups"`
-	Extra        map[string][]string `json:"extra"`
-	Labels       map[string]string   `json:"labels"`
-	Options      string              `json:"options"`
-	FieldManager string              `json:"fieldManager"`
-}
-
-// String is a short form: "CREATE networking.k8s.io/v1 servicecidrs/ /kubernetes".
-func (o ObservedRequest) String() string {
-	return o.Operation + " " + o.Group + "/" + o.Version + " " + o.Resource + "/" + o.SubResource + " " + o.Namespace + "/" + o.Name
-}
+// kube-apiserver (internal/startupwrites, testdata/observed,
+// lab.RecordStartup).
+type ObservedRequest = startupwrites.Write
 
 // modelFor finds the modelled requests of the same class as an observed one.
 func modelFor(reqs []StartupRequest, o ObservedRequest) []StartupRequest {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/breakglass-dev/breakglass/internal/startupwrites"
 )
 
 func readObserved(t *testing.T, name string) []ObservedRequest {
@@ -68,7 +70,7 @@ func observedFiles(t *testing.T) []string {
 func TestModelCoversObservedRequests(t *testing.T) {
 	for _, file := range observedFiles(t) {
 		from, to := observedPair(t, file)
-		reqs, err := StartupRequests(from, to)
+		reqs, err := ModelledStartupRequests(from, to)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,10 +88,10 @@ func TestModelCoversObservedRequests(t *testing.T) {
 // (DESIGN.md), plus APF for its deletes; a restart of the same version
 // writes nothing fatal.
 func TestObservedFatalWrites(t *testing.T) {
-	reqs, _ := StartupRequests("1.32", "1.34")
-	hooks := func(file string) map[string]bool {
+	reqs, _ := ModelledStartupRequests("1.32", "1.34")
+	hooks := func(ws []ObservedRequest) map[string]bool {
 		h := map[string]bool{}
-		for _, o := range readObserved(t, file) {
+		for _, o := range ws {
 			for _, m := range modelFor(reqs, o) {
 				if m.Fatal {
 					h[m.Hook] = true
@@ -98,13 +100,17 @@ func TestObservedFatalWrites(t *testing.T) {
 		}
 		return h
 	}
-	up := hooks("upgrade-1.32.13-to-1.34.4.jsonl")
+	rec, ok := startupwrites.For(32, 34)
+	if !ok {
+		t.Fatal("1.32 -> 1.34 not recorded")
+	}
+	up := hooks(rec.Writes)
 	for _, h := range []string{hookServiceCIDR, hookIPRepair, hookRBAC, hookAutoreg, hookAPF} {
 		if !up[h] {
-			t.Errorf("upgrade: no observed write for %s", h)
+			t.Errorf("upgrade: no recorded write for %s", h)
 		}
 	}
-	if h := hooks("restart-1.34.4.jsonl"); len(h) != 0 {
+	if h := hooks(readObserved(t, "restart-1.34.4.jsonl")); len(h) != 0 {
 		t.Errorf("restart: fatal hooks %v", h)
 	}
 }

@@ -82,7 +82,7 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 		tw.Flush()
 		if len(minor) > 0 {
-			ew.Printf("  also holds up %d non-fatal write(s): %s\n", len(minor), strings.Join(minor, ", "))
+			ew.Printf("  also holds up %d non-fatal write(s): %s\n", len(minor), strings.Join(countedIDs(minor), ", "))
 		}
 		if f.Fix != "" {
 			ew.Printf("  fix: add matchCondition %s: %s\n", ExcludeAPIServerName, f.Fix)
@@ -149,6 +149,24 @@ func argsCount(r Report) string {
 		n[f.Risk]++
 	}
 	return fmt.Sprintf("kube-apiserver flags: %d deadlock, %d unknown, %d warning", n[RiskDeadlock], n[RiskUnknown], n[RiskWarning])
+}
+
+// countedIDs says each ID once, in order, with how often it came ("clusterrole-update x7").
+func countedIDs(ids []string) []string {
+	n := map[string]int{}
+	var order []string
+	for _, id := range ids {
+		if n[id] == 0 {
+			order = append(order, id)
+		}
+		n[id]++
+	}
+	for i, id := range order {
+		if n[id] > 1 {
+			order[i] = fmt.Sprintf("%s x%d", id, n[id])
+		}
+	}
+	return order
 }
 
 func orDash(s string) string {

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/breakglass-dev/breakglass/internal/startupwrites"
 )
 
 // The identity of kube-apiserver's loopback client. Every write below is
@@ -77,6 +79,9 @@ type StartupRequest struct {
 	// webhook configuration can exist yet (the objects cannot be deleted:
 	// immortal namespaces, system PriorityClasses).
 	NewClusterOnly bool `json:"newClusterOnly,omitempty"`
+	// Recorded names the binaries that sent it ("v1.33.13 -> v1.34.4"):
+	// the write was recorded from them (internal/startupwrites), not modelled.
+	Recorded string `json:"recorded,omitempty"`
 
 	minMinor     int               // first minor version that sends it
 	maxMinor     int               // last minor version that sends it; 0: every later one
@@ -142,25 +147,46 @@ func (r StartupRequest) Labels() map[string]string {
 // attributes. For a Namespace object the namespace attribute is its own name.
 func (r StartupRequest) clusterScoped() bool { return r.Namespace == "" }
 
-// StartupRequests returns the model of the writes kube-apiserver `to` sends
-// itself on its first start on the etcd data of a cluster that ran `from`
-// (minor versions such as "1.33" or "v1.33.13"; "" from means the oldest
-// modelled, 1.32, "" to means 1.34; from == to models a restart or a patch
-// upgrade), including those that happen only on an empty etcd.
-// What is written depends on both: an object every version from 1.33 on
-// creates (the default ServiceCIDR) is already there when upgrading from 1.33.
+// StartupRequests returns the writes kube-apiserver `to` sends itself on
+// its first start on the etcd data of a cluster that ran `from` (minor
+// versions such as "1.33" or "v1.33.13"; "" from means the oldest
+// modelled, 1.32, "" to means 1.34; from == to is a restart or a patch
+// upgrade), including those that happen only on an empty etcd. For a pair
+// recorded from the real binaries (internal/startupwrites: each minor
+// after the one before it, and 1.32 -> 1.34) they are the recorded writes;
+// for any other, the catalogue's model (ModelledStartupRequests).
 func StartupRequests(from, to string) ([]StartupRequest, error) {
 	f, t, err := parseVersions(from, to)
 	if err != nil {
 		return nil, err
 	}
+	if rec, ok := startupwrites.For(f, t); ok {
+		return recordedRequests(rec)
+	}
+	return modelled(f, t), nil
+}
+
+// ModelledStartupRequests is the catalogue's model of the writes, for any
+// pair: what the sources say a version may write, a superset of what an
+// upgrade sends. What is written depends on both versions: an object every
+// version from 1.33 on creates (the default ServiceCIDR) is already there
+// when upgrading from 1.33.
+func ModelledStartupRequests(from, to string) ([]StartupRequest, error) {
+	f, t, err := parseVersions(from, to)
+	if err != nil {
+		return nil, err
+	}
+	return modelled(f, t), nil
+}
+
+func modelled(f, t int) []StartupRequest {
 	var out []StartupRequest
 	for _, r := range startupCatalogue() {
 		if r.sentOn(f, t) {
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // sentOn tells whether the write happens when minor `to` starts on the data

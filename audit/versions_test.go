@@ -8,7 +8,7 @@ import (
 
 func ids(t *testing.T, from, to string) map[string]bool {
 	t.Helper()
-	reqs, err := StartupRequests(from, to)
+	reqs, err := ModelledStartupRequests(from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,8 +19,9 @@ func ids(t *testing.T, from, to string) map[string]bool {
 	return out
 }
 
-// The default ServiceCIDR and its IPAddresses are created by the first 1.33+
-// start only: an upgrade from 1.33 or later finds them there.
+// The catalogue's model: the default ServiceCIDR and its IPAddresses are
+// created by the first 1.33+ start only: an upgrade from 1.33 or later
+// finds them there.
 func TestStartupRequestsKeyedByBothVersions(t *testing.T) {
 	once := []string{"servicecidr-create", "ipaddress-create", "servicecidr-status", "event-servicecidr-create"}
 	for _, tc := range []struct {

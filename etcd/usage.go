@@ -167,6 +167,9 @@ type UsageOptions struct {
 	PageBytes int
 	// Keep is how many keys Largest and MostWritten keep (default 10).
 	Keep int
+	// Visit, when set, also sees every key and value read (a
+	// VersionTally's Add), so that one pass serves both.
+	Visit func(key, value []byte)
 }
 
 // Usage reads every key (under the prefix, then outside it) page by page
@@ -192,8 +195,12 @@ func (c *Client) Usage(ctx context.Context, opts UsageOptions) (*Usage, error) {
 	s := &scanner{c: c, pageBytes: opts.PageBytes, consistent: true}
 	under := underPrefix(c.prefix)
 	end := clientv3.GetPrefixRangeEnd(under)
+	visit := a.add
+	if opts.Visit != nil {
+		visit = func(kv *mvccpb.KeyValue) { a.add(kv); opts.Visit(kv.Key, kv.Value) }
+	}
 	for _, r := range [][2]string{{under, end}, {"\x00", under}, {end, "\x00"}} {
-		if err := s.scan(ctx, r[0], r[1], a.add); err != nil {
+		if err := s.scan(ctx, r[0], r[1], visit); err != nil {
 			return nil, err
 		}
 	}

@@ -1,137 +1,111 @@
 package lab
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
-
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
-// EtcdCluster is the lab's etcd: real embedded members with TLS and
-// client-certificate auth, their CA the Talos config's cluster.etcd.ca. One
-// member per node (as on Talos, each kube-apiserver talks to its node's
-// member), or one member for all nodes.
+// EtcdCluster is the lab's etcd: one real member per node, run by the node's emulated
+// etcd service as machined runs it (talostest.EtcdOptions: its own data directory
+// under the node's EPHEMERAL, stopped, wiped, rejoined or bootstrapped from a snapshot
+// on its own), TLS with client-certificate auth, its CA the Talos config's
+// cluster.etcd.ca. Each kube-apiserver talks to its node's member, as on Talos.
 type EtcdCluster struct {
 	Endpoints []string // client URLs, one per member, in node order
 	// A client certificate the CA signed, for the lab's own reads.
 	CACertPEM, CertPEM, KeyPEM []byte
 
-	members []*embed.Etcd
-	byNode  map[string]string            // node IP -> its member's client URL
-	peers   []*talostest.PortReservation // the members' peer ports
+	byNode map[string]string // node IP -> its member's client URL
 }
 
-// startEtcd starts one member on each of ips, on the given client ports
-// (reserved by the caller) and peer ports it reserves, each with the space
-// quota given (0: etcd's default), and waits until the cluster has a leader. The members listen with SO_REUSEPORT, next to the
-// reservations.
-func startEtcd(dir string, ca *etcdtest.CA, names, ips []string, clientPorts []int, quota int64) (_ *EtcdCluster, err error) {
-	c := &EtcdCluster{CACertPEM: ca.CertPEM, byNode: map[string]string{}}
-	defer func() {
-		if err != nil {
-			c.Close()
-		}
-	}()
-	if c.CertPEM, c.KeyPEM, err = ca.IssueClient("breakglass-lab", certLifetime); err != nil {
+// newEtcdCluster describes the members the cluster's control planes run, with a client
+// certificate for the lab.
+func newEtcdCluster(c *talostest.Cluster, ca *etcdtest.CA) (*EtcdCluster, error) {
+	e := &EtcdCluster{CACertPEM: ca.CertPEM, byNode: map[string]string{}}
+
+	var err error
+	if e.CertPEM, e.KeyPEM, err = ca.IssueClient("breakglass-lab", certLifetime); err != nil {
 		return nil, err
 	}
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+
+	for _, n := range c.ControlPlanes() {
+		e.Endpoints = append(e.Endpoints, n.EtcdEndpoint())
+		e.byNode[n.IP] = n.EtcdEndpoint()
 	}
-	if err := os.WriteFile(caFile, ca.CertPEM, 0o600); err != nil {
-		return nil, err
-	}
-	peers := make([]url.URL, len(ips))
-	var initial []string
-	for i, ip := range ips {
-		r, err := talostest.ReservePort(ip, 0)
-		if err != nil {
-			return nil, err
-		}
-		c.peers = append(c.peers, r)
-		peers[i] = url.URL{Scheme: "http", Host: r.Addr()}
-		initial = append(initial, names[i]+"="+peers[i].String())
-	}
-	for i, ip := range ips {
-		mdir := filepath.Join(dir, names[i])
-		if err := os.MkdirAll(mdir, 0o700); err != nil {
-			return nil, err
-		}
-		crt, key, err := ca.IssueServer([]string{ip, "127.0.0.1", "localhost"}, certLifetime)
-		if err != nil {
-			return nil, err
-		}
-		crtFile, keyFile := filepath.Join(mdir, "server.crt"), filepath.Join(mdir, "server.key")
-		if err := os.WriteFile(crtFile, crt, 0o600); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-			return nil, err
-		}
-		curl := url.URL{Scheme: "https", Host: net.JoinHostPort(ip, strconv.Itoa(clientPorts[i]))}
-		cfg := embed.NewConfig()
-		cfg.Name = names[i]
-		cfg.Dir = filepath.Join(mdir, "data")
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-		cfg.LogLevel = "error"
-		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: crtFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true}
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{curl}, []url.URL{curl}
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peers[i]}, []url.URL{peers[i]}
-		cfg.InitialCluster = strings.Join(initial, ",")
-		cfg.InitialClusterToken = "breakglass-lab"
-		cfg.SocketOpts = transport.SocketOpts{ReusePort: true}
-		cfg.QuotaBackendBytes = quota
-		e, err := embed.StartEtcd(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("etcd member %s: %w", names[i], err)
-		}
-		c.members = append(c.members, e)
-		c.Endpoints = append(c.Endpoints, curl.String())
-		c.byNode[ip] = curl.String()
-	}
-	timeout := time.After(60 * time.Second)
-	for i, e := range c.members {
-		select {
-		case <-e.Server.ReadyNotify():
-		case err := <-e.Err():
-			return nil, fmt.Errorf("etcd member %s failed: %w", names[i], err)
-		case <-timeout:
-			return nil, errors.New("etcd not ready after 60s")
-		}
-	}
-	return c, nil
+
+	return e, nil
 }
 
-// EndpointFor is the member a node's kube-apiserver talks to: its own when
-// each node has one, else the only one.
-func (c *EtcdCluster) EndpointFor(ip string) string {
-	if u, ok := c.byNode[ip]; ok {
-		return u
+// EndpointFor is the client URL of the node's member.
+func (c *EtcdCluster) EndpointFor(ip string) string { return c.byNode[ip] }
+
+// etcdNode is the emulated node at ip.
+func (l *Lab) etcdNode(ip string) (*talostest.Node, error) {
+	n := l.Cluster.Node(ip)
+	if n == nil || n.EtcdEndpoint() == "" {
+		return nil, fmt.Errorf("lab: no etcd member on node %s", ip)
 	}
-	return c.Endpoints[0]
+
+	return n, nil
 }
 
-// Close stops every member.
-func (c *EtcdCluster) Close() {
-	for _, e := range c.members {
-		e.Close()
+// DestroyEtcdData is a lost disk under the node's etcd member: the member dies and its
+// data directory is emptied. The node's etcd service restarts it every 5 s and each
+// start fails (talostest.Node.DestroyEtcdData); the node's kube-apiserver pod is torn
+// down while its etcd does not run.
+func (l *Lab) DestroyEtcdData(ip string) error {
+	n, err := l.etcdNode(ip)
+	if err != nil {
+		return err
 	}
-	c.members = nil
-	for _, r := range c.peers {
-		r.Close()
+
+	l.logf("node %s: etcd member's data destroyed", ip)
+
+	return n.DestroyEtcdData()
+}
+
+// KillEtcd kills the node's etcd member (SIGKILL); its service starts it again 5 s later.
+func (l *Lab) KillEtcd(ip string) error {
+	n, err := l.etcdNode(ip)
+	if err != nil {
+		return err
 	}
-	c.peers = nil
+
+	return n.KillEtcd()
+}
+
+// EtcdState is the node's etcd service as machined reports it.
+func (l *Lab) EtcdState(ip string) talostest.EtcdServiceState {
+	if n, err := l.etcdNode(ip); err == nil {
+		return n.EtcdState()
+	}
+
+	return talostest.EtcdServiceState{}
+}
+
+// WaitEtcd waits, up to timeout, until cond holds for the node's etcd service.
+func (l *Lab) WaitEtcd(ctx context.Context, ip string, timeout time.Duration, what string, cond func(talostest.EtcdServiceState) bool) error {
+	n, err := l.etcdNode(ip)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	st, err := n.WaitEtcd(ctx, cond)
+	if err != nil {
+		return fmt.Errorf("lab: node %s: etcd not %s after %s: %w (service %s: %s)", ip, what, timeout, err, st.State, st.LastEvent)
+	}
+
+	return nil
+}
+
+// EtcdHealthy is a running etcd service whose last health check passed.
+func EtcdHealthy(st talostest.EtcdServiceState) bool {
+	return st.State == talostest.ServiceRunning && st.HealthKnown && st.Healthy
 }

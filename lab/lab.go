@@ -61,10 +61,10 @@ type Options struct {
 	IPs       []string // the nodes' addresses, given one by one (instead of FirstIP)
 	TalosPort int
 	APIPort   int
-	EtcdPort  int
-	// EtcdMembers is how many etcd members run, on the first nodes'
-	// addresses; default one per node, as on Talos.
-	EtcdMembers int
+	// EtcdPort and EtcdPeerPort are each node's etcd client and peer ports (Talos:
+	// 2379, 2380); 0 picks free ones. Every node runs a member, as on Talos.
+	EtcdPort     int
+	EtcdPeerPort int
 	// EtcdQuotaBytes is each member's space quota (etcd's --quota-backend-bytes); 0:
 	// etcd's default, 2 GiB, as on Talos. A small one lets a scenario fill it (NOSPACE).
 	EtcdQuotaBytes int64
@@ -89,10 +89,9 @@ type Lab struct {
 
 	opts     Options
 	runner   *processRunner
-	apiPorts map[string]int    // node IP -> kube-apiserver port
-	etcdURLs map[string]string // node IP -> the etcd member its kube-apiserver uses
+	apiPorts map[string]int // node IP -> kube-apiserver port
 	gate     chan struct{}
-	ports    []*talostest.PortReservation // kube-apiserver and etcd client ports
+	ports    []*talostest.PortReservation // kube-apiserver ports
 	kv       *clientv3.Client
 	cancel   context.CancelFunc
 	log      io.Writer
@@ -151,24 +150,6 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 		}
 		l.apiPorts[ip] = r.Port()
 	}
-	members := opts.EtcdMembers
-	if members <= 0 || members > len(ips) {
-		members = len(ips)
-	}
-	etcdPorts := make([]int, members)
-	l.etcdURLs = map[string]string{}
-	for i, ip := range ips {
-		if i < members {
-			r, err := l.reserve(ip, opts.EtcdPort)
-			if err != nil {
-				return nil, err
-			}
-			etcdPorts[i] = r.Port()
-			l.etcdURLs[ip] = "https://" + net.JoinHostPort(ip, strconv.Itoa(etcdPorts[i]))
-		} else {
-			l.etcdURLs[ip] = l.etcdURLs[ips[0]]
-		}
-	}
 	kubelet := opts.Kubelet
 	if kubelet.TimeScale == 0 {
 		kubelet.TimeScale = opts.TimeScale
@@ -185,7 +166,7 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 		Runner:            l.runner,
 		BaseArgs:          l.baseArgs,
 		Kubelet:           kubelet,
-		EtcdMember:        l.etcdMember,
+		Etcd:              &talostest.EtcdOptions{ClientPort: opts.EtcdPort, PeerPort: opts.EtcdPeerPort, QuotaBytes: opts.EtcdQuotaBytes},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lab: talos nodes: %w", err)
@@ -201,14 +182,10 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: etcd CA: %w", err)
 	}
-	var names []string
-	for _, n := range l.Cluster.Nodes[:members] {
-		names = append(names, n.Name)
-	}
-	if l.Etcd, err = startEtcd(filepath.Join(opts.Dir, "etcd"), ca, names, ips[:members], etcdPorts, opts.EtcdQuotaBytes); err != nil {
+	if l.Etcd, err = newEtcdCluster(l.Cluster, ca); err != nil {
 		return nil, fmt.Errorf("lab: etcd: %w", err)
 	}
-	l.logf("etcd: %d member(s) on %s (client-certificate auth, CA cluster.etcd.ca)", members, strings.Join(l.Etcd.Endpoints, ","))
+	l.logf("etcd: %d member(s) on %s (client-certificate auth, CA cluster.etcd.ca)", len(l.Etcd.Endpoints), strings.Join(l.Etcd.Endpoints, ","))
 	tlsInfo, err := l.etcdTLS()
 	if err != nil {
 		return nil, err
@@ -268,9 +245,6 @@ func (l *Lab) Close() {
 		}
 		if l.kv != nil {
 			l.kv.Close()
-		}
-		if l.Etcd != nil {
-			l.Etcd.Close()
 		}
 		for _, r := range l.ports {
 			r.Close()
@@ -376,7 +350,7 @@ func (l *Lab) baseArgs(n *talostest.Node, spec *k8s.APIServerConfigSpec) map[str
 	args["secure-port"] = strconv.Itoa(l.apiPorts[n.IP])
 	// SO_REUSEPORT: the lab holds the port between restarts (l.reserve)
 	args["permit-port-sharing"] = "true"
-	args["etcd-servers"] = l.etcdURLs[n.IP]
+	args["etcd-servers"] = n.EtcdEndpoint()
 	for _, a := range loopbackOnlyArgs(spec.Image) {
 		k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		args[k] = v
@@ -398,24 +372,6 @@ func loopbackOnlyArgs(version string) []string {
 		return []string{"--endpoint-reconciler-type=none"}
 	}
 	return nil
-}
-
-// etcdMember is how the node's Talos API reaches the node's own etcd member
-// (talostest.ClusterOptions.EtcdMember): its client URL, with the lab's client
-// certificate from the etcd CA, as machined uses its own.
-func (l *Lab) etcdMember(n *talostest.Node) (talostest.EtcdAccess, error) {
-	if l.Etcd == nil {
-		return talostest.EtcdAccess{}, errors.New("etcd is not running")
-	}
-	endpoint, ok := l.Etcd.byNode[n.IP]
-	if !ok {
-		return talostest.EtcdAccess{}, fmt.Errorf("no etcd member runs on node %s (the lab runs %d)", n.IP, len(l.Etcd.Endpoints))
-	}
-	tlsConf, err := l.etcdTLS()
-	if err != nil {
-		return talostest.EtcdAccess{}, err
-	}
-	return talostest.EtcdAccess{Endpoint: endpoint, TLS: tlsConf}, nil
 }
 
 func (l *Lab) etcdTLS() (*tls.Config, error) {

@@ -142,9 +142,6 @@ func ClearNoSpaceByHand(ctx context.Context, l *Lab) (*WayOut, error) {
 	defer tc.Close()
 	var order []DefragStep
 	for _, ip := range l.Nodes() {
-		if _, ok := l.Etcd.byNode[ip]; !ok {
-			continue // a node without a member (Options.EtcdMembers)
-		}
 		st, err := tc.EtcdStatus(ctx, ip)
 		if err != nil {
 			return nil, err

@@ -19,14 +19,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/internal/startupwrites"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
@@ -59,10 +63,30 @@ type Recording struct {
 	Ready    time.Duration // from To's start to its first /readyz 200; 0: never
 	Recorded time.Duration // how long To was recorded
 	LastNew  time.Duration // from To's start to the last new distinct request
+	// Args is To's command line, its paths, ports and endpoints as
+	// placeholders (DIR, PORT, ETCD).
+	Args []string
+	// EtcdPuts and EtcdBytes are what To wrote to etcd while it was
+	// recorded (keys and values), read from etcd's history.
+	EtcdPuts  int
+	EtcdBytes int64
 }
 
-// WriteJSONL writes the requests in the format of
-// audit/testdata/observed.
+// StartupWrites is the recording as internal/startupwrites keeps it.
+func (r *Recording) StartupWrites(date string) *startupwrites.Recording {
+	ready := "never"
+	if r.Ready > 0 {
+		ready = r.Ready.Round(100 * time.Millisecond).String()
+	}
+	return &startupwrites.Recording{From: r.From, To: r.To, Recorded: date, Command: RecordStartupCommand,
+		Flags: r.Args, ReadyAfter: ready, EtcdPuts: r.EtcdPuts, EtcdBytes: r.EtcdBytes, Writes: r.Requests}
+}
+
+// RecordStartupCommand re-records internal/startupwrites.
+const RecordStartupCommand = "go run ./lab/recordstartup"
+
+// WriteJSONL writes the requests one JSON object a line, as
+// audit/testdata/observed holds them.
 func (r *Recording) WriteJSONL(w io.Writer) error {
 	for _, o := range r.Requests {
 		b, err := json.Marshal(o)
@@ -154,13 +178,22 @@ func RecordStartup(ctx context.Context, opts RecordOptions) (*Recording, error) 
 	}
 	from.stop(30 * time.Second) // SIGTERM, as the kubelet stops the old pod
 	hook.reset()
+	kv, err := etcd.Client()
+	if err != nil {
+		return nil, err
+	}
+	defer kv.Close()
+	before, err := kv.Get(ctx, "breakglass-recorder-revision")
+	if err != nil {
+		return nil, fmt.Errorf("record: etcd revision: %w", err)
+	}
 
 	to, err := startAPIServer(ctx, filepath.Join(opts.BinDir, opts.To, "kube-apiserver"), args(opts.To), opts.Log)
 	if err != nil {
 		return nil, err
 	}
 	defer to.kill()
-	rec := &Recording{From: opts.From, To: opts.To}
+	rec := &Recording{From: opts.From, To: opts.To, Args: placeholders(args(opts.To), dir, etcd.Endpoints[0], port.Port())}
 	readyAt := make(chan time.Duration, 1)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -196,7 +229,58 @@ loop:
 	if t := hook.lastNew(to.started); t.After(to.started) {
 		rec.LastNew = t.Sub(to.started)
 	}
+	to.stop(30 * time.Second) // nothing more is written once it is gone
+	if rec.EtcdPuts, rec.EtcdBytes, err = etcdWrites(ctx, kv, before.Header.Revision); err != nil {
+		return nil, fmt.Errorf("record: what %s wrote to etcd: %w", opts.To, err)
+	}
 	return rec, nil
+}
+
+// etcdWrites counts the puts after revision rev, and their keys' and
+// values' bytes, from etcd's history (a watch from rev+1 to now).
+func etcdWrites(ctx context.Context, kv *clientv3.Client, rev int64) (int, int64, error) {
+	now, err := kv.Get(ctx, "breakglass-recorder-revision")
+	if err != nil {
+		return 0, 0, err
+	}
+	end := now.Header.Revision
+	if end <= rev {
+		return 0, 0, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	puts, bytes := 0, int64(0)
+	for resp := range kv.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(rev+1)) {
+		if err := resp.Err(); err != nil {
+			return 0, 0, err
+		}
+		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision > end {
+				return puts, bytes, nil
+			}
+			if ev.Type == clientv3.EventTypePut {
+				puts++
+				bytes += int64(len(ev.Kv.Key) + len(ev.Kv.Value))
+			}
+			if ev.Kv.ModRevision == end {
+				return puts, bytes, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("history from revision %d to %d not read: %w", rev+1, end, wctx.Err())
+}
+
+// placeholders writes a command line without this run's paths, ports and
+// endpoints.
+func placeholders(args []string, dir, etcdURL string, port int) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		a = strings.ReplaceAll(a, etcdURL, "ETCD")
+		a = strings.ReplaceAll(a, dir, "DIR")
+		a = strings.ReplaceAll(a, "="+strconv.Itoa(port), "=PORT")
+		out[i] = a
+	}
+	return out
 }
 
 // recordPKI: one CA for serving, client certificates and the webhook; a
@@ -460,15 +544,19 @@ func observe(r *admissionv1.AdmissionRequest) audit.ObservedRequest {
 	}
 	var obj struct {
 		Metadata struct {
-			Labels map[string]string `json:"labels"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
 	raw := r.Object.Raw
 	if len(raw) == 0 { // DELETE: selectors see the old object
 		raw = r.OldObject.Raw
 	}
-	if len(raw) > 0 && json.Unmarshal(raw, &obj) == nil && obj.Metadata.Labels != nil {
-		o.Labels = obj.Metadata.Labels
+	if len(raw) > 0 && json.Unmarshal(raw, &obj) == nil {
+		if obj.Metadata.Labels != nil {
+			o.Labels = obj.Metadata.Labels
+		}
+		o.Annotations = obj.Metadata.Annotations
 	}
 	var opts struct {
 		Kind         string `json:"kind"`

@@ -6,8 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/breakglass-dev/breakglass/audit"
+	"github.com/breakglass-dev/breakglass/internal/startupwrites"
 )
-
-// RecordOutEnv names a directory where TestStartupRecordings writes each
-// recording (upgrade-FROM-to-TO.jsonl), to refresh audit/testdata/observed.
-const RecordOutEnv = "BREAKGLASS_RECORD_OUT"
 
 // The recording webhook answers allowed and keeps one entry per distinct
 // request, reduced to what the model is checked on.
@@ -95,9 +90,11 @@ func minor(v string) string {
 	return m
 }
 
-// Each upgrade pair recorded live from the real binaries: every request the
-// target sends itself must be in the audit's model for that (from, to).
-// A new version that writes something the model lacks fails here.
+// Each upgrade pair recorded live from the real binaries: what the target
+// sends itself must be what internal/startupwrites holds for that pair
+// (its fatal writes, one by one: the audit judges them), and in the
+// audit's catalogue. A binary that writes otherwise than its file says
+// fails here; `go run ./lab/recordstartup` records it again.
 func TestStartupRecordings(t *testing.T) {
 	t.Parallel() // beside the other lab tests (parallel_test.go)
 	var versions []string
@@ -105,7 +102,6 @@ func TestStartupRecordings(t *testing.T) {
 		versions = append(versions, p[0], p[1])
 	}
 	dir := needBinaries(t, versions...)
-	out := os.Getenv(RecordOutEnv)
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("all pairs recorded in %s", time.Since(start).Round(time.Second)) })
 	for _, p := range RecordedUpgrades {
@@ -118,33 +114,65 @@ func TestStartupRecordings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("record: %v\n%s", err, tail(log.String(), 30))
 			}
-			t.Logf("%s -> %s: %d distinct requests, ready after %s, last new one after %s, recorded %s",
-				from, to, len(rec.Requests), rec.Ready.Round(time.Millisecond), rec.LastNew.Round(time.Millisecond), rec.Recorded.Round(time.Millisecond))
+			t.Logf("%s -> %s: %d distinct requests, ready after %s, last new one after %s, recorded %s, %d puts (%d bytes) in etcd",
+				from, to, len(rec.Requests), rec.Ready.Round(time.Millisecond), rec.LastNew.Round(time.Millisecond), rec.Recorded.Round(time.Millisecond), rec.EtcdPuts, rec.EtcdBytes)
 			if rec.Ready == 0 {
 				t.Errorf("%s never became ready\n%s", to, tail(log.String(), 30))
 			}
-			if len(rec.Requests) == 0 {
-				t.Fatal("nothing recorded: the webhook was not called")
+			if len(rec.Requests) == 0 || rec.EtcdPuts == 0 {
+				t.Fatalf("nothing recorded (%d requests, %d puts): the webhook was not called", len(rec.Requests), rec.EtcdPuts)
 			}
-			if out != "" {
-				var buf bytes.Buffer
-				if err := rec.WriteJSONL(&buf); err != nil {
-					t.Fatal(err)
-				}
-				name := "upgrade-" + strings.TrimPrefix(from, "v") + "-to-" + strings.TrimPrefix(to, "v") + ".jsonl"
-				if err := os.WriteFile(filepath.Join(out, name), buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			model, err := audit.StartupRequests(minor(from), minor(to))
+			model, err := audit.ModelledStartupRequests(minor(from), minor(to))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, problem := range audit.Uncovered(model, rec.Requests) {
-				t.Errorf("not in the model for %s -> %s: %s", minor(from), minor(to), problem)
+				t.Errorf("not in the catalogue for %s -> %s: %s", minor(from), minor(to), problem)
+			}
+			kept, ok := startupwrites.For(minorNumber(from), minorNumber(to))
+			if !ok {
+				t.Fatalf("internal/startupwrites holds no recording of %s -> %s: %s", from, to, RecordStartupCommand)
+			}
+			if kept.From != from || kept.To != to {
+				t.Fatalf("internal/startupwrites holds %s -> %s for %s -> %s: %s", kept.From, kept.To, from, to, RecordStartupCommand)
+			}
+			live, held := fatalWrites(t, model, rec.Requests), fatalWrites(t, model, kept.Writes)
+			for w := range live {
+				if !held[w] {
+					t.Errorf("%s sends %s, which %s does not hold: %s", to, w, kept.FileName(), RecordStartupCommand)
+				}
+			}
+			for w := range held {
+				if !live[w] {
+					t.Errorf("%s holds %s, which %s no longer sends: %s", kept.FileName(), w, to, RecordStartupCommand)
+				}
 			}
 		})
 	}
+}
+
+// fatalWrites are the writes whose refusal stops start-up, by request
+// (operation, resource, namespace and name).
+func fatalWrites(t *testing.T, model []audit.StartupRequest, ws []audit.ObservedRequest) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, w := range ws {
+		for _, m := range model {
+			if m.Operation == w.Operation && m.Group == w.Group && m.Resource == w.Resource && m.Subresource == w.SubResource && m.Fatal {
+				out[w.String()] = true
+			}
+		}
+	}
+	return out
+}
+
+// minorNumber is 34 of "v1.34.4".
+func minorNumber(v string) int {
+	m, err := minorOf(":" + v)
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
 
 func tail(s string, n int) string {

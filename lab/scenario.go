@@ -48,7 +48,7 @@ var RecoveryPlugins = []string{"ValidatingAdmissionWebhook", "MutatingAdmissionW
 
 // Scenarios lists the scenario names `lab up --scenario` accepts.
 func Scenarios() []string {
-	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy, ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider, ScenarioEtcdNoSpace}
+	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy, ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider, ScenarioEtcdNoSpace, ScenarioEtcdMemberLost, ScenarioEtcdQuorumLost}
 }
 
 // ErrUnknownScenario: no scenario by that name.
@@ -79,6 +79,8 @@ func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Dead
 		return nil, runFlagsScenario(ctx, l, name, tl)
 	case ScenarioEtcdNoSpace:
 		return runNoSpace(ctx, l, tl)
+	case ScenarioEtcdMemberLost, ScenarioEtcdQuorumLost:
+		return nil, runEtcdLoss(ctx, l, name, tl)
 	}
 	if name != ScenarioKyvernoServiceCIDR {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, name, strings.Join(Scenarios(), ", "))

@@ -13,11 +13,14 @@ import (
 
 // UpOptions tune Up.
 type UpOptions struct {
-	Nodes      int
-	Scenario   string // "" boots OldVersion and stops there
-	Dir        string // talosconfig, kubeconfig, state, certificates, etcd data
-	KubeBinDir string
-	Out        io.Writer
+	Nodes    int
+	Scenario string // "" boots OldVersion and stops there
+	// BeforeUpgrade stops the scenario before its upgrade, on the minor
+	// before it (BeforeUpgradeOf), for `breakglass upgrade-check`.
+	BeforeUpgrade bool
+	Dir           string // talosconfig, kubeconfig, state, certificates, etcd data
+	KubeBinDir    string
+	Out           io.Writer
 	// Lab overrides ports and addresses; zero ports mean the real ones
 	// (50000, 6443, 2379) here.
 	Lab Options
@@ -48,6 +51,9 @@ func Up(ctx context.Context, opts UpOptions) error {
 	}
 	lo := opts.Lab
 	lo.Dir, lo.Nodes, lo.KubeBinDir, lo.Log = dir, opts.Nodes, opts.KubeBinDir, out
+	if isEtcdLossScenario(opts.Scenario) && opts.Nodes != EtcdScenarioNodes {
+		return fmt.Errorf("lab: scenario %s needs %d nodes: --nodes %d", opts.Scenario, EtcdScenarioNodes, EtcdScenarioNodes)
+	}
 	if opts.Scenario == ScenarioEtcdNoSpace && lo.EtcdQuotaBytes == 0 {
 		lo.EtcdQuotaBytes = NoSpaceQuota // small enough to fill in seconds
 	}
@@ -60,13 +66,28 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if lo.EtcdPort == 0 {
 		lo.EtcdPort = 2379
 	}
-	if opts.Scenario != "" {
+	if lo.EtcdPeerPort == 0 {
+		lo.EtcdPeerPort = 2380
+	}
+	var before *BeforeUpgrade
+	if opts.BeforeUpgrade {
+		b, err := BeforeUpgradeOf(opts.Scenario)
+		if err != nil {
+			return err
+		}
+		before, lo.Version = &b, b.Runs
+	}
+	if opts.Scenario != "" || before != nil {
 		if lo.KubeBinDir == "" {
 			if lo.KubeBinDir, err = FindKubeBinDir(); err != nil {
 				return err
 			}
 		}
-		if err := CheckBinaries(lo.KubeBinDir, OldVersion, NewVersion); err != nil {
+		need := []string{OldVersion, NewVersion}
+		if before != nil {
+			need = []string{before.Runs, before.ToVersion}
+		}
+		if err := CheckBinaries(lo.KubeBinDir, need...); err != nil {
 			return err
 		}
 	}
@@ -80,7 +101,11 @@ func Up(ctx context.Context, opts UpOptions) error {
 		fmt.Fprintln(out, "lab: stopped")
 	}()
 	tl := NewTimeline(out)
-	if opts.Scenario == "" {
+	if before != nil {
+		if err := RunBeforeUpgrade(ctx, l, opts.Scenario, tl); err != nil {
+			return err
+		}
+	} else if opts.Scenario == "" {
 		if err := tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", lo.versionOr(), len(l.Nodes())), func() error {
 			return l.WaitReady(ctx, 3*time.Minute)
 		}); err != nil {
@@ -93,7 +118,11 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if kc, err := l.Cluster.AdminKubeconfig(); err == nil {
 		_ = os.WriteFile(kube, kc, 0o600)
 	}
-	l.PrintNext(out, opts.Scenario)
+	if before != nil {
+		l.PrintBeforeUpgrade(out, opts.Scenario, *before)
+	} else {
+		l.PrintNext(out, opts.Scenario)
+	}
 	<-ctx.Done()
 	return nil
 }
@@ -136,6 +165,8 @@ func (l *Lab) PrintNext(w io.Writer, scenario string) {
 		cmds = flagsNext(l, tc, sd)
 	} else if scenario == ScenarioEtcdNoSpace {
 		cmds = noSpaceNext(l, tc, sd)
+	} else if isEtcdLossScenario(scenario) {
+		cmds = etcdLossNext(l, scenario, tc, sd)
 	} else if !deadlocked {
 		cmds = []string{
 			fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),

@@ -4,14 +4,22 @@
 # them. The lab's tests mostly wait for the kubelet's pace, so on a new machine
 # the builds use that time; a test that needs one of the other binaries waits
 # for the builds to end (BREAKGLASS_KUBE_BUILDS_DONE, see lab/e2e_test.go). On
-# a machine that has them all, nothing builds and nothing waits.
+# a machine that has them all, nothing builds and nothing waits. talosctl (for the
+# lab's talosctl tests) builds beside the pair, before the tests start.
 #
 #   REHEARSE_VERSIONS="v1.32.13 v1.34.4" scripts/test.sh go test -count=1 ./...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=lab/scripts/build-kube-apiserver.sh
+# The real talosctl the lab's talosctl tests type the disaster-recovery guide with,
+# built once per machine beside the rehearsal's pair (lab/scripts/build-talosctl.sh).
+lab/scripts/build-talosctl.sh >/dev/null &
+talosctl_builder=$!
 # shellcheck disable=SC2086 # a list of versions
 $build ${REHEARSE_VERSIONS:?} || exit 1
+wait "$talosctl_builder" || { echo "make test: building talosctl failed" >&2; exit 1; }
+BREAKGLASS_TALOSCTL=$(lab/scripts/build-talosctl.sh --print-path)
+export BREAKGLASS_TALOSCTL
 done_file=$(mktemp "${TMPDIR:-/tmp}/breakglass-kube-builds.XXXXXX")
 rm -f "$done_file" # it appears, holding the builds' exit code, when they end
 trap 'rm -f "$done_file" "$done_file.part"' EXIT

@@ -29,11 +29,13 @@ func labCommands(s streams) []*cli.Command {
 			Usage: "start a lab in the foreground (Ctrl-C stops it) and print what to try",
 			Description: "Starts N emulated Talos control-plane nodes on 127.0.0.11.. (--first-ip) with the real ports (Talos API\n" +
 				"50000, kube-apiserver 6443, etcd 2379), each with its etcd member and a real kube-apiserver\n" +
-				"as its static pod. With --scenario, plays it until the incident is there.\n" +
+				"as its static pod. With --scenario, plays it until the incident is there; with --before-upgrade,\n" +
+				"until just before the scenario's upgrade (for breakglass upgrade-check).\n" +
 				"Writes DIR/talosconfig (os:admin) and DIR/kubeconfig; recreates the lab's own files in DIR.",
 			Flags: []cli.Flag{
 				nodes,
 				labflags.UpScenario(),
+				labflags.UpBeforeUpgrade(),
 				&cli.StringFlag{Name: "dir", DefaultText: "$TMPDIR/breakglass-lab", Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
 				&cli.StringFlag{Name: "first-ip", Value: lab.FirstIP, Usage: "the first node's loopback address, the others follow it (a second lab on the real ports needs its own, e.g. 127.0.1.11)"},
 			},
@@ -47,7 +49,7 @@ func labCommands(s streams) []*cli.Command {
 				if _, err := lab.NodeIPs(c.String("first-ip"), c.Int("nodes")); err != nil {
 					return err
 				}
-				return lab.Up(c.Context, lab.UpOptions{Nodes: c.Int("nodes"), Scenario: c.String("scenario"), Dir: labDir(c), Out: s.Out,
+				return lab.Up(c.Context, lab.UpOptions{Nodes: c.Int("nodes"), Scenario: c.String("scenario"), BeforeUpgrade: c.Bool("before-upgrade"), Dir: labDir(c), Out: s.Out,
 					Lab: lab.Options{FirstIP: c.String("first-ip")}})
 			},
 		},

@@ -54,7 +54,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "context", Usage: "talosconfig context to use (default: the current one)"},
 		&cli.StringSliceFlag{Name: "endpoints", Aliases: []string{"e"}, Usage: "Talos API endpoints (override the talosconfig's)"},
 		&cli.StringSliceFlag{Name: "nodes", Aliases: []string{"n"}, Usage: "target nodes (default: the talosconfig context's nodes)"},
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json (runbook show: also yaml)"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json (runbook show: also yaml; upgrade-check: also junit, markdown)"},
 		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (for automation)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "show the plan (and let the nodes validate it) without changing anything"},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "also show the evidence behind each diagnosis (-o json and the incident journal always keep it)"},
@@ -119,7 +119,7 @@ func readGlobals(c *cli.Context) (globalOptions, error) {
 	}
 	// Each command's own -o values (yaml for runbook show) are checked
 	// before its action (checkOutput).
-	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
+	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" && o.Output != "junit" && o.Output != "markdown" {
 		return o, failure.Input("use -o text or -o json", "unknown output format %q", o.Output)
 	}
 	// A node or endpoint given twice is one node: it would otherwise be

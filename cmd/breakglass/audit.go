@@ -22,9 +22,11 @@ func auditCommand(s streams) *cli.Command {
 	return &cli.Command{
 		Name:  "audit",
 		Usage: "find webhooks and admission policies that can block kube-apiserver's own start-up writes, and generate the fix",
-		Description: "Models the writes kube-apiserver makes at start (the default ServiceCIDR, IPAddresses, RBAC\n" +
-			"bootstrap roles, APF objects, APIServices, ...) as the admission requests it really sends (user\n" +
-			"system:apiserver), and applies Kubernetes' matching rules to every validating and mutating webhook:\n" +
+		Description: "Takes the writes kube-apiserver --to makes at its first start after --from (the default ServiceCIDR,\n" +
+			"IPAddresses, RBAC bootstrap roles, APF objects, APIServices, ...), as recorded from the real binaries for\n" +
+			"that upgrade (every minor after the one before it, and 1.32 -> 1.34; any other pair is modelled), as the\n" +
+			"admission requests it really sends (user system:apiserver), and applies Kubernetes' matching rules to\n" +
+			"every validating and mutating webhook:\n" +
 			"rules, scope, matchPolicy, namespace and object selectors, matchConditions (CEL). Risk per webhook:\n" +
 			"deadlock (failurePolicy Fail and a fatal write matches), slow-start (Ignore with a long timeout),\n" +
 			"none, or unknown (a condition that cannot be evaluated offline is never called safe).\n" +

@@ -32,6 +32,7 @@ func labCommand(s streams) *cli.Command {
 				Flags: []cli.Flag{
 					nodes,
 					labflags.UpScenario(),
+					labflags.UpBeforeUpgrade(),
 					&cli.StringFlag{Name: "dir", DefaultText: "$TMPDIR/breakglass-lab", Usage: "where the lab writes its talosconfig, kubeconfig, state and data"},
 					&cli.StringFlag{Name: "first-ip", Value: "127.0.0.11", Usage: "the first node's loopback address, the others follow it (a second lab on the real ports needs its own, e.g. 127.0.1.11)"},
 				},

@@ -74,7 +74,7 @@ func (a *ArgList) String() string {
 // UpScenarios are the scenarios `up --scenario` plays (lab.Scenarios; a
 // lab test holds the two equal), RehearseScenarios those `rehearse` takes.
 var (
-	UpScenarios       = []string{"kyverno-servicecidr", "kyverno-servicecidr-excluded", "mutating-policy-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace"}
+	UpScenarios       = []string{"kyverno-servicecidr", "kyverno-servicecidr-excluded", "mutating-policy-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace", "etcd-member-lost", "etcd-quorum-lost"}
 	RehearseScenarios = []string{"kyverno-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace"}
 )
 
@@ -87,4 +87,9 @@ func UpScenario() cli.Flag {
 func RehearseScenario() cli.Flag {
 	return &cli.StringFlag{Name: "scenario", Value: RehearseScenarios[0],
 		Usage: "the incident to rehearse: " + strings.Join(RehearseScenarios, ", ") + " (the flags-* ones: kube-apiserver killed by its own flags, recovered as breakglass recover --yes runs it)"}
+}
+
+// UpBeforeUpgrade is `up`'s --before-upgrade.
+func UpBeforeUpgrade() cli.Flag {
+	return &cli.BoolFlag{Name: "before-upgrade", Usage: "stop before the scenario's upgrade, on the minor before the one its cause breaks (v1.33.13, or v1.32.13 for the causes 1.33 already refuses), for breakglass upgrade-check"}
 }

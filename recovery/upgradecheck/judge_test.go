@@ -1,0 +1,222 @@
+package upgradecheck
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/startupwrites"
+)
+
+// members builds n voting members, the first the leader; down are the
+// indexes without a status.
+func members(n int, down ...int) []*memberFacts {
+	var out []*memberFacts
+	for i := range n {
+		m := &memberFacts{ID: etcd.ID(i + 1), Name: "cp-" + string(rune('1'+i)), ClientURLs: []string{"https://10.5.0.1:2379"}}
+		isDown := false
+		for _, d := range down {
+			isDown = isDown || d == i
+		}
+		if isDown {
+			m.StatusErr = "https://10.5.0.1:2379 did not answer: context deadline exceeded"
+		} else {
+			m.Status = &etcd.MemberStatus{MemberID: m.ID, Leader: 1, IsLeader: i == 0, Version: "3.6.5", DBSize: 40 << 20, DBSizeInUse: 30 << 20, Quota: 2 << 30}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// The quorum margin: a member down with no margin left is a no-go (the
+// issue's 3-member case), with margin a warning, quorum lost a no-go; one
+// member is go by design.
+func TestJudgeMembers(t *testing.T) {
+	learner := members(3)
+	learner = append(learner, &memberFacts{ID: 9, Name: "cp-4", Learner: true})
+	for _, tc := range []struct {
+		name    string
+		members []*memberFacts
+		want    Verdict
+		says    string
+	}{
+		{"one", members(1), Go, "one member"},
+		{"three", members(3), Go, "3 of 3 members healthy, one leader; 1 can fail"},
+		{"three, one down", members(3, 2), NoGo, "no margin"},
+		{"three, two down", members(3, 1, 2), NoGo, "lost quorum"},
+		{"five, one down", members(5, 4), Warn, "margin of 1"},
+		{"five, two down", members(5, 3, 4), NoGo, "no margin"},
+		{"a learner joining", learner, Warn, "learner"},
+	} {
+		c := judgeMembers(&facts{members: tc.members})
+		if c.Verdict != tc.want || !strings.Contains(c.Summary, tc.says) {
+			t.Errorf("%s: %s (%s), want %s saying %q", tc.name, c.Verdict, c.Summary, tc.want, tc.says)
+		}
+	}
+	// Two leaders known: electing or split.
+	split := members(3)
+	split[2].Status.Leader = 3
+	if c := judgeMembers(&facts{members: split}); c.Verdict != NoGo {
+		t.Errorf("split leadership: %s", c.Verdict)
+	}
+	if c := judgeMembers(&facts{membersErr: errors.New("boom")}); c.Verdict != NoGo || !c.NotChecked {
+		t.Errorf("unreadable: %+v", c)
+	}
+}
+
+// The room the upgrade needs: what the pair's target wrote when recorded
+// (per control plane) and etcd's largest request.
+func TestJudgeSpace(t *testing.T) {
+	rec := &startupwrites.Recording{From: "v1.33.13", To: "v1.34.4", EtcdBytes: 14237}
+	cp := []*nodeFacts{{Addr: "10.5.0.2", ControlPlane: true}, {Addr: "10.5.0.3", ControlPlane: true}, {Addr: "10.5.0.4", ControlPlane: true}}
+	needed := int64(3*14237 + requestMargin)
+	for _, tc := range []struct {
+		name         string
+		size, quota  int64
+		configQuota  int64
+		want         Verdict
+		says, quotaB string
+	}{
+		{"plenty", 40 << 20, 2 << 30, 0, Go, "every member has room", ""},
+		{"just enough", 6<<20 - needed, 6 << 20, 0, Warn, "80%", ""},
+		{"a byte short", 6<<20 - needed + 1, 6 << 20, 0, NoGo, "less room", ""},
+		{"over", 7 << 20, 6 << 20, 0, NoGo, "less room", ""},
+		{"quota from the machine config", 7 << 20, 0, 6 << 20, NoGo, "less room", "cluster.etcd.extraArgs"},
+		{"etcd's default", 3 << 20, 0, 0, Go, "every member", "etcd's default"},
+	} {
+		ms := members(1)
+		ms[0].Status.DBSize, ms[0].Status.DBSizeInUse, ms[0].Status.Quota = tc.size, tc.size/2, tc.quota
+		nodes := append([]*nodeFacts(nil), cp...)
+		nodes[0] = &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, EtcdQuota: tc.configQuota}
+		c := judgeSpace(&facts{members: ms, nodes: nodes, recorded: rec})
+		ev := strings.Join(c.Evidence, "\n")
+		if c.Verdict != tc.want || !strings.Contains(c.Summary, tc.says) || !strings.Contains(ev, tc.quotaB) {
+			t.Errorf("%s: %s (%s)\n%s", tc.name, c.Verdict, c.Summary, ev)
+		}
+		if !strings.Contains(ev, "x 3 control plane(s)") {
+			t.Errorf("%s: the writes are not per control plane: %s", tc.name, ev)
+		}
+	}
+}
+
+func TestJudgeUpgradePath(t *testing.T) {
+	cp := func(minor int) *nodeFacts {
+		return &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, Image: "registry.k8s.io/kube-apiserver:v1." + itoa(minor) + ".4", Minor: minor}
+	}
+	for _, tc := range []struct {
+		name     string
+		nodes    []*nodeFacts
+		from, to int
+		given    bool
+		want     Verdict
+		says     string
+	}{
+		{"one minor", []*nodeFacts{cp(33)}, 33, 34, false, Go, "one minor"},
+		{"a patch", []*nodeFacts{cp(34)}, 34, 34, false, Go, "patch"},
+		{"skips", []*nodeFacts{cp(32)}, 32, 34, false, NoGo, "skips 1.33"},
+		{"downgrade", []*nodeFacts{cp(35)}, 35, 34, false, NoGo, "downgrade"},
+		{"unknown", []*nodeFacts{{Addr: "10.5.0.2", ControlPlane: true, Image: "kube-apiserver"}}, 0, 34, false, NoGo, "cannot tell"},
+		{"too old", []*nodeFacts{cp(31)}, 31, 32, false, NoGo, "outside what breakglass knows"},
+		{"half done", []*nodeFacts{cp(33), cp(34)}, 33, 34, false, Warn, "did not finish"},
+	} {
+		c := judgeUpgradePath(&facts{nodes: tc.nodes, from: tc.from, to: tc.to, fromGiven: tc.given})
+		if c.Verdict != tc.want || !strings.Contains(c.Summary, tc.says) {
+			t.Errorf("%s: %s (%s)", tc.name, c.Verdict, c.Summary)
+		}
+	}
+}
+
+func itoa(n int) string { return string(rune('0'+n/10)) + string(rune('0'+n%10)) }
+
+// Kubelets may be up to three minors older than kube-apiserver, never newer.
+func TestJudgeKubeletSkew(t *testing.T) {
+	node := &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, Talos: "v1.13.8"}
+	for _, tc := range []struct {
+		kubelets []string
+		want     Verdict
+	}{
+		{[]string{"v1.34.4", "v1.33.2"}, Go},
+		{[]string{"v1.31.0"}, Go},
+		{[]string{"v1.30.9"}, NoGo},
+		{[]string{"v1.35.0"}, NoGo},
+	} {
+		var kn []etcd.NodeInfo
+		for i, v := range tc.kubelets {
+			kn = append(kn, etcd.NodeInfo{Name: "w" + itoa(i), KubeletVersion: v, OSImage: "Talos (v1.13.8)", InternalIP: "10.5.1." + itoa(i)})
+		}
+		c := judgeTalosSupport(&facts{nodes: []*nodeFacts{node}, to: 34, kubeNodes: kn})
+		if c.Verdict != tc.want {
+			t.Errorf("%v: %s (%s)", tc.kubelets, c.Verdict, c.Summary)
+		}
+	}
+	// A worker the talosconfig does not name is judged by its kubelet's OS image.
+	c := judgeTalosSupport(&facts{nodes: []*nodeFacts{node}, to: 34, kubeNodes: []etcd.NodeInfo{{Name: "old", InternalIP: "10.5.1.9", KubeletVersion: "v1.33.1", OSImage: "Talos (v1.10.2)"}}})
+	if c.Verdict != NoGo || !strings.Contains(strings.Join(c.Evidence, "\n"), "node old (10.5.1.9): Talos v1.10.2 (its kubelet's OS image in etcd)") {
+		t.Errorf("worker by OS image: %s %v", c.Verdict, c.Evidence)
+	}
+	// A Talos newer than the table: not known, a warning.
+	c = judgeTalosSupport(&facts{nodes: []*nodeFacts{{Addr: "10.5.0.2", Talos: "v1.14.1"}}, to: 34})
+	if c.Verdict != Warn {
+		t.Errorf("Talos 1.14: %s (%s)", c.Verdict, c.Summary)
+	}
+}
+
+func TestJudgeRollback(t *testing.T) {
+	o := &Options{MaxSnapshotAge: DefaultMaxSnapshotAge}
+	info := &etcd.SnapshotInfo{Path: "/b/s", Size: 4096, SHA256: "ab"}
+	for _, tc := range []struct {
+		name string
+		s    *snapshotFacts
+		want Verdict
+	}{
+		{"none", nil, Warn},
+		{"taken", &snapshotFacts{Taken: true, Info: info}, Go},
+		{"taking failed", &snapshotFacts{Taken: true, Err: errors.New("disk full")}, NoGo},
+		{"fresh", &snapshotFacts{Path: "/b/s", Info: info, Age: time.Hour, Candidates: 2}, Go},
+		{"old", &snapshotFacts{Path: "/b/s", Info: info, Age: 3 * 24 * time.Hour}, Warn},
+		{"corrupt", &snapshotFacts{Path: "/b/s", Err: errors.New("sha256 mismatch")}, NoGo},
+		{"none found", &snapshotFacts{Err: errors.New("no snapshot file")}, NoGo},
+	} {
+		if c := judgeRollback(&facts{snapshot: tc.s, to: 34}, o); c.Verdict != tc.want {
+			t.Errorf("%s: %s (%s)", tc.name, c.Verdict, c.Summary)
+		}
+	}
+}
+
+// What could not be checked is a no-go; the report lists the no-gos
+// first; --strict makes a warning one.
+func TestReportOrderAndStrict(t *testing.T) {
+	f := &facts{cluster: "prod", talosErr: errors.New("no such context")}
+	r := &Report{Checks: judge(f, &Options{})}
+	r.finish(false)
+	if r.Verdict != NoGo || r.Checks[0].ID != CheckAccess {
+		t.Fatalf("%s %+v", r.Verdict, r.Checks)
+	}
+	for _, c := range r.Checks[1:] {
+		if !c.NotChecked || c.Verdict != NoGo {
+			t.Errorf("%s: %+v", c.ID, c)
+		}
+	}
+	r = &Report{Checks: []Check{{ID: CheckRollbackPoint, Verdict: Warn}, {ID: CheckAccess, Verdict: Go}, {ID: CheckEtcdSpace, Verdict: NoGo}, {ID: CheckAdmission, Verdict: Warn}}}
+	r.finish(false)
+	var order []string
+	for _, c := range r.Checks {
+		order = append(order, c.ID)
+	}
+	if strings.Join(order, ",") != "etcd-space,admission,rollback-point,access" || r.Verdict != NoGo {
+		t.Errorf("order %v, verdict %s", order, r.Verdict)
+	}
+	r = &Report{Checks: []Check{{ID: CheckRollbackPoint, Verdict: Warn}, {ID: CheckAccess, Verdict: Go}}}
+	if r.finish(false); r.Verdict != Warn {
+		t.Errorf("warn: %s", r.Verdict)
+	}
+	if r.finish(true); r.Verdict != NoGo {
+		t.Errorf("strict: %s", r.Verdict)
+	}
+	fl := &Fleet{Verdict: NoGo}
+	if fl.Err() == nil || (&Fleet{Verdict: Warn}).Err() != nil {
+		t.Error("Fleet.Err")
+	}
+}

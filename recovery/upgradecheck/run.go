@@ -1,0 +1,196 @@
+package upgradecheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+// Options say which cluster to check, for which upgrade, and how.
+type Options struct {
+	// Talos is the cluster: its talosconfig context, nodes and endpoints
+	// (the control planes are found among the nodes by their machine config).
+	Talos talos.Options
+	// Etcd says how to reach etcd (default: https://NODE:2379 of the
+	// control planes, a client certificate minted from the etcd CA).
+	Etcd recovery.EtcdOptions
+	// To is the Kubernetes version upgraded to ("1.35", "v1.35.4"); From
+	// the one upgraded from ("": the lowest the control planes run).
+	From, To string
+	// Snapshot is a new file to take a verified etcd snapshot into, now:
+	// the rollback point.
+	Snapshot string
+	// LastSnapshots are snapshot files, or directories of them, taken
+	// before: the newest is the rollback point if it verifies and is
+	// younger than MaxSnapshotAge (default DefaultMaxSnapshotAge).
+	LastSnapshots  []string
+	MaxSnapshotAge time.Duration
+	// Replay, when set, replays the upgrade on the lab's real binaries.
+	Replay Replayer
+	// ReplayTimeout bounds the target's start in the replay (0: the lab's).
+	ReplayTimeout time.Duration
+	// Strict makes a warning a no-go.
+	Strict bool
+	// Timeout bounds the whole check of this cluster (0: none beyond the
+	// connect timeout and etcd's read deadlines).
+	Timeout time.Duration
+	// Events hears what is being read, for a live line; nil: nothing.
+	Events func(Event)
+	// Now is the clock (snapshot ages); nil: time.Now.
+	Now func() time.Time
+}
+
+// DefaultMaxSnapshotAge is how old the newest snapshot named may be.
+const DefaultMaxSnapshotAge = 24 * time.Hour
+
+// Event is one cluster's progress: what it is reading, or its verdict.
+type Event struct {
+	Cluster string
+	Message string
+	// Done: the cluster's report is complete (Verdict is its verdict).
+	Done    bool
+	Verdict Verdict
+	Report  *Report
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// Run checks one cluster. It always returns a report: what could not be
+// read is a check's no-go, never an error of the run.
+func Run(ctx context.Context, o Options) *Report {
+	start := o.now()
+	if o.MaxSnapshotAge <= 0 {
+		o.MaxSnapshotAge = DefaultMaxSnapshotAge
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	f, tc := gather(ctx, &o)
+	if tc != nil {
+		defer tc.Close()
+	}
+	if o.Snapshot != "" || len(o.LastSnapshots) > 0 {
+		o.event(f.cluster, "rollback point")
+		f.snapshot = rollbackPoint(ctx, &o, f)
+	}
+	if o.Replay != nil && f.gathered != nil && f.from != 0 && f.to == f.from+1 {
+		o.event(f.cluster, "replaying the upgrade on the lab's real binaries")
+		f.replay = replay(ctx, &o, f)
+	}
+	f.timedOut = o.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded)
+	r := &Report{Cluster: f.cluster, Nodes: sortedNodes(f.nodes), To: minorString(f.to), FromEvidence: f.fromEvidence,
+		Checks: judge(f, &o), Started: start}
+	if f.from != 0 {
+		r.From = minorString(f.from)
+	}
+	r.finish(o.Strict)
+	r.Elapsed = o.now().Sub(start)
+	if o.Events != nil {
+		o.Events(Event{Cluster: r.Cluster, Done: true, Verdict: r.Verdict, Report: r})
+	}
+	return r
+}
+
+// RunFleet checks several clusters side by side, each bounded by its own
+// options (its connect timeout, Timeout): one that cannot be reached is a
+// no-go for it and keeps none of the others waiting.
+func RunFleet(ctx context.Context, opts []Options) *Fleet {
+	start := time.Now()
+	fl := &Fleet{Clusters: make([]*Report, len(opts)), Verdict: Go}
+	var wg sync.WaitGroup
+	for i, o := range opts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fl.Clusters[i] = Run(ctx, o)
+		}()
+	}
+	wg.Wait()
+	for i, r := range fl.Clusters {
+		fl.Verdict = worse(fl.Verdict, r.Verdict)
+		fl.Strict = fl.Strict || opts[i].Strict
+		fl.To = r.To
+	}
+	fl.Elapsed = time.Since(start)
+	return fl
+}
+
+// rollbackPoint takes a verified snapshot now, or finds the newest one
+// named and verifies it.
+func rollbackPoint(ctx context.Context, o *Options, f *facts) *snapshotFacts {
+	if o.Snapshot != "" {
+		s := &snapshotFacts{Taken: true, Path: o.Snapshot}
+		var cps []string
+		for _, n := range f.nodes {
+			if n.ControlPlane {
+				cps = append(cps, n.Addr)
+			}
+		}
+		if f.talosErr != nil || len(cps) == 0 {
+			s.Err = errors.New("no control plane was reached")
+			return s
+		}
+		t := o.Talos
+		t.Nodes = cps
+		s.Info, s.Source, s.Err = recovery.SaveSnapshot(ctx, o.Etcd, t, recovery.Live(nil), o.Snapshot)
+		return s
+	}
+	s := &snapshotFacts{}
+	var newest string
+	var newestAt time.Time
+	for _, p := range o.LastSnapshots {
+		st, err := os.Stat(p)
+		if err != nil {
+			s.Err = err
+			continue
+		}
+		consider := func(path string, info fs.FileInfo) {
+			if !info.Mode().IsRegular() {
+				return
+			}
+			s.Candidates++
+			if info.ModTime().After(newestAt) {
+				newest, newestAt = path, info.ModTime()
+			}
+		}
+		if !st.IsDir() {
+			consider(p, st)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			s.Err = err
+			continue
+		}
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil {
+				consider(filepath.Join(p, e.Name()), info)
+			}
+		}
+	}
+	if newest == "" {
+		if s.Err == nil {
+			s.Err = fmt.Errorf("no snapshot file in %v", o.LastSnapshots)
+		}
+		return s
+	}
+	s.Path, s.Age, s.Err = newest, o.now().Sub(newestAt), nil
+	s.Info, s.Err = etcd.VerifySnapshotFile(newest)
+	return s
+}
