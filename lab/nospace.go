@@ -23,9 +23,10 @@ func (l *Lab) EtcdClient(ctx context.Context) (*etcd.Client, error) {
 }
 
 // EtcdKeys reads every key in etcd with its value, at one revision, which
-// it returns too.
+// it returns too. The read is serializable: a member that lost its quorum
+// answers it with the data a recovery starts from.
 func EtcdKeys(ctx context.Context, ec *etcd.Client) (map[string]string, int64, error) {
-	resp, err := ec.KV().Get(ctx, "\x00", clientv3.WithFromKey())
+	resp, err := ec.KV().Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithSerializable())
 	if err != nil {
 		return nil, 0, err
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,9 +79,13 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 // deferred until etcd takes writes.
 func (r *run) acquire(ctx context.Context, ec *etcd.Client) (warning string, err error) {
 	holder := etcd.LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
-	actx, cancel := context.WithTimeout(ctx, lockWriteTimeout)
-	lock, err := ec.AcquireLock(actx, holder)
-	cancel()
+	var lock *etcd.Lock
+	err = errNoLeader
+	if hasLeader(ctx, ec) {
+		actx, cancel := context.WithTimeout(ctx, lockWriteTimeout)
+		lock, err = ec.AcquireLock(actx, holder)
+		cancel()
+	}
 	if why := unwritable(err); why != "" && ctx.Err() == nil {
 		if h, rerr := ec.ReadLock(ctx); rerr == nil && h != nil && h.Incident != holder.Incident {
 			return "", &etcd.LockHeldError{Holder: *h}
@@ -106,10 +111,26 @@ func (r *run) acquire(ctx context.Context, ec *etcd.Client) (warning string, err
 // quorum answers it with nothing.
 const lockWriteTimeout = 15 * time.Second
 
+// errNoLeader: no member knows a leader, so no write can be committed;
+// the lock is not even tried (a write would wait for a quorum that is not
+// there).
+var errNoLeader = errors.New("etcdserver: no leader")
+
+// hasLeader tells whether some member that answers knows a leader.
+func hasLeader(ctx context.Context, ec *etcd.Client) bool {
+	st, err := ec.Status(ctx)
+	if err != nil {
+		return true // cannot tell: try the write, bounded
+	}
+	return slices.ContainsFunc(st, func(m etcd.MemberStatus) bool { return m.Error == "" && m.Leader != 0 })
+}
+
 // unwritable says why etcd cannot take the write that takes the lock ("":
 // it can, or err is something else).
 func unwritable(err error) string {
 	switch {
+	case errors.Is(err, errNoLeader):
+		return "etcd has no quorum (no member knows a leader)"
 	case etcd.IsNoSpace(err):
 		return "etcd is full (NOSPACE)"
 	case etcd.IsNoQuorum(err):

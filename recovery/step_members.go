@@ -176,7 +176,10 @@ type MembersResult struct {
 func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParams) (*Plan, error) {
 	d := r.decision()
 	copyPath, ok := r.verifiedCopy()
-	if !ok {
+	switch {
+	case !ok && r.fx.DryRun():
+		copyPath = "(the copy a real run takes in the step before)" // a dry run plans the reset as a real run would
+	case !ok:
 		return nil, fmt.Errorf("%w: no verified copy of etcd's data is on disk in this incident: a reset would risk the only one", ErrConflict)
 	}
 	now := r.members(ctx)

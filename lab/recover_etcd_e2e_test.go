@@ -1,0 +1,123 @@
+package lab
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// newEtcdLoss is a 3-node lab in etcd-member-lost or etcd-quorum-lost.
+func newEtcdLoss(t *testing.T, scenario string) *guided {
+	t.Helper()
+	l := startLabWith(t, Options{Nodes: EtcdScenarioNodes})
+	if _, err := RunScenario(context.Background(), l, scenario, NewTimeline(testWriter{t})); err != nil {
+		t.Fatalf("scenario: %v", err)
+	}
+	return guidedOn(t, l)
+}
+
+// membersBack checks that every member is healthy, kube-apiserver ready on
+// every node, and every key of before back byte for byte (kube-apiserver's
+// own writes aside).
+func (g *guided) membersBack(before map[string]string) {
+	g.t.Helper()
+	ctx := withTimeout(g.t, context.Background(), 5*time.Minute)
+	for _, ip := range g.l.Nodes() {
+		if err := g.l.WaitEtcd(ctx, ip, 3*time.Minute, "healthy", EtcdHealthy); err != nil {
+			g.t.Errorf("node %s: etcd not healthy after the recovery: %v", ip, err)
+		}
+	}
+	if err := g.l.WaitReady(ctx, 3*time.Minute); err != nil {
+		g.t.Errorf("kube-apiserver not ready after the recovery: %v", err)
+	}
+	d := DiffKeys(before, g.keysNow())
+	if len(d.Gone) > 0 {
+		g.t.Errorf("keys lost: %q", d.Gone)
+	}
+	for _, k := range d.Changed {
+		if !APIServerWrites(k) {
+			g.t.Errorf("key %q changed", k)
+		}
+	}
+}
+
+// As an on-call engineer meets them: diagnose names the lost member (exit
+// 31) or the lost quorum (exit 32), and recover --yes with no expert flag
+// brings three healthy members and kube-apiserver back at the kubelet's
+// and Talos's real pace, every key written before the loss byte for byte.
+// The time it took is logged (the issue asks under 2 minutes for a member,
+// under 3 for a quorum): measured, not asserted.
+func TestRecoverEtcdLossAsTyped(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		scenario string
+		code     int
+	}{{ScenarioEtcdMemberLost, 31}, {ScenarioEtcdQuorumLost, 32}} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			t.Parallel()
+			g := newEtcdLoss(t, tc.scenario)
+			r := g.run("", "diagnose")
+			if r.code != tc.code || !strings.Contains(r.stdout, "verdict: "+tc.scenario) {
+				t.Fatalf("diagnose: exit %d, want %d naming %s\n%s%s", r.code, tc.code, tc.scenario, r.stdout, r.stderr)
+			}
+			before := g.keysNow()
+			t0 := time.Now()
+			r = g.run("", append([]string{"recover", "--yes"}, g.etcdFlags()...)...)
+			took := time.Since(t0)
+			if r.code != 0 {
+				t.Fatalf("recover --yes: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			t.Logf("recover --yes on %s: %s\n%s", tc.scenario, round(took), r.stdout)
+			g.membersBack(before)
+		})
+	}
+}
+
+// Killed with SIGKILL at a random instant of recover, then of resume, and
+// resumed to the end: it converges, for a lost member and a lost quorum.
+func TestRecoverEtcdLossKilledAndResumed(t *testing.T) {
+	t.Parallel()
+	for _, scenario := range []string{ScenarioEtcdMemberLost, ScenarioEtcdQuorumLost} {
+		t.Run(scenario, func(t *testing.T) {
+			t.Parallel()
+			g := newEtcdLoss(t, scenario)
+			before := g.keysNow()
+			seed := time.Now().UnixNano()
+			rng := rand.New(rand.NewPCG(uint64(seed), 0))
+			t.Logf("random seed %d", seed)
+			args := append([]string{"recover", "--yes"}, g.etcdFlags()...)
+			kills := 0
+			for try := 0; ; try++ {
+				// Its changes span about a minute (a reset and reboot each):
+				// a kill lands anywhere in it.
+				killAfter := 2*time.Second + time.Duration(rng.Int64N(int64(50*time.Second)))
+				if try >= 2 {
+					killAfter = 0 // then let it finish
+				}
+				killed, out, err := runKilled(t, g.command(args...), killAfter, 10*time.Minute)
+				t.Logf("breakglass %s (kill after %s): killed %v, %v\n%s", args[0], killAfter, killed, err, out)
+				if killed {
+					kills++
+				}
+				if !killed {
+					if kills == 0 {
+						t.Fatal("never killed: the run ended before each kill, so this proves nothing")
+					}
+					if err != nil {
+						t.Fatalf("%s did not converge: %v", args[0], err)
+					}
+					break
+				}
+				if incidents, _ := g.st.Incidents(); len(incidents) > 0 {
+					args = []string{"resume", "--yes"}
+				}
+				if try > 5 {
+					t.Fatal("never finished")
+				}
+			}
+			g.membersBack(before)
+		})
+	}
+}
