@@ -2,16 +2,28 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// newEtcdLoss is a 3-node lab in etcd-member-lost or etcd-quorum-lost.
-func newEtcdLoss(t *testing.T, scenario string) *guided {
+// newEtcdLoss is a 3-node lab in etcd-member-lost or etcd-quorum-lost;
+// before, when given, runs on the lab ready before the loss.
+func newEtcdLoss(t *testing.T, scenario string, before func(*Lab)) *guided {
 	t.Helper()
 	l := startLabWith(t, Options{Nodes: EtcdScenarioNodes})
+	if before != nil {
+		if err := l.WaitReady(t.Context(), 3*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		before(l)
+	}
 	if _, err := RunScenario(context.Background(), l, scenario, NewTimeline(testWriter{t})); err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
@@ -48,7 +60,12 @@ func (g *guided) membersBack(before map[string]string) {
 // brings three healthy members and kube-apiserver back at the kubelet's
 // and Talos's real pace, every key written before the loss byte for byte.
 // The time it took is logged (the issue asks under 2 minutes for a member,
-// under 3 for a quorum): measured, not asserted.
+// under 3 for a quorum): measured, not asserted. After the quorum's restore,
+// a client that watched before the loss is told: its watch ends with the
+// kube-apiserver the reset restarted, and the watch it opens again from the
+// last resource version it saw gets 410 Gone (etcd's revision bumped past
+// it and compacted), so that it lists again instead of waiting in silence
+// with objects etcd no longer holds.
 func TestRecoverEtcdLossAsTyped(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -57,7 +74,12 @@ func TestRecoverEtcdLossAsTyped(t *testing.T) {
 	}{{ScenarioEtcdMemberLost, 31}, {ScenarioEtcdQuorumLost, 32}} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			t.Parallel()
-			g := newEtcdLoss(t, tc.scenario)
+			var watched *watchedBefore
+			g := newEtcdLoss(t, tc.scenario, func(l *Lab) {
+				if tc.scenario == ScenarioEtcdQuorumLost {
+					watched = watchBefore(t, l)
+				}
+			})
 			r := g.run("", "diagnose")
 			if r.code != tc.code || !strings.Contains(r.stdout, "verdict: "+tc.scenario) {
 				t.Fatalf("diagnose: exit %d, want %d naming %s\n%s%s", r.code, tc.code, tc.scenario, r.stdout, r.stderr)
@@ -71,6 +93,9 @@ func TestRecoverEtcdLossAsTyped(t *testing.T) {
 			}
 			t.Logf("recover --yes on %s: %s\n%s", tc.scenario, round(took), r.stdout)
 			g.membersBack(before)
+			if watched != nil {
+				watched.toldOfTheRestore(t)
+			}
 		})
 	}
 }
@@ -82,7 +107,7 @@ func TestRecoverEtcdLossKilledAndResumed(t *testing.T) {
 	for _, scenario := range []string{ScenarioEtcdMemberLost, ScenarioEtcdQuorumLost} {
 		t.Run(scenario, func(t *testing.T) {
 			t.Parallel()
-			g := newEtcdLoss(t, scenario)
+			g := newEtcdLoss(t, scenario, nil)
 			before := g.keysNow()
 			seed := time.Now().UnixNano()
 			rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -120,4 +145,83 @@ func TestRecoverEtcdLossKilledAndResumed(t *testing.T) {
 			g.membersBack(before)
 		})
 	}
+}
+
+// watchedBefore is a client's watch opened before the loss, and the last
+// resource version it saw.
+type watchedBefore struct {
+	kube   *KubeClient
+	path   string
+	w      *Watcher
+	lastRV string
+}
+
+// watchBefore opens a watch on a namespace's ConfigMaps as an informer
+// does (a LIST, then a watch from its resource version) and sees one
+// create through it.
+func watchBefore(t *testing.T, l *Lab) *watchedBefore {
+	t.Helper()
+	ctx := t.Context()
+	if err := WriteConfigMaps(ctx, l, "watched", 1); err != nil {
+		t.Fatal(err)
+	}
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb := &watchedBefore{kube: kube, path: "/api/v1/namespaces/watched/configmaps"}
+	var list corev1.ConfigMapList
+	if err := kube.Do(ctx, "GET", wb.path, nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	if wb.w, err = kube.Watch(ctx, wb.path, list.ResourceVersion); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wb.w.Close)
+	cm := corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: "seen", Namespace: "watched"}}
+	if err := kube.Do(ctx, "POST", wb.path, cm, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		e, err := wb.w.Next(time.Minute)
+		if err != nil {
+			t.Fatalf("the watch never saw the create: %v", err)
+		}
+		if e.Name == "seen" {
+			wb.lastRV = e.ResourceVersion
+			return wb
+		}
+	}
+}
+
+// toldOfTheRestore checks what the client meets after the restore.
+func (wb *watchedBefore) toldOfTheRestore(t *testing.T) {
+	t.Helper()
+	for {
+		e, err := wb.w.Next(time.Minute)
+		if errors.Is(err, ErrNoEvent) {
+			t.Fatal("the watch opened before the loss still waits, told nothing")
+		}
+		if err != nil {
+			break // ended: its kube-apiserver went with the reset
+		}
+		if e.Type != "ERROR" {
+			t.Errorf("the watch opened before the loss got %+v after the restore", e)
+		}
+	}
+	w, err := wb.kube.Watch(t.Context(), wb.path, wb.lastRV)
+	var api *APIError
+	switch {
+	case errors.As(err, &api) && api.Code == http.StatusGone:
+		t.Logf("a watch from resource version %s (seen before the loss): refused, 410", wb.lastRV)
+		return
+	case err != nil:
+		t.Fatalf("a watch from resource version %s: %v", wb.lastRV, err)
+	}
+	defer w.Close()
+	e, err := w.Next(time.Minute)
+	if err != nil || e.Type != "ERROR" || e.Code != http.StatusGone {
+		t.Fatalf("a watch from resource version %s (seen before the loss): %+v, %v; want 410 Gone, so that its client lists again", wb.lastRV, e, err)
+	}
+	t.Logf("a watch from resource version %s (seen before the loss): %s", wb.lastRV, e.Message)
 }

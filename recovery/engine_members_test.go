@@ -15,6 +15,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
@@ -177,6 +178,16 @@ func TestEngineQuorumLost(t *testing.T) {
 		if after.Keys[k] != v {
 			t.Errorf("key %s: %q, was %q", k, after.Keys[k], v)
 		}
+	}
+	// The revision bumped past any a client saw, and compacted: a watch from
+	// before the loss is told, not left waiting.
+	if after.Revision < before.Revision+etcd.RevisionBump {
+		t.Errorf("etcd at revision %d after the restore, %d before: not bumped by %d", after.Revision, before.Revision, etcd.RevisionBump)
+	}
+	wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if w := <-env.kv.Watch(wctx, "/registry/", clientv3.WithPrefix(), clientv3.WithRev(before.Revision+1)); w.CompactRevision == 0 {
+		t.Errorf("a watch from revision %d (seen before the loss): %+v, err %v; want compacted", before.Revision+1, w, w.Err())
 	}
 }
 

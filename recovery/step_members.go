@@ -3,8 +3,9 @@ package recovery
 // The steps that bring etcd's members back, as Talos's disaster-recovery
 // guide does through the Talos API: a verified copy of the most advanced
 // member's data, the lost member removed, control planes' EPHEMERAL reset
-// (one at a time, each back before the next), etcd bootstrapped from the
-// copy, and the wait until every member is healthy and caught up. Each
+// (a lost member's node alone, each back before the next; without quorum,
+// all at once), etcd bootstrapped from the copy with its revision bumped,
+// and the wait until every member is healthy and caught up. Each
 // plans from what the nodes say now, so that a resumed run does not redo
 // what an interrupted one did.
 
@@ -168,6 +169,25 @@ type MembersResult struct {
 	Removed []string `json:"removed,omitempty"`
 	Reset   []string `json:"reset,omitempty"`
 	Node    string   `json:"node,omitempty"` // bootstrap: where
+	// Revision is the revision a bootstrap restored etcd at (the copy's,
+	// bumped).
+	Revision int64 `json:"revision,omitempty"`
+}
+
+// bumpedCopy is the copy with its revision bumped and marked compacted, at
+// path: made now, or found made and checked (a resumed run).
+func bumpedCopy(c *CopyResult, path string, w etcd.Writer) (*etcd.BumpInfo, error) {
+	if latest, compacted, err := etcd.ReadRevision(path); err == nil && compacted == latest && latest > 0 {
+		if info, err := etcd.VerifyDBFile(path); err == nil {
+			return &etcd.BumpInfo{SnapshotInfo: *info, From: latest - etcd.RevisionBump, Revision: latest}, nil
+		}
+	}
+	if fileExists(path) {
+		if err := os.Remove(path); err != nil { // a bump cut short: made again from the copy
+			return nil, err
+		}
+	}
+	return etcd.BumpRevision(c.Path, c.Kind == "snapshot", path, etcd.RevisionBump, w)
 }
 
 // resetNodes resets the EPHEMERAL partition of the lost members' nodes (or
@@ -200,8 +220,14 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 	if len(targets) == 0 {
 		return nil, skip("no node left to reset: each is reset already or healthy")
 	}
+	// Without quorum every member is reset anyway: all at once, as Talos's
+	// guide does. A lost member's node is reset alone, each back before the next.
+	together, how := p.Nodes == runbooks.ResetAll, "one at a time"
+	if together {
+		how = "all at once (etcd has no quorum to keep)"
+	}
 	var view strings.Builder
-	fmt.Fprintf(&view, "Plan: reset the EPHEMERAL partition of %d control plane(s) and reboot them, one at a time (talosctl reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL):\n", len(targets))
+	fmt.Fprintf(&view, "Plan: reset the EPHEMERAL partition of %d control plane(s) and reboot them, %s (talosctl reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL):\n", len(targets), how)
 	var ask []Question
 	for _, node := range targets {
 		n, _ := now.Node(node)
@@ -225,8 +251,18 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 				}
 				res.Reset = append(res.Reset, node)
 				r.progress(node, "reset: it reboots and comes back without its etcd data")
+				if together {
+					continue
+				}
 				if err := r.backFromReset(ctx, node, p.Timeout.Std()); err != nil {
 					return res, nodesDone(ctx, targets, i+1, err)
+				}
+			}
+			if together {
+				for _, node := range targets {
+					if err := r.backFromReset(ctx, node, p.Timeout.Std()); err != nil {
+						return res, nodesDone(ctx, targets, len(targets), err)
+					}
 				}
 			}
 			res.said = said("reset EPHEMERAL of " + strings.Join(res.Reset, ", "))
@@ -314,15 +350,13 @@ func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstr
 	if d := r.decision(); d != nil && slices.Contains(r.tc.Nodes(), d.Source) {
 		node = d.Source
 	}
-	skipHash := c.Kind == "db"
+	bumped := filepath.Join(r.journal.Dir, "etcd.bumped.db")
 	view := fmt.Sprintf("Plan: bootstrap etcd on %s from %s (a %s, sha256 %s); the other control planes join it. Every revision after the copy's is lost.\n", node, c.Path, c.Kind, c.SHA256)
-	if skipHash {
-		view += "  a database file has no hash trailer: the bootstrap skips the hash check (--recover-skip-hash-check)\n"
-	}
+	view += fmt.Sprintf("  uploaded: %s, the copy with its revision moved %d past its own and marked compacted (etcdutl snapshot restore --bump-revision --mark-compacted, which Talos's restore does not do): a client that watched before the loss is told its revision is gone (410) and lists again, instead of waiting in silence for a revision etcd has not reached; a database file has no hash trailer, so the bootstrap skips the hash check (--recover-skip-hash-check; the copy's own was checked)\n", bumped, etcd.RevisionBump)
 	res := &MembersResult{Node: node}
 	return &Plan{View: Text(view), Change: true, Result: res,
 		Ask:    []Question{{Text: fmt.Sprintf("bootstrap etcd on %s from the copy?", node)}},
-		DryRun: "would bootstrap etcd on " + node + " from " + c.Path,
+		DryRun: "would bootstrap etcd on " + node + " from " + c.Path + ", its revision bumped",
 		Undo:   irreversible("bootstrap etcd from "+c.Path, "every revision written after the copy", "the copy "+c.Path),
 		Apply: func(ctx context.Context) (Result, error) {
 			for _, n := range r.tc.Nodes() {
@@ -337,16 +371,22 @@ func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstr
 					return res, err
 				}
 			}
-			f, err := os.Open(c.Path)
+			info, err := bumpedCopy(c, bumped, r.fx.EtcdWriter(nil))
+			if err != nil {
+				return res, err
+			}
+			r.progress(node, fmt.Sprintf("the copy at revision %d bumped to %d, compacted: %s", info.From, info.Revision, bumped))
+			f, err := os.Open(bumped)
 			if err != nil {
 				return res, err
 			}
 			defer f.Close()
-			r.progress(node, "uploading the copy and bootstrapping etcd from it")
-			if err := r.tc.BootstrapFrom(ctx, node, f, skipHash); err != nil {
+			r.progress(node, "uploading it and bootstrapping etcd from it")
+			if err := r.tc.BootstrapFrom(ctx, node, f, true); err != nil {
 				return res, err
 			}
-			res.said = said("etcd bootstrapped on " + node + " from " + c.Path)
+			res.Revision = info.Revision
+			res.said = said(fmt.Sprintf("etcd bootstrapped on %s from %s at revision %d (the copy's %d bumped, compacted)", node, c.Path, info.Revision, info.From))
 			return res, nil
 		}}, nil
 }

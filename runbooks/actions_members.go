@@ -95,7 +95,7 @@ func init() {
 		},
 		ActionInfo{
 			Name:           ActionEtcdReset,
-			Summary:        "reset the EPHEMERAL partition of control planes (talosctl reset --system-labels-to-wipe EPHEMERAL --reboot): their etcd data and everything else there is wiped, one node at a time, and each comes back waiting to join or to be bootstrapped",
+			Summary:        "reset the EPHEMERAL partition of control planes (talosctl reset --system-labels-to-wipe EPHEMERAL --reboot): their etcd data and everything else there is wiped (lost: one node at a time, each back before the next; all: at once, as without quorum there is nothing to keep), and each comes back waiting to join or to be bootstrapped",
 			ChangesCluster: true,
 			newParams:      func() Params { return &EtcdResetParams{Nodes: ResetLost, Timeout: Duration(DefaultRebootWait)} },
 			params: []paramDoc{
@@ -105,7 +105,7 @@ func init() {
 		},
 		ActionInfo{
 			Name:           ActionEtcdBootstrap,
-			Summary:        "once every control plane's etcd waits for bootstrap, bootstrap one from the copy (talosctl bootstrap --recover-from); the others join it",
+			Summary:        "once every control plane's etcd waits for bootstrap, bootstrap one from the copy (talosctl bootstrap --recover-from), its revision first bumped past any a client saw and marked compacted (etcdutl snapshot restore --bump-revision --mark-compacted); the others join it",
 			ChangesCluster: true,
 			newParams:      func() Params { return &EtcdBootstrapParams{Timeout: Duration(DefaultRebootWait)} },
 			params:         []paramDoc{timeout},
