@@ -343,7 +343,10 @@ func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstr
 		}
 	}
 	c, ok := earlier[*CopyResult](r, runbooks.ActionEtcdCopy)
-	if !ok {
+	switch {
+	case !ok && r.fx.DryRun():
+		c = &CopyResult{Path: "(the copy a real run takes)", Kind: "snapshot", SHA256: "(not taken)"} // planned as a real run would
+	case !ok:
 		return nil, fmt.Errorf("no copy of etcd's data in this incident to bootstrap from")
 	}
 	node := r.tc.Nodes()[0]
