@@ -458,5 +458,15 @@ func (c *Cluster) rebootDuration() time.Duration {
 // attemptTimeout is the 30 s machined gives one attempt to join or promote a member,
 // scaled, but never under 5 s: the attempt's work is etcd's, which does not scale.
 func (c *Cluster) attemptTimeout() time.Duration {
-	return max(c.scaled(30*time.Second), 5*time.Second)
+	return max(c.scaled(machinedAttempt), 5*time.Second)
+}
+
+const machinedAttempt = 30 * time.Second
+
+// attemptsFor is how long machined keeps trying (10 minutes to promote, 30 to join),
+// scaled, but never fewer attempts than machined makes: scaled alone, 10 minutes
+// would be 6 s at 0.01, gone in one attempt that a member not answering holds for 5 s
+// (seen in CI on a loaded machine: a learner never promoted).
+func (c *Cluster) attemptsFor(d time.Duration) time.Duration {
+	return max(c.scaled(d), time.Duration(d/machinedAttempt)*c.attemptTimeout())
 }

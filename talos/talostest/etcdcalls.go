@@ -444,6 +444,20 @@ func (n *Node) EtcdLog() []string {
 	return out
 }
 
+// Cluster is the cluster the node belongs to.
+func (n *Node) Cluster() *Cluster { return n.cluster }
+
+// SystemLog returns machined's own log lines (talosctl dmesg's talos lines): the
+// etcd service's states, its joins, promotions and retries.
+func (n *Node) SystemLog() []string {
+	var out []string
+	for _, l := range n.sysLog.Lines() {
+		out = append(out, string(l))
+	}
+
+	return out
+}
+
 // KillEtcd makes the member's process die (SIGKILL): the service restarts it 5 s
 // later with the same arguments, as machined's restart runner does.
 func (n *Node) KillEtcd() error {

@@ -626,7 +626,7 @@ func (s *etcdService) recoverFromSnapshot(skipHashCheck bool) error {
 // same name first: its old self), asking for a bootstrap every 30 s meanwhile.
 func (s *etcdService) buildInitialCluster(ctx context.Context) (string, uint64, error) {
 	c := s.n.cluster
-	deadline := time.Now().Add(c.scaled(etcdJoinTimeout))
+	deadline := time.Now().Add(c.attemptsFor(etcdJoinTimeout))
 
 	var lastNag time.Time
 
@@ -718,7 +718,7 @@ func (s *etcdService) addMember(ctx context.Context) (string, uint64, error) {
 // answer takes the rest of the attempt), until the learner caught up and is promoted.
 func (s *etcdService) promote(ctx context.Context, id uint64) {
 	c := s.n.cluster
-	deadline := time.Now().Add(c.scaled(etcdPromoteFor))
+	deadline := time.Now().Add(c.attemptsFor(etcdPromoteFor))
 	idx := 0
 
 	for {

@@ -130,10 +130,18 @@ func waitEtcd(t *testing.T, n *talostest.Node, what string, cond func(talostest.
 
 	st, err := n.WaitEtcd(ctx, cond)
 	if err != nil {
+		for _, m := range n.Cluster().Nodes {
+			t.Logf("%s machined:\n%s\n%s etcd (last 40 lines):\n%s", m.IP, strings.Join(m.SystemLog(), ""), m.IP, strings.Join(lastLines(m.EtcdLog(), 40), ""))
+		}
+
 		t.Fatalf("%s: etcd never %s: %v (%+v)", n.IP, what, err, st)
 	}
 
 	return st
+}
+
+func lastLines(lines []string, k int) []string {
+	return lines[max(0, len(lines)-k):]
 }
 
 func etcdHealthy(st talostest.EtcdServiceState) bool {
