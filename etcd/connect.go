@@ -51,6 +51,7 @@ type Client struct {
 	// one): after it, etcd refuses every new connection.
 	certNotAfter time.Time
 	readTimeout  time.Duration
+	dialTimeout  time.Duration
 }
 
 // ID is an etcd cluster or member ID, written in hex as etcdctl shows it.
@@ -132,7 +133,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, &UnreachableError{Endpoints: endpoints, Err: err, TLS: looksLikeTLS(err)}
 	}
-	c := &Client{kv: kv, prefix: normalizePrefix(cfg.Prefix), endpoints: endpoints, readTimeout: readTimeout}
+	c := &Client{kv: kv, prefix: normalizePrefix(cfg.Prefix), endpoints: endpoints, readTimeout: readTimeout, dialTimeout: timeout}
 	if tlsCfg != nil && tlsCfg.Certificates[0].Leaf != nil {
 		c.certNotAfter = tlsCfg.Certificates[0].Leaf.NotAfter
 	}
@@ -177,9 +178,11 @@ func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
 }
 
 // header reads one exact key (the prefix itself, normally absent): the
-// cheapest request that returns a response header.
+// cheapest request that returns a response header. Serializable: any
+// member's header names the cluster, and one without quorum answers at once
+// (a linearizable read would wait out its deadline).
 func (c *Client) header(ctx context.Context) (*etcdserverpb.ResponseHeader, error) {
-	resp, err := c.kv.Get(ctx, c.prefix, clientv3.WithKeysOnly())
+	resp, err := c.kv.Get(ctx, c.prefix, clientv3.WithKeysOnly(), clientv3.WithSerializable())
 	if err != nil {
 		return nil, c.wrap(err)
 	}

@@ -87,6 +87,12 @@ func (c *Client) Status(ctx context.Context) ([]MemberStatus, error) {
 
 func (c *Client) status(ctx context.Context, ep string) MemberStatus {
 	m := MemberStatus{Endpoint: ep}
+	// A member that does not listen (its etcd stopped, its node rebooting)
+	// is said so at once: the gRPC call would retry until its deadline.
+	if err := anyListening(ctx, []string{ep}, c.dialTimeout); err != nil {
+		m.Error = (&UnreachableError{Endpoints: []string{ep}, Err: err}).Error()
+		return m
+	}
 	r, err := c.kv.Status(ctx, ep)
 	if err != nil {
 		m.Error = c.wrap(err).Error()

@@ -244,7 +244,9 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 		DryRun: "would reset " + strings.Join(targets, ", ") + "; nothing was reset",
 		Undo:   irreversible("reset EPHEMERAL of "+strings.Join(targets, ", "), "their EPHEMERAL partitions", "the verified copy "+copyPath),
 		Apply: func(ctx context.Context) (Result, error) {
+			boots := map[string]string{}
 			for i, node := range targets {
+				boots[node], _ = r.tc.BootID(ctx, node) // "": unknown, then etcd's state alone says it is back
 				r.progress(node, "resetting EPHEMERAL and rebooting")
 				if err := r.tc.ResetEphemeral(ctx, node); err != nil {
 					return res, nodesDone(ctx, targets, i, err)
@@ -254,13 +256,13 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 				if together {
 					continue
 				}
-				if err := r.backFromReset(ctx, node, p.Timeout.Std()); err != nil {
+				if err := r.backFromReset(ctx, node, boots[node], p.Timeout.Std()); err != nil {
 					return res, nodesDone(ctx, targets, i+1, err)
 				}
 			}
 			if together {
 				for _, node := range targets {
-					if err := r.backFromReset(ctx, node, p.Timeout.Std()); err != nil {
+					if err := r.backFromReset(ctx, node, boots[node], p.Timeout.Std()); err != nil {
 						return res, nodesDone(ctx, targets, len(targets), err)
 					}
 				}
@@ -293,11 +295,19 @@ func nodesDone(ctx context.Context, nodes []string, done int, err error) error {
 	return &NodesInterrupted{Cause: context.Cause(ctx), Applied: nodes[:done], NotApplied: nodes[done:]}
 }
 
-// backFromReset waits until the node answers again after its reboot and
-// machined runs its etcd service again (waiting to join or to be
-// bootstrapped).
-func (r *run) backFromReset(ctx context.Context, node string, timeout time.Duration) error {
+// backFromReset waits until the node answers again in a new boot (its
+// boot ID is not boot's) and machined runs its etcd service again (waiting
+// to join or to be bootstrapped). Until it reboots, a node reset answers
+// with its etcd as it was: that is not back.
+func (r *run) backFromReset(ctx context.Context, node, boot string, timeout time.Duration) error {
 	return r.poll(ctx, node, timeout, "come back from its reset", func(ctx context.Context) (string, bool) {
+		id, err := r.tc.BootID(ctx, node)
+		switch {
+		case err != nil:
+			return "rebooting (" + shortErr(err) + ")", false
+		case boot != "" && id == boot:
+			return "going down for its reboot", false
+		}
 		svc, err := r.tc.EtcdService(ctx, node)
 		if err != nil {
 			return "rebooting (" + shortErr(err) + ")", false

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -94,6 +95,21 @@ func (c *Client) ResetEphemeral(ctx context.Context, node string) error {
 		return c.nodeError(ctx, node, "reset EPHEMERAL", err)
 	}
 	return nil
+}
+
+// BootID is the node's current boot's ID, as talosctl reads it to tell
+// that a node rebooted (reboot and reset --wait).
+func (c *Client) BootID(ctx context.Context, node string) (string, error) {
+	rc, err := c.api.Read(client.WithNode(ctx, node), "/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", c.nodeError(ctx, node, "read the boot ID", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 256))
+	if err != nil {
+		return "", c.nodeError(ctx, node, "read the boot ID", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // BootstrapFrom uploads an etcd snapshot to the node (EtcdRecover) and
