@@ -35,6 +35,7 @@ var (
 	keyBucket        = []byte("key")
 	metaBucket       = []byte("meta")
 	scheduledCompact = []byte("scheduledCompactRev")
+	finishedCompact  = []byte("finishedCompactRev")
 )
 
 // BumpInfo is a bumped database file.
@@ -137,17 +138,29 @@ func withDB(path string, readOnly bool, fn func(*bolt.Tx) error) error {
 	return err
 }
 
-// latestRevision is the main revision of the last entry of bucket "key".
+// latestRevision is the main revision of the last entry of bucket "key",
+// or, when compaction left none there (or nothing was ever written), the
+// revision compacted at: etcd starts at the higher.
 func latestRevision(tx *bolt.Tx) (int64, error) {
 	b := tx.Bucket(keyBucket)
 	if b == nil {
 		return 0, &SnapshotError{Reason: "no key bucket: not an etcd database"}
 	}
-	k, _ := b.Cursor().Last()
-	if len(k) < 17 || k[8] != '_' {
-		return 0, &SnapshotError{Reason: "no revision in the key bucket"}
+	var latest int64
+	if k, _ := b.Cursor().Last(); k != nil {
+		if len(k) < 17 || k[8] != '_' {
+			return 0, &SnapshotError{Reason: fmt.Sprintf("key bucket entry %x is no revision", k)}
+		}
+		latest = int64(binary.BigEndian.Uint64(k))
 	}
-	return int64(binary.BigEndian.Uint64(k)), nil
+	if meta := tx.Bucket(metaBucket); meta != nil {
+		for _, name := range [][]byte{scheduledCompact, finishedCompact} {
+			if v := meta.Get(name); len(v) >= 8 {
+				latest = max(latest, int64(binary.BigEndian.Uint64(v)))
+			}
+		}
+	}
+	return latest, nil
 }
 
 // revisionKey is etcd's bytes for revision {main, 0}.

@@ -89,6 +89,21 @@ func TestBumpRevision(t *testing.T) {
 	}
 }
 
+// An etcd where nothing was written (its key bucket empty) is bumped all the
+// same.
+func TestBumpRevisionNothingWritten(t *testing.T) {
+	cl := newCluster(t)
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "etcd.snapshot")
+	if _, err := cl.c.Snapshot(context.Background(), snap, etcd.RealWriter(cl.c)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := etcd.BumpRevision(snap, true, filepath.Join(dir, "bumped.db"), 1000, etcd.RealWriter(nil))
+	if err != nil || info.Revision != info.From+1000 {
+		t.Fatalf("bumped %+v, %v", info, err)
+	}
+}
+
 func TestBumpRevisionRefusesBadCopies(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.snapshot")

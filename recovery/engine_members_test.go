@@ -80,26 +80,37 @@ func (e *engineEnv) loseMembers(n int) {
 }
 
 // membersHealthy tells whether every control plane's member is healthy,
-// listed and a voter, as the Talos API says it.
+// listed and a voter, as the nodes and etcd say it, within a minute (the
+// test's client reconnects to members that rebooted); what is not is logged.
 func (e *engineEnv) membersHealthy() bool {
+	var why string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if why = e.membersNotHealthy(); why == "" {
+			return true
+		}
+	}
+	e.t.Log(why)
+	return false
+}
+
+func (e *engineEnv) membersNotHealthy() string {
 	for _, n := range e.cluster.ControlPlanes() {
-		st := n.EtcdState()
-		if !st.Healthy || st.State != talostest.ServiceRunning {
-			return false
+		if st := n.EtcdState(); !st.Healthy || st.State != talostest.ServiceRunning {
+			return fmt.Sprintf("node %s: etcd %+v", n.IP, st)
 		}
 	}
 	ctx, cancel := context.WithTimeout(e.t.Context(), 10*time.Second)
 	defer cancel()
 	resp, err := e.kv.MemberList(ctx)
 	if err != nil || len(resp.Members) != len(e.cluster.ControlPlanes()) {
-		return false
+		return fmt.Sprintf("member list: %v, %v", resp, err)
 	}
 	for _, m := range resp.Members {
 		if m.IsLearner {
-			return false
+			return fmt.Sprintf("member %x is a learner", m.ID)
 		}
 	}
-	return true
+	return ""
 }
 
 // A lost member: the plain recover diagnoses it (exit 31 when refused),

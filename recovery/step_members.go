@@ -202,7 +202,10 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 	case !ok:
 		return nil, fmt.Errorf("%w: no verified copy of etcd's data is on disk in this incident: a reset would risk the only one", ErrConflict)
 	}
-	now := r.members(ctx)
+	now, err := r.membersAnswering(ctx, p.Timeout.Std())
+	if err != nil {
+		return nil, err
+	}
 	var targets []string
 	for _, node := range r.tc.Nodes() {
 		n, _ := now.Node(node)
@@ -270,6 +273,33 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 			res.said = said("reset EPHEMERAL of " + strings.Join(res.Reset, ", "))
 			return res, nil
 		}}, nil
+}
+
+// membersAnswering reads every node's member once each node answers: a
+// node that does not may be rebooting from a reset an interrupted run made,
+// and must not be taken for one still to reset.
+func (r *run) membersAnswering(ctx context.Context, timeout time.Duration) (*diagnose.MembersEvidence, error) {
+	now := r.members(ctx)
+	waited := false
+	for _, n := range now.Nodes {
+		if n.Service != "" {
+			continue
+		}
+		waited = true
+		if err := r.poll(ctx, n.Node, timeout, "answer again", func(ctx context.Context) (string, bool) {
+			_, err := r.tc.EtcdService(ctx, n.Node)
+			if err != nil {
+				return "not answering, perhaps rebooting (" + shortErr(err) + ")", false
+			}
+			return "answers", true
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if waited {
+		now = r.members(ctx)
+	}
+	return now, nil
 }
 
 // verifiedCopy is the verified copy of etcd's data this incident holds: the
