@@ -88,6 +88,10 @@ var apiServerKeys = []string{
 	"/registry/servicecidrs/kubernetes",
 	"/registry/ipaddresses/",
 	"/registry/events/default/",
+	// The service IP range's allocation, rewritten by the repair loop of a
+	// kube-apiserver that starts on an etcd restored from a copy (seen
+	// after the etcd-quorum-lost recovery).
+	"/registry/ranges/serviceips",
 }
 
 // APIServerWrites tells whether kube-apiserver itself writes key as it

@@ -81,7 +81,14 @@ func (r *run) acquire(ctx context.Context, ec *etcd.Client) (warning string, err
 	holder := etcd.LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
 	var lock *etcd.Lock
 	err = errNoLeader
-	if hasLeader(ctx, ec) {
+	answers, leader := leaderSeen(ctx, ec)
+	if !answers {
+		// Every member down (reset, not bootstrapped yet): no lock of
+		// anyone's can be held, and a read would wait out its deadline.
+		r.lock.deferred = true
+		return "cannot take the cluster lock yet, no etcd member answers: it is taken once etcd takes writes again; make sure nobody else runs breakglass on this cluster meanwhile", nil
+	}
+	if leader {
 		actx, cancel := context.WithTimeout(ctx, lockWriteTimeout)
 		lock, err = ec.AcquireLock(actx, holder)
 		cancel()
@@ -116,13 +123,15 @@ const lockWriteTimeout = 15 * time.Second
 // there).
 var errNoLeader = errors.New("etcdserver: no leader")
 
-// hasLeader tells whether some member that answers knows a leader.
-func hasLeader(ctx context.Context, ec *etcd.Client) bool {
+// leaderSeen tells whether some member answers, and whether one that
+// does knows a leader.
+func leaderSeen(ctx context.Context, ec *etcd.Client) (answers, leader bool) {
 	st, err := ec.Status(ctx)
 	if err != nil {
-		return true // cannot tell: try the write, bounded
+		var ue *etcd.UnreachableError
+		return !errors.As(err, &ue), true // cannot tell: try the write, bounded
 	}
-	return slices.ContainsFunc(st, func(m etcd.MemberStatus) bool { return m.Error == "" && m.Leader != 0 })
+	return true, slices.ContainsFunc(st, func(m etcd.MemberStatus) bool { return m.Error == "" && m.Leader != 0 })
 }
 
 // unwritable says why etcd cannot take the write that takes the lock ("":
@@ -163,6 +172,9 @@ func (r *run) takeDeferredLock(ctx context.Context) error {
 		return nil
 	}
 	warning, err := r.acquire(ctx, ec)
+	if warning != "" {
+		r.progress("etcd", warning)
+	}
 	if err != nil || warning != "" {
 		return err
 	}
