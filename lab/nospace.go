@@ -66,6 +66,23 @@ func DiffKeys(before, after map[string]string) KeyDiff {
 	return d
 }
 
+// Lost are the keys gone or changed that kube-apiserver does not account
+// for: a key it writes may change, and one of its leases may expire (a
+// kube-apiserver that went with its node leaves its master lease to lapse).
+func (d KeyDiff) Lost() (gone, changed []string) {
+	for _, k := range d.Gone {
+		if !strings.HasPrefix(k, "/registry/masterleases/") && !strings.HasPrefix(k, "/registry/leases/kube-system/") {
+			gone = append(gone, k)
+		}
+	}
+	for _, k := range d.Changed {
+		if !APIServerWrites(k) {
+			changed = append(changed, k)
+		}
+	}
+	return gone, changed
+}
+
 // apiServerKeys are the keys (or prefixes, ending in /) kube-apiserver
 // itself writes when it starts or runs, measured on v1.32.13 and v1.34.4:
 // its identity and endpoint leases, the kubernetes Service's endpoints, the

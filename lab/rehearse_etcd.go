@@ -72,14 +72,8 @@ func rehearseEtcdLoss(ctx context.Context, l *Lab, scenario string, rep *Rehears
 	}
 	defer ec.Close()
 	after, _, err := EtcdKeys(ctx, ec)
-	d := DiffKeys(before, after)
-	var changed []string
-	for _, k := range d.Changed {
-		if !APIServerWrites(k) {
-			changed = append(changed, k)
-		}
-	}
-	check("every key written before the loss back byte for byte", err == nil && len(d.Gone) == 0 && len(changed) == 0,
-		fmt.Sprintf("gone %q, changed %q (of %d keys)", d.Gone, changed, len(before)))
+	gone, changed := DiffKeys(before, after).Lost()
+	check("every key written before the loss back byte for byte", err == nil && len(gone) == 0 && len(changed) == 0,
+		fmt.Sprintf("gone %q, changed %q (of %d keys)", gone, changed, len(before)))
 	return nil
 }

@@ -172,9 +172,10 @@ func (r *run) takeDeferredLock(ctx context.Context) error {
 		return nil
 	}
 	warning, err := r.acquire(ctx, ec)
-	if warning != "" {
+	if warning != "" && warning != r.lock.said {
 		r.progress("etcd", warning)
 	}
+	r.lock.said = warning
 	if err != nil || warning != "" {
 		return err
 	}

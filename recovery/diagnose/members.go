@@ -245,11 +245,27 @@ func (m *MembersEvidence) listed(id etcd.ID) bool {
 }
 
 // QuorumLost tells whether fewer than a majority of the voting members are
-// healthy: etcd takes no write, and only a bootstrap from a copy brings it
-// back.
+// healthy, even counting as healthy every node that did not answer: etcd
+// takes no write, and only a bootstrap from a copy brings it back. A node
+// whose Talos API is away is no evidence of a lost member.
 func (m *MembersEvidence) QuorumLost() bool {
-	return m != nil && len(m.Nodes) > 0 && len(m.healthyVoters()) < m.voting()/2+1
+	return m != nil && len(m.Nodes) > 0 && len(m.healthyVoters())+len(m.unknown()) < m.voting()/2+1
 }
+
+// unknown are the nodes whose etcd service could not be read (the node did
+// not answer): nothing is known of their member.
+func (m *MembersEvidence) unknown() []NodeMember {
+	var out []NodeMember
+	for _, n := range m.Nodes {
+		if n.unknown() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// unknown tells that the node's etcd service could not be read.
+func (n NodeMember) unknown() bool { return n.Service == "" && n.MemberID == 0 }
 
 // Lost are the nodes whose member is not a healthy member of the cluster
 // (down, corrupt, waiting to join, or removed while its node still runs
@@ -259,13 +275,13 @@ func (m *MembersEvidence) Lost() (nodes []NodeMember, unanswered []ListedMember)
 		return nil, nil
 	}
 	for _, n := range m.Nodes {
-		if !n.healthy() || !m.listed(n.MemberID) {
+		if !n.unknown() && (!n.healthy() || !m.listed(n.MemberID)) {
 			nodes = append(nodes, n)
 		}
 	}
 	for _, lm := range m.Members {
 		if !slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.MemberID == lm.ID && n.healthy() }) &&
-			!slices.ContainsFunc(nodes, func(n NodeMember) bool { return n.Node == lm.Host }) {
+			!slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.Node == lm.Host && (n.unknown() || slices.ContainsFunc(nodes, func(l NodeMember) bool { return l.Node == n.Node })) }) {
 			unanswered = append(unanswered, lm)
 		}
 	}
