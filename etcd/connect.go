@@ -51,6 +51,7 @@ type Client struct {
 	// one): after it, etcd refuses every new connection.
 	certNotAfter time.Time
 	readTimeout  time.Duration
+	dialTimeout  time.Duration
 }
 
 // ID is an etcd cluster or member ID, written in hex as etcdctl shows it.
@@ -132,13 +133,16 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, &UnreachableError{Endpoints: endpoints, Err: err, TLS: looksLikeTLS(err)}
 	}
-	c := &Client{kv: kv, prefix: normalizePrefix(cfg.Prefix), endpoints: endpoints, readTimeout: readTimeout}
+	c := &Client{kv: kv, prefix: normalizePrefix(cfg.Prefix), endpoints: endpoints, readTimeout: readTimeout, dialTimeout: timeout}
 	if tlsCfg != nil && tlsCfg.Certificates[0].Leaf != nil {
 		c.certNotAfter = tlsCfg.Certificates[0].Leaf.NotAfter
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := c.header(pctx); err != nil {
+	// A serializable read: a member that lost its quorum still answers it,
+	// and is reachable for what it can tell (its status, its data).
+	if _, err := c.kv.Get(pctx, c.prefix, clientv3.WithKeysOnly(), clientv3.WithLimit(1), clientv3.WithSerializable()); err != nil {
+		err = c.wrap(err)
 		kv.Close()
 		var ue *UnreachableError
 		if errors.As(err, &ue) {
@@ -174,9 +178,11 @@ func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
 }
 
 // header reads one exact key (the prefix itself, normally absent): the
-// cheapest request that returns a response header.
+// cheapest request that returns a response header. Serializable: any
+// member's header names the cluster, and one without quorum answers at once
+// (a linearizable read would wait out its deadline).
 func (c *Client) header(ctx context.Context) (*etcdserverpb.ResponseHeader, error) {
-	resp, err := c.kv.Get(ctx, c.prefix, clientv3.WithKeysOnly())
+	resp, err := c.kv.Get(ctx, c.prefix, clientv3.WithKeysOnly(), clientv3.WithSerializable())
 	if err != nil {
 		return nil, c.wrap(err)
 	}

@@ -368,7 +368,8 @@ func (c *Client) ReadLock(ctx context.Context) (*LockHolder, error) {
 }
 
 func (c *Client) readLock(ctx context.Context) (*LockHolder, int64, error) {
-	resp, err := c.kv.Get(ctx, lockKey)
+	// Serializable: a member without quorum still tells who held the lock.
+	resp, err := c.kv.Get(ctx, lockKey, clientv3.WithSerializable())
 	if err != nil {
 		return nil, 0, c.wrap(err)
 	}

@@ -87,6 +87,12 @@ func (c *Client) Status(ctx context.Context) ([]MemberStatus, error) {
 
 func (c *Client) status(ctx context.Context, ep string) MemberStatus {
 	m := MemberStatus{Endpoint: ep}
+	// A member that does not listen (its etcd stopped, its node rebooting)
+	// is said so at once: the gRPC call would retry until its deadline.
+	if err := anyListening(ctx, []string{ep}, c.dialTimeout); err != nil {
+		m.Error = (&UnreachableError{Endpoints: []string{ep}, Err: err}).Error()
+		return m
+	}
 	r, err := c.kv.Status(ctx, ep)
 	if err != nil {
 		m.Error = c.wrap(err).Error()
@@ -385,6 +391,23 @@ func IsNoSpace(err error) bool {
 	var ns *NoSpaceError
 	return errors.As(err, &ns) || errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) ||
 		strings.Contains(err.Error(), noSpaceText)
+}
+
+// IsNoQuorum tells whether err is etcd refusing a write it cannot commit:
+// no leader, or no answer from a quorum in time (a cluster that lost its
+// quorum, or a write that timed out waiting for one).
+func IsNoQuorum(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrGRPCNoLeader, rpctypes.ErrTimeout, rpctypes.ErrGRPCTimeout,
+		rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrGRPCTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost,
+		rpctypes.ErrGRPCTimeoutDueToConnectionLost, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return strings.Contains(err.Error(), "etcdserver: no leader") || strings.Contains(err.Error(), "etcdserver: request timed out")
 }
 
 // noSpaceText is how etcd words the refusal (rpctypes.ErrNoSpace).

@@ -23,9 +23,10 @@ func (l *Lab) EtcdClient(ctx context.Context) (*etcd.Client, error) {
 }
 
 // EtcdKeys reads every key in etcd with its value, at one revision, which
-// it returns too.
+// it returns too. The read is serializable: a member that lost its quorum
+// answers it with the data a recovery starts from.
 func EtcdKeys(ctx context.Context, ec *etcd.Client) (map[string]string, int64, error) {
-	resp, err := ec.KV().Get(ctx, "\x00", clientv3.WithFromKey())
+	resp, err := ec.KV().Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithSerializable())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -65,6 +66,23 @@ func DiffKeys(before, after map[string]string) KeyDiff {
 	return d
 }
 
+// Lost are the keys gone or changed that kube-apiserver does not account
+// for: a key it writes may change, and one of its leases may expire (a
+// kube-apiserver that went with its node leaves its master lease to lapse).
+func (d KeyDiff) Lost() (gone, changed []string) {
+	for _, k := range d.Gone {
+		if !strings.HasPrefix(k, "/registry/masterleases/") && !strings.HasPrefix(k, "/registry/leases/kube-system/") {
+			gone = append(gone, k)
+		}
+	}
+	for _, k := range d.Changed {
+		if !APIServerWrites(k) {
+			changed = append(changed, k)
+		}
+	}
+	return gone, changed
+}
+
 // apiServerKeys are the keys (or prefixes, ending in /) kube-apiserver
 // itself writes when it starts or runs, measured on v1.32.13 and v1.34.4:
 // its identity and endpoint leases, the kubernetes Service's endpoints, the
@@ -87,6 +105,10 @@ var apiServerKeys = []string{
 	"/registry/servicecidrs/kubernetes",
 	"/registry/ipaddresses/",
 	"/registry/events/default/",
+	// The service IP range's allocation, rewritten by the repair loop of a
+	// kube-apiserver that starts on an etcd restored from a copy (seen
+	// after the etcd-quorum-lost recovery).
+	"/registry/ranges/serviceips",
 }
 
 // APIServerWrites tells whether kube-apiserver itself writes key as it

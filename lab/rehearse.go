@@ -115,6 +115,9 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	if lo.Nodes <= 0 {
 		lo.Nodes = 1
 	}
+	if isEtcdLossScenario(opts.Scenario) {
+		lo.Nodes = EtcdScenarioNodes // one member lost, or two, of three
+	}
 	if lo.KubeBinDir == "" {
 		var err error
 		if lo.KubeBinDir, err = FindKubeBinDir(); err != nil {
@@ -160,6 +163,15 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 		}
 		return rep, rep.finish(out, start)
 	}
+	if isEtcdLossScenario(opts.Scenario) {
+		if _, err := RunScenario(ctx, l, opts.Scenario, tl); err != nil {
+			return rep, err
+		}
+		if err := rehearseEtcdLoss(ctx, l, opts.Scenario, rep, tl, out, opts.ToolVersion); err != nil {
+			return rep, err
+		}
+		return rep, rep.finish(out, start)
+	}
 	if isFlagsScenario(opts.Scenario) {
 		if _, err := RunScenario(ctx, l, opts.Scenario, tl); err != nil {
 			return rep, err
@@ -170,7 +182,8 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 		return rep, rep.finish(out, start)
 	}
 	if opts.Scenario != "" && opts.Scenario != ScenarioKyvernoServiceCIDR {
-		return rep, fmt.Errorf("%w %q: rehearse plays %s, %s or a flags scenario (%s)", ErrUnknownScenario, opts.Scenario, ScenarioKyvernoServiceCIDR, ScenarioEtcdNoSpace, strings.Join(slices.Sorted(maps.Keys(FlagsScenarios)), ", "))
+		return rep, fmt.Errorf("%w %q: rehearse plays %s, %s, %s, %s or a flags scenario (%s)", ErrUnknownScenario, opts.Scenario, ScenarioKyvernoServiceCIDR, ScenarioEtcdNoSpace,
+			ScenarioEtcdMemberLost, ScenarioEtcdQuorumLost, strings.Join(slices.Sorted(maps.Keys(FlagsScenarios)), ", "))
 	}
 	if rep.Deadlock, err = RunScenario(ctx, l, ScenarioKyvernoServiceCIDR, tl); err != nil {
 		return rep, err

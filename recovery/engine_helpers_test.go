@@ -148,9 +148,7 @@ type recoverRequest struct {
 	Hooks        engineHooks
 }
 
-func (e *engineEnv) etcdOptions() recovery.EtcdOptions {
-	return recovery.EtcdOptions{Endpoints: e.etcd.Endpoints, CACert: e.etcd.CAFile, Cert: e.etcd.CertFile, Key: e.etcd.KeyFile}
-}
+func (e *engineEnv) etcdOptions() recovery.EtcdOptions { return e.etcdAccess }
 
 func (e *engineEnv) state() recovery.State { return recovery.State{Dir: e.stateDir} }
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,13 +79,26 @@ func (r *run) takeLock(ctx context.Context) (warning string, err error) {
 // deferred until etcd takes writes.
 func (r *run) acquire(ctx context.Context, ec *etcd.Client) (warning string, err error) {
 	holder := etcd.LockHolder{By: whoami(), Since: time.Now().UTC(), Incident: r.journal.ID, Command: orDefault(r.opts.Command, "recover")}
-	lock, err := ec.AcquireLock(ctx, holder)
-	if etcd.IsNoSpace(err) {
+	var lock *etcd.Lock
+	err = errNoLeader
+	answers, leader := leaderSeen(ctx, ec)
+	if !answers {
+		// Every member down (reset, not bootstrapped yet): no lock of
+		// anyone's can be held, and a read would wait out its deadline.
+		r.lock.deferred = true
+		return "cannot take the cluster lock yet, no etcd member answers: it is taken once etcd takes writes again; make sure nobody else runs breakglass on this cluster meanwhile", nil
+	}
+	if leader {
+		actx, cancel := context.WithTimeout(ctx, lockWriteTimeout)
+		lock, err = ec.AcquireLock(actx, holder)
+		cancel()
+	}
+	if why := unwritable(err); why != "" && ctx.Err() == nil {
 		if h, rerr := ec.ReadLock(ctx); rerr == nil && h != nil && h.Incident != holder.Incident {
 			return "", &etcd.LockHeldError{Holder: *h}
 		}
 		r.lock.deferred = true
-		return "cannot take the cluster lock yet, etcd is full (NOSPACE) and taking it is a write: it is read before every change and taken once etcd takes writes again; make sure nobody else runs breakglass on this cluster meanwhile", nil
+		return "cannot take the cluster lock yet, " + why + " and taking it is a write: it is read before every change and taken once etcd takes writes again; make sure nobody else runs breakglass on this cluster meanwhile", nil
 	}
 	var held *etcd.LockHeldError
 	if errors.As(err, &held) && held.Holder.Incident == holder.Incident && held.Holder.By == holder.By {
@@ -98,6 +112,40 @@ func (r *run) acquire(ctx context.Context, ec *etcd.Client) (warning string, err
 	}
 	r.lock = lockState{held: lock}
 	return "", nil
+}
+
+// lockWriteTimeout bounds the write that takes the lock: an etcd without
+// quorum answers it with nothing.
+const lockWriteTimeout = 15 * time.Second
+
+// errNoLeader: no member knows a leader, so no write can be committed;
+// the lock is not even tried (a write would wait for a quorum that is not
+// there).
+var errNoLeader = errors.New("etcdserver: no leader")
+
+// leaderSeen tells whether some member answers, and whether one that
+// does knows a leader.
+func leaderSeen(ctx context.Context, ec *etcd.Client) (answers, leader bool) {
+	st, err := ec.Status(ctx)
+	if err != nil {
+		var ue *etcd.UnreachableError
+		return !errors.As(err, &ue), true // cannot tell: try the write, bounded
+	}
+	return true, slices.ContainsFunc(st, func(m etcd.MemberStatus) bool { return m.Error == "" && m.Leader != 0 })
+}
+
+// unwritable says why etcd cannot take the write that takes the lock ("":
+// it can, or err is something else).
+func unwritable(err error) string {
+	switch {
+	case errors.Is(err, errNoLeader):
+		return "etcd has no quorum (no member knows a leader)"
+	case etcd.IsNoSpace(err):
+		return "etcd is full (NOSPACE)"
+	case etcd.IsNoQuorum(err):
+		return "etcd has no quorum"
+	}
+	return ""
 }
 
 // lockBeforeChange checks, before a change, that the cluster lock this run
@@ -114,13 +162,20 @@ func (r *run) lockBeforeChange(ctx context.Context) error {
 	return nil
 }
 
-// takeDeferredLock tries again to take the lock etcd was too full to take.
+// takeDeferredLock tries again to take the lock etcd could not take. An
+// etcd that cannot be reached at all (its members reset, not bootstrapped
+// yet) holds no lock of anyone's: the change goes on, said.
 func (r *run) takeDeferredLock(ctx context.Context) error {
 	ec, err := r.etcdClient(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot read the cluster lock before this change: %w", err)
+		r.progress("etcd", "cannot read the cluster lock before this change ("+shortErr(err)+"): no etcd answers to hold one")
+		return nil
 	}
 	warning, err := r.acquire(ctx, ec)
+	if warning != "" && warning != r.lock.said {
+		r.progress("etcd", warning)
+	}
+	r.lock.said = warning
 	if err != nil || warning != "" {
 		return err
 	}

@@ -7,7 +7,6 @@ package recovery
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -40,8 +39,10 @@ func (r *run) coversEveryMember(ctx context.Context, t *IncidentType) error {
 	}
 	var left, hosts []string
 	for _, m := range members {
-		host := memberHost(m)
-		if covered[m.ID] || slices.Contains(r.gone, host) {
+		host := m.Host()
+		// A member whose node is given counts even when its etcd does not
+		// answer: that is the member a lost-member incident acts on.
+		if covered[m.ID] || slices.Contains(nodes, host) || slices.Contains(r.gone, host) {
 			continue
 		}
 		left = append(left, fmt.Sprintf("%s (%s, %s)", talos.MemberIDString(m.ID), orDefault(m.Hostname, "no name"), orDefault(host, "no client URL")))
@@ -55,14 +56,4 @@ func (r *run) coversEveryMember(ctx context.Context, t *IncidentType) error {
 	all := Target{Context: r.target.Context, Nodes: append(slices.Clone(nodes), hosts...)}
 	return &refusedError{err: failure.Input("", "%s acts on every etcd member, hence on every control plane, and -n leaves out %s; nothing was changed", t.Name, strings.Join(left, ", ")),
 		hints: []string{"run it on every control plane: " + all.NodesCmd("recover")}}
-}
-
-// memberHost is the address a member serves its clients on: its node.
-func memberHost(m talos.EtcdMember) string {
-	for _, u := range m.ClientURLs {
-		if p, err := url.Parse(u); err == nil && p.Hostname() != "" {
-			return p.Hostname()
-		}
-	}
-	return ""
 }

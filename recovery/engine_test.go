@@ -31,6 +31,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -59,8 +60,10 @@ type engineEnv struct {
 	cluster  *talostest.Cluster
 	tc       *talos.Client
 	stateDir string
-	etcd     *etcdtest.Server
-	kv       *clientv3.Client
+	etcd     *etcdtest.Server // nil with envOptions.members
+	kv       *clientv3.Client // a client of the cluster's etcd
+	// etcdAccess is how breakglass reaches etcd: endpoints and certificate files.
+	etcdAccess recovery.EtcdOptions
 
 	// the original machine configs, running and on disk, by node IP
 	original, originalDisk map[string][]byte
@@ -96,6 +99,11 @@ type envOptions struct {
 	// then reaches it as each node's own member (EtcdStatus, defragment,
 	// alarms), and kube-apiserver is not ready while etcd is full.
 	etcdQuota int64
+	// members: every control plane runs machined's etcd service around a
+	// real member of its own (talostest.EtcdOptions), which can be lost,
+	// removed, reset and bootstrapped as on Talos; the nodes' kube-apiserver
+	// runs only while their member does.
+	members bool
 }
 
 func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
@@ -116,20 +124,25 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 		t.Fatal(err)
 	}
 
-	var etcdOpts []etcdtest.Option
-	if o.etcdQuota > 0 {
-		etcdOpts, env.full = append(etcdOpts, etcdtest.WithQuota(o.etcdQuota)), true
-	}
-	env.etcd = etcdtest.StartTLS(t, etcdOpts...)
-	env.kv = env.etcd.TestClient(t)
-	if o.deadlock {
-		env.putWebhook()
-	}
-
-	env.cluster, err = talostest.NewCluster(t.Context(), talostest.ClusterOptions{
-		ControlPlanes: o.controlPlanes, Workers: o.workers, Dir: t.TempDir(), Secrets: bundle,
-		Runner: env, Kubelet: engineKubelet, BaseArgs: env.baseArgs, EtcdMember: env.etcdMember(),
-		EtcdSnapshot: func(ctx context.Context, _ *talostest.Node, w io.Writer) error {
+	copts := talostest.ClusterOptions{ControlPlanes: o.controlPlanes, Workers: o.workers, Dir: t.TempDir(), Secrets: bundle,
+		Runner: env, Kubelet: engineKubelet, BaseArgs: env.baseArgs}
+	if o.members {
+		// etcd's joins and promotions take real time (a learner must catch
+		// up): Talos's timeouts around them are scaled less.
+		copts.Etcd, copts.Kubelet.TimeScale = &talostest.EtcdOptions{}, 0.02
+	} else {
+		var etcdOpts []etcdtest.Option
+		if o.etcdQuota > 0 {
+			etcdOpts, env.full = append(etcdOpts, etcdtest.WithQuota(o.etcdQuota)), true
+		}
+		env.etcd = etcdtest.StartTLS(t, etcdOpts...)
+		env.kv = env.etcd.TestClient(t)
+		env.etcdAccess = recovery.EtcdOptions{Endpoints: env.etcd.Endpoints, CACert: env.etcd.CAFile, Cert: env.etcd.CertFile, Key: env.etcd.KeyFile}
+		if o.deadlock {
+			env.putWebhook()
+		}
+		copts.EtcdMember = env.etcdMember()
+		copts.EtcdSnapshot = func(ctx context.Context, _ *talostest.Node, w io.Writer) error {
 			rc, err := env.kv.Snapshot(ctx)
 			if err != nil {
 				return err
@@ -137,10 +150,14 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 			defer rc.Close()
 			_, err = io.Copy(w, rc)
 			return err
-		},
-	})
+		}
+	}
+	env.cluster, err = talostest.NewCluster(t.Context(), copts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.members {
+		env.reachMembers(bundle)
 	}
 	t.Cleanup(env.cluster.Close)
 	path, err := env.cluster.Talosconfig(role.Admin)

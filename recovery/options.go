@@ -135,7 +135,18 @@ type Decision struct {
 	// cluster.apiServer.extraArgs (KEY or KEY:ITEM), for a diagnosis of
 	// flags-refused.
 	Flags []string `json:"flags,omitempty"`
+	// Lost are the etcd members the diagnosis found lost, each with its
+	// node (etcd-member-lost); Source is the node whose member holds the
+	// most advanced data, where a copy comes from (etcd-quorum-lost).
+	Lost   []LostMember `json:"lost,omitempty"`
+	Source string       `json:"source,omitempty"`
 	// Steps replace the run's steps after diagnose when the run's runbook
 	// is not the type's: the loop follows them.
 	Steps []Step `json:"steps,omitempty"`
+}
+
+// LostMember is an etcd member the diagnosis found lost, and its node.
+type LostMember struct {
+	Node     string `json:"node,omitempty"`     // "" when no node given runs it
+	MemberID string `json:"memberID,omitempty"` // hex, as etcd writes it; "" when its status could not be read
 }

@@ -36,6 +36,10 @@ type incidentCase struct {
 	over func(env *engineEnv) bool
 	// advice is a phrase of the advice that ends every run of the type.
 	advice string
+	// lockedBefore, for a type whose etcd takes no write (a lost quorum),
+	// is the incident brought about after another run took the cluster
+	// lock: no run can take it once the incident is there.
+	lockedBefore func(t *testing.T) *engineEnv
 }
 
 // resumesToTheEnd resumes the incident: it completes, and the incident is
@@ -82,6 +86,32 @@ var incidentCases = map[string]incidentCase{
 		advice: "quota-backend-bytes",
 		over:   func(env *engineEnv) bool { return !env.noSpace(env.t.Context()) },
 	},
+	"etcd-member-lost": {
+		make: func(t *testing.T) *engineEnv {
+			env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+			env.loseMembers(1)
+			return env
+		},
+		during: "reset: it reboots",
+		advice: "talosctl etcd leave",
+		over:   (*engineEnv).membersHealthy,
+	},
+	"etcd-quorum-lost": {
+		make: func(t *testing.T) *engineEnv {
+			env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+			env.loseMembers(2)
+			return env
+		},
+		lockedBefore: func(t *testing.T) *engineEnv {
+			env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+			holdLock(t, env, "someone@else", "20261204-000000-other")
+			env.loseMembers(2)
+			return env
+		},
+		during: "reset: it reboots",
+		advice: "snapshots on a schedule",
+		over:   (*engineEnv).membersHealthy,
+	},
 }
 
 func allReady(hs []recovery.NodeHealth) bool {
@@ -114,7 +144,8 @@ func stopAfterFirstChange(t *testing.T, env *engineEnv) runOutcome {
 	defer cancel(nil)
 	var confirmed atomic.Bool
 	res, err := recoverRun(t, env, recoverRequest{Ctx: ctx, Hooks: engineHooks{
-		confirm: func(string) error { confirmed.Store(true); return nil },
+		confirm:     func(string) error { confirmed.Store(true); return nil },
+		confirmText: func(string, string) error { confirmed.Store(true); return nil },
 		begin: func(string) {
 			if confirmed.Load() {
 				cancel(errors.New("interrupted by the test (Ctrl-C)"))
@@ -205,12 +236,20 @@ func TestPromiseRevertOnlyWhatCanBeUndone(t *testing.T) {
 // before the change all the same.
 func TestPromiseLockCheckedBeforeEveryChange(t *testing.T) {
 	forEveryType(t, func(t *testing.T, c incidentCase) {
-		env := c.make(t)
+		var env *engineEnv
+		var hooks engineHooks
+		if c.lockedBefore != nil {
+			env = c.lockedBefore(t)
+		} else {
+			env = c.make(t)
+			takeIt := func() { env.anotherRunTakesTheLock() }
+			hooks = engineHooks{
+				confirm:     func(string) error { takeIt(); return nil },
+				confirmText: func(string, string) error { takeIt(); return nil },
+			}
+		}
 		registry := env.liveKeysExceptLock()
-		res, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{confirm: func(string) error {
-			env.anotherRunTakesTheLock()
-			return nil
-		}}})
+		res, err := recoverRun(t, env, recoverRequest{Hooks: hooks})
 		wantOutcome(t, res, err, "failed", true)
 		if !errorIs(err, "conflict") {
 			t.Fatalf("error %v, want the lock conflict", err)
@@ -278,7 +317,7 @@ func TestPromiseInterruptionSaysPerNode(t *testing.T) {
 		}})
 		wantOutcome(t, res, err, "aborted", true)
 		s := res.step(step.Load().(string))
-		if !strings.Contains(s.Message, "applied on") || strings.Contains(s.Message, "failed") {
+		if !strings.Contains(s.Message, "the change was applied on") || strings.Contains(s.Message, "failed") {
 			t.Errorf("step %s interrupted mid-change says %q: want where it was applied, and nothing failed", s.Name, s.Message)
 		}
 		c.resumesToTheEnd(t, env, res.Incident)

@@ -227,4 +227,5 @@ type lockState struct {
 	// a write): the loop reads it before each change, and takes it as soon
 	// as etcd takes writes again.
 	deferred bool
+	said     string // the last reason given why it is still not taken
 }

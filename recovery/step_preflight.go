@@ -72,7 +72,7 @@ func (r *run) preflight(ctx context.Context, _ Step, _ *runbooks.PreflightParams
 	res.EtcdClusterID = r.etcdClusterID(ctx)
 	switch {
 	case r.lock.deferred:
-		res.Lock, res.said = "not taken yet", said(msg+"; cluster lock NOT taken yet (etcd is full: it is taken once etcd takes writes)")
+		res.Lock, res.said = "not taken yet", said(msg+"; cluster lock NOT taken yet (etcd takes no write: it is taken once it does)")
 		return plan, nil
 	case warning != "":
 		res.Lock, res.said = "not taken", said(msg+"; cluster lock NOT taken (etcd unreachable)")

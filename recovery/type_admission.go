@@ -20,16 +20,27 @@ func init() {
 		Verdicts: []diagnose.Verdict{diagnose.AdmissionDeadlock, diagnose.Unknown},
 		Runbook:  "webhook-deadlock",
 		Does:     "turns admission plugins off",
-		Fits: func(steps []Step) bool {
-			return hasAction(steps, runbooks.ActionAdmissionDisable) ||
-				!hasAction(steps, runbooks.ActionEtcdDefragment) && !hasAction(steps, runbooks.ActionExtraArgsRemove)
-		},
+		Fits:     fitsAdmission,
 		Decide:   decideAdmission,
 		Plan:     func(d *Decision) string { return "disable " + strings.Join(d.Plugins, ",") },
 		Scope:    ScopeNodesGiven,
 		Describe: describeAdmission,
 		Advice:   adviseAdmission,
 	})
+}
+
+// fitsAdmission: a runbook that disables admission plugins, or one no other
+// type claims (a runbook of waits and checks).
+func fitsAdmission(steps []Step) bool {
+	if hasAction(steps, runbooks.ActionAdmissionDisable) {
+		return true
+	}
+	for _, t := range incidentTypes {
+		if t.Name != "admission-deadlock" && t.Fits(steps) {
+			return false
+		}
+	}
+	return true
 }
 
 // decideAdmission: the plugins to disable are those the diagnosis names,

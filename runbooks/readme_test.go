@@ -32,9 +32,11 @@ func TestReadme(t *testing.T) {
 	table, _, _ = strings.Cut(table, "\n\n")
 	for _, a := range Actions() {
 		// webhook.wait is optional in the example's incident; extraargs.remove
-		// and the etcd space actions belong to other incidents
-		// (builtin/apiserver-flags.yaml, builtin/etcd-nospace.yaml).
-		if !seen[a.Name] && !slices.Contains([]Action{ActionWebhookWait, ActionExtraArgsRemove, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm}, a.Name) {
+		// and the etcd space and member actions belong to other incidents
+		// (builtin/apiserver-flags.yaml, builtin/etcd-nospace.yaml,
+		// builtin/etcd-member-lost.yaml, builtin/etcd-quorum-lost.yaml).
+		if !seen[a.Name] && !slices.Contains([]Action{ActionWebhookWait, ActionExtraArgsRemove, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
+			ActionEtcdCopy, ActionEtcdMemberRemove, ActionEtcdReset, ActionEtcdBootstrap, ActionEtcdWait}, a.Name) {
 			t.Errorf("the README example does not use %s", a.Name)
 		}
 		row := ""

@@ -26,11 +26,11 @@ func actionsOf(rb *Runbook) []Action {
 }
 
 func TestBuiltin(t *testing.T) {
-	if got, want := BuiltinNames(), []string{"webhook-deadlock", "mutating-webhook-deadlock", "policy-deadlock", "apiserver-flags", "etcd-nospace"}; !slices.Equal(got, want) {
+	if got, want := BuiltinNames(), []string{"webhook-deadlock", "mutating-webhook-deadlock", "policy-deadlock", "apiserver-flags", "etcd-member-lost", "etcd-nospace", "etcd-quorum-lost"}; !slices.Equal(got, want) {
 		t.Fatalf("BuiltinNames() = %q, want %q", got, want)
 	}
 	all := Builtin()
-	if len(all) != 5 {
+	if len(all) != 7 {
 		t.Fatalf("Builtin() gave %d runbooks", len(all))
 	}
 	for _, rb := range all {
@@ -373,7 +373,8 @@ func TestDuration(t *testing.T) {
 
 func TestActionTable(t *testing.T) {
 	acts := Actions()
-	want := []Action{ActionPreflight, ActionDiagnose, ActionAdmissionDisable, ActionExtraArgsRemove, ActionAPIServerWait, ActionEtcdSnapshot, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm, ActionEtcdDelete, ActionWebhookWait, ActionAdmissionRestore, ActionVerify}
+	want := []Action{ActionPreflight, ActionDiagnose, ActionAdmissionDisable, ActionExtraArgsRemove, ActionAPIServerWait, ActionEtcdSnapshot, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
+		ActionEtcdCopy, ActionEtcdMemberRemove, ActionEtcdReset, ActionEtcdBootstrap, ActionEtcdWait, ActionEtcdDelete, ActionWebhookWait, ActionAdmissionRestore, ActionVerify}
 	var names []Action
 	types := map[reflect.Type]bool{}
 	for _, a := range acts {
@@ -408,7 +409,8 @@ func TestActionTable(t *testing.T) {
 		if a.Summary == "" || strings.HasSuffix(a.Summary, ".") {
 			t.Errorf("%s: summary %q", a.Name, a.Summary)
 		}
-		changes := slices.Contains([]Action{ActionAdmissionDisable, ActionEtcdDelete, ActionAdmissionRestore, ActionExtraArgsRemove, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm}, a.Name)
+		changes := slices.Contains([]Action{ActionAdmissionDisable, ActionEtcdDelete, ActionAdmissionRestore, ActionExtraArgsRemove, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
+			ActionEtcdMemberRemove, ActionEtcdReset, ActionEtcdBootstrap}, a.Name)
 		if a.ChangesCluster != changes {
 			t.Errorf("%s: ChangesCluster %v", a.Name, a.ChangesCluster)
 		}

@@ -70,7 +70,31 @@ func (w *watch) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithContextDialer(w.dial),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: w.timeout}),
+		grpc.WithChainUnaryInterceptor(readDeadline),
 	}
+}
+
+// ReadTimeout bounds one read of a node (its etcd's status or members, its
+// services, a resource) that its caller gave no sooner deadline: a node
+// whose etcd does not run, or that stopped answering, must not keep a
+// command waiting for ever mid-incident. Changes keep their callers'
+// deadlines (a defragmentation or an apply may rightly take minutes).
+const ReadTimeout = 15 * time.Second
+
+// readMethods are the unary calls that only read.
+var readMethods = []string{
+	"/machine.MachineService/Version", "/machine.MachineService/ServiceList", "/machine.MachineService/Containers",
+	"/machine.MachineService/EtcdStatus", "/machine.MachineService/EtcdMemberList", "/machine.MachineService/EtcdAlarmList",
+	"/cosi.resource.State/Get", "/cosi.resource.State/List",
+}
+
+func readDeadline(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if _, set := ctx.Deadline(); !set && slices.Contains(readMethods, method) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ReadTimeout)
+		defer cancel()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // endpointOf names the endpoint an address belongs to: a single endpoint

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -51,6 +52,16 @@ type EtcdMember struct {
 	PeerURLs   []string
 	ClientURLs []string
 	IsLearner  bool
+}
+
+// Host is the address the member serves its clients on: its node.
+func (m EtcdMember) Host() string {
+	for _, u := range m.ClientURLs {
+		if p, err := url.Parse(u); err == nil && p.Hostname() != "" {
+			return p.Hostname()
+		}
+	}
+	return ""
 }
 
 // MemberIDString writes a member ID as talosctl and etcdctl do (hex, 16 digits).

@@ -66,6 +66,9 @@ func labCommands(s streams) []*cli.Command {
 				"With --scenario " + lab.ScenarioEtcdNoSpace + ": etcd reaches its quota and the upgraded kube-apiserver cannot start;\n" +
 				"the guided recovery picks runbook etcd-nospace (snapshot, compact, defragment, disarm), and the checks are:\n" +
 				"kube-apiserver ready, writes taken, NOSPACE gone, the snapshot verified, no live key lost.\n" +
+				"With --scenario " + lab.ScenarioEtcdMemberLost + " or " + lab.ScenarioEtcdQuorumLost + " (3 nodes): one member's data destroyed, or two;\n" +
+				"the guided recovery picks runbook etcd-member-lost or etcd-quorum-lost, and the checks are: three healthy\n" +
+				"members, kube-apiserver ready on every node (after a restore, each started after it), every key back byte for byte.\n" +
 				"Exits 0 only if every check holds.\n\n" + failure.Help(),
 			Flags: []cli.Flag{nodes, labflags.RehearseScenario()},
 			Action: func(c *cli.Context) error {

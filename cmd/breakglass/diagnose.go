@@ -49,6 +49,9 @@ func diagnoseCommand(s streams) *cli.Command {
 			"  21  admission-deadlock  a webhook or policy refuses kube-apiserver's own start-up writes\n" +
 			"  29  flags-refused       kube-apiserver refuses its own flags (a feature gate locked or gone, a flag\n" +
 			"                          removed, a runtime-config version it no longer serves) and exits at once\n" +
+			"  30  etcd-nospace        etcd is full (NOSPACE alarm) and refuses every write\n" +
+			"  31  etcd-member-lost    an etcd member is down, corrupt or removed; quorum holds\n" +
+			"  32  etcd-quorum-lost    too few healthy etcd members: no write goes through\n" +
 			"  22  other-failure       not ready, for a known reason that is not admission\n" +
 			"  23  unknown             some node could not be read, or no known signature explains it\n\n" +
 			exitCodeHelp(),

@@ -32,17 +32,19 @@ const (
 	Verification Category = 10
 	Output       Category = 11 // standard output or standard error failed a write
 
-	Disabled         Category = 20
-	DiagnoseDeadlock Category = 21
-	DiagnoseOther    Category = 22
-	DiagnoseUnknown  Category = 23
-	AuditDeadlock    Category = 24
-	AuditUnknown     Category = 25
-	AuditSlowStart   Category = 26
-	LabFailed        Category = 27
-	LabNoBinaries    Category = 28
-	DiagnoseFlags    Category = 29
-	DiagnoseNoSpace  Category = 30
+	Disabled           Category = 20
+	DiagnoseDeadlock   Category = 21
+	DiagnoseOther      Category = 22
+	DiagnoseUnknown    Category = 23
+	AuditDeadlock      Category = 24
+	AuditUnknown       Category = 25
+	AuditSlowStart     Category = 26
+	LabFailed          Category = 27
+	LabNoBinaries      Category = 28
+	DiagnoseFlags      Category = 29
+	DiagnoseNoSpace    Category = 30
+	DiagnoseMemberLost Category = 31
+	DiagnoseQuorumLost Category = 32
 	// UpgradeNoGo is upgrade-check's no-go. 40, not 31: the codes after 30
 	// are diagnose's verdicts, and more of them are coming.
 	UpgradeNoGo Category = 40
@@ -77,6 +79,8 @@ var Table = []struct {
 	{LabNoBinaries, "lab: the kube-apiserver binaries are not built (make kube-apiserver)"},
 	{DiagnoseFlags, "diagnose: kube-apiserver refuses its own flags (cluster.apiServer.extraArgs) and exits at once"},
 	{DiagnoseNoSpace, "diagnose: etcd is full (NOSPACE alarm) and refuses every write"},
+	{DiagnoseMemberLost, "diagnose: an etcd member is lost (down, corrupt or removed); quorum holds"},
+	{DiagnoseQuorumLost, "diagnose: etcd has lost its quorum; no write goes through"},
 	{UpgradeNoGo, "upgrade-check: a check says no-go (with --strict, a warning too): do not upgrade yet"},
 }
 
@@ -103,7 +107,7 @@ func Help() string {
 // outcome first, then partial (it wraps each node's own failure), then the
 // cause an operator can act on first.
 var precedence = []Category{
-	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, UpgradeNoGo, LabFailed, LabNoBinaries,
+	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseMemberLost, DiagnoseQuorumLost, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, UpgradeNoGo, LabFailed, LabNoBinaries,
 	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput, Output,
 }
 

@@ -75,7 +75,7 @@ func (a *ArgList) String() string {
 // lab test holds the two equal), RehearseScenarios those `rehearse` takes.
 var (
 	UpScenarios       = []string{"kyverno-servicecidr", "kyverno-servicecidr-excluded", "mutating-policy-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace", "etcd-member-lost", "etcd-quorum-lost"}
-	RehearseScenarios = []string{"kyverno-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace"}
+	RehearseScenarios = []string{"kyverno-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace", "etcd-member-lost", "etcd-quorum-lost"}
 )
 
 // UpScenario is `up`'s --scenario.

@@ -21,6 +21,8 @@ const (
 	OtherFailure      Verdict = "other-failure"      // not ready, for a known reason that is not admission
 	FlagsRefused      Verdict = "flags-refused"      // kube-apiserver refuses its own flags and exits at once
 	EtcdNoSpace       Verdict = "etcd-nospace"       // etcd is full (NOSPACE alarm): every write is refused
+	EtcdMemberLost    Verdict = "etcd-member-lost"   // an etcd member is down, corrupt or removed; quorum holds
+	EtcdQuorumLost    Verdict = "etcd-quorum-lost"   // too few healthy etcd members: no write goes through
 	Unknown           Verdict = "unknown"            // could not tell: nodes unread, or no known signature
 )
 
@@ -37,6 +39,10 @@ func (v Verdict) Category() failure.Category {
 		return failure.DiagnoseFlags
 	case EtcdNoSpace:
 		return failure.DiagnoseNoSpace
+	case EtcdMemberLost:
+		return failure.DiagnoseMemberLost
+	case EtcdQuorumLost:
+		return failure.DiagnoseQuorumLost
 	}
 	return failure.DiagnoseUnknown
 }
@@ -219,8 +225,13 @@ func Analyze(ev *Evidence, opts Options) *Report {
 	}
 	etcdPolicies := policyCulprits(ev.Etcd)
 	switch {
+	case r.quorumLost(ev):
+		// Nothing writes at all until etcd is bootstrapped again.
 	case r.noSpace(ev, suspect, ready):
 		// Nothing starts, whatever else it logged, until etcd has room.
+	case r.memberLost(ev):
+		// A node's kube-apiserver has no etcd to talk to; the cluster
+		// limps on the others until the member is back.
 	case r.flagsRefused(ev, suspect):
 		// It never starts: nothing else it logged can matter yet.
 	case len(trapped) > 0:

@@ -74,6 +74,9 @@ type Evidence struct {
 	HealthAsked bool           `json:"healthAsked"`
 	// Space is etcd's room (space.go); nil when it could not be asked.
 	Space *SpaceEvidence `json:"space,omitempty"`
+	// Members are etcd's members, node by node (members.go); nil when the
+	// nodes could not be asked.
+	Members *MembersEvidence `json:"members,omitempty"`
 }
 
 // NodeEvidence is what one control-plane node showed.
@@ -162,6 +165,9 @@ func Run(ctx context.Context, tc *talos.Client, ec *etcd.Client, opts Options) (
 	return Analyze(ev, opts), nil
 }
 
+// etcdListTimeout bounds the listing of the admission objects in etcd.
+const etcdListTimeout = 30 * time.Second
+
 // ErrNoNodes means there is nothing to diagnose.
 var ErrNoNodes = errors.New("no target nodes: the talosconfig context names none")
 
@@ -200,10 +206,19 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 		defer wg.Done()
 		ev.Space = gatherSpace(ctx, nodes, room)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ev.Members = GatherMembers(ctx, nodes, room)
+	}()
 	if objs != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// An etcd without quorum retries a linearizable read for ever:
+			// the listing has a deadline of its own.
+			ctx, cancel := context.WithTimeout(ctx, etcdListTimeout)
+			defer cancel()
 			ev.Etcd = gatherEtcd(ctx, objs, opts.Resources)
 		}()
 	} else if opts.EtcdError != nil {

@@ -61,6 +61,9 @@ func Brief(r *Report) string {
 	if r.Verdict == EtcdNoSpace && r.Evidence != nil {
 		writeSpace(&b, r.Evidence.Space)
 	}
+	if (r.Verdict == EtcdMemberLost || r.Verdict == EtcdQuorumLost) && r.Evidence != nil {
+		writeMembers(&b, r.Evidence.Members)
+	}
 	return b.String()
 }
 
@@ -71,6 +74,9 @@ func EvidenceText(r *Report) string {
 	if ev := r.Evidence; ev != nil {
 		if r.Verdict != EtcdNoSpace {
 			writeSpace(&b, ev.Space)
+		}
+		if r.Verdict != EtcdMemberLost && r.Verdict != EtcdQuorumLost {
+			writeMembers(&b, ev.Members)
 		}
 		b.WriteString("\nnodes:\n")
 		for _, ne := range ev.Nodes {

@@ -113,6 +113,10 @@ func gatherSpace(ctx context.Context, nodes Nodes, room EtcdRoom) *SpaceEvidence
 	done := make(chan struct{})
 	go func() { // etcd itself, beside the nodes
 		defer close(done)
+		// The alarm list goes through raft: without quorum it would
+		// wait for ever.
+		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+		defer cancel()
 		if room != nil {
 			direct, directErr = room.Status(ctx)
 			directAlarms, directAlarmsErr = room.Alarms(ctx)
@@ -127,6 +131,8 @@ func gatherSpace(ctx context.Context, nodes Nodes, room EtcdRoom) *SpaceEvidence
 	var reads []nodeRead
 	if viaTalos {
 		reads, _ = talos.EachNode(nodes.Nodes(), func(n string) (nodeRead, error) {
+			ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+			defer cancel()
 			r := nodeRead{node: n}
 			r.st, r.err = en.EtcdStatus(ctx, n)
 			r.alarms, r.alarmsErr = en.EtcdAlarms(ctx, n)

@@ -1,0 +1,402 @@
+package diagnose
+
+// etcd's members: is each one there, healthy and caught up, and does the
+// cluster keep its quorum. A member lost while quorum holds (a disk, a node
+// replaced without `etcd leave`, a corrupted data directory) leaves its
+// node's kube-apiserver without etcd; a lost quorum (two of three gone)
+// leaves every one of them without it, and nothing writes until etcd is
+// bootstrapped again from a copy of the most advanced survivor's data.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+// The built-in runbooks for a lost member and a lost quorum.
+const (
+	MemberLostRunbook = "etcd-member-lost"
+	QuorumLostRunbook = "etcd-quorum-lost"
+)
+
+// EtcdMemberNodes reads each control plane's member through the Talos API;
+// *talos.Client is one.
+type EtcdMemberNodes interface {
+	EtcdNodes
+	EtcdMembers(ctx context.Context, node string) ([]talos.EtcdMember, error)
+	EtcdService(ctx context.Context, node string) (talos.EtcdService, error)
+}
+
+// MembersEvidence is each control plane's etcd member as its node tells it,
+// and the members the cluster lists.
+type MembersEvidence struct {
+	Nodes []NodeMember `json:"nodes"`
+	// Members are the members any node lists, each with the nodes that list it.
+	Members []ListedMember `json:"members"`
+}
+
+// NodeMember is one control plane's etcd: its service and its member.
+type NodeMember struct {
+	Node           string   `json:"node"`
+	Service        string   `json:"service,omitempty"` // machined's state of the etcd service
+	ServiceHealthy bool     `json:"serviceHealthy"`
+	ServiceMessage string   `json:"serviceMessage,omitempty"`
+	MemberID       etcd.ID  `json:"memberID,omitempty"` // 0: its status could not be read
+	Leader         etcd.ID  `json:"leader,omitempty"`   // the leader it knows; 0: none
+	Learner        bool     `json:"learner,omitempty"`
+	RaftIndex      uint64   `json:"raftIndex,omitempty"`
+	RaftTerm       uint64   `json:"raftTerm,omitempty"`
+	Revision       int64    `json:"revision,omitempty"` // read from etcd itself when it could be
+	Alarms         []string `json:"alarms,omitempty"`   // its errors (CORRUPT, NOSPACE)
+	Errors         []string `json:"errors,omitempty"`   // what could not be read
+}
+
+// ListedMember is a member of the cluster and who lists it.
+type ListedMember struct {
+	ID       etcd.ID  `json:"id"`
+	Hostname string   `json:"hostname,omitempty"`
+	Host     string   `json:"host,omitempty"` // the address it serves clients on
+	Learner  bool     `json:"learner,omitempty"`
+	ListedBy []string `json:"listedBy"`
+}
+
+// Healthy tells whether every node's member is healthy, a voting member
+// the cluster lists, within margin raft entries of the most advanced, and
+// the cluster lists as many voting members as there are nodes.
+func (m *MembersEvidence) Healthy(margin uint64) bool {
+	best, ok := m.MostAdvanced()
+	if !ok || m.voting() != len(m.Nodes) {
+		return false
+	}
+	for _, n := range m.Nodes {
+		if !n.healthy() || n.Learner || !m.listed(n.MemberID) || best.RaftIndex-n.RaftIndex > margin {
+			return false
+		}
+	}
+	return true
+}
+
+// Node is what the node's member is, as read.
+func (m *MembersEvidence) Node(node string) (NodeMember, bool) {
+	i := slices.IndexFunc(m.Nodes, func(n NodeMember) bool { return n.Node == node })
+	if i < 0 {
+		return NodeMember{}, false
+	}
+	return m.Nodes[i], true
+}
+
+// Healthy tells whether the node's member is a healthy member of the
+// cluster.
+func (n NodeMember) Healthy() bool { return n.healthy() }
+
+// State says the node's etcd in a few words.
+func (n NodeMember) State() string { return n.state() }
+
+// healthy tells whether the node's member runs, answers, knows a leader and
+// raises no CORRUPT alarm.
+func (n NodeMember) healthy() bool {
+	return n.MemberID != 0 && n.Leader != 0 && (n.Service == "" || n.Service == "Running") &&
+		!slices.ContainsFunc(n.Alarms, func(a string) bool { return strings.Contains(a, "CORRUPT") })
+}
+
+// state says the node's etcd in a few words.
+func (n NodeMember) state() string {
+	switch {
+	case n.MemberID == 0 && n.Service != "" && n.Service != "Running":
+		s := "etcd service " + n.Service
+		if n.ServiceMessage != "" {
+			s += " (" + n.ServiceMessage + ")"
+		}
+		return s
+	case n.MemberID == 0:
+		return "its member does not answer: " + strings.Join(n.Errors, "; ")
+	case n.Leader == 0:
+		return fmt.Sprintf("member %s has no leader (raft term %d, index %d)", n.MemberID, n.RaftTerm, n.RaftIndex)
+	case !n.healthy():
+		return fmt.Sprintf("member %s: %s", n.MemberID, strings.Join(n.Alarms, ", "))
+	}
+	return fmt.Sprintf("member %s healthy (raft index %d)", n.MemberID, n.RaftIndex)
+}
+
+// memberReadTimeout bounds one node's reads of its etcd: a healthy member
+// answers in milliseconds, one whose etcd does not run never does.
+const memberReadTimeout = 5 * time.Second
+
+// GatherMembers reads every control plane's etcd service, member status and
+// member list through the Talos API, and each member's revision from etcd
+// itself when it can.
+func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvidence {
+	en, ok := nodes.(EtcdMemberNodes)
+	if !ok {
+		return nil
+	}
+	type read struct {
+		nm      NodeMember
+		members []talos.EtcdMember
+	}
+	reads, _ := talos.EachNode(nodes.Nodes(), func(node string) (read, error) {
+		// A node whose etcd does not run may not answer at all: each
+		// node's reads have a deadline, and its error says so.
+		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+		defer cancel()
+		r := read{nm: NodeMember{Node: node}}
+		if svc, err := en.EtcdService(ctx, node); err == nil {
+			r.nm.Service, r.nm.ServiceHealthy, r.nm.ServiceMessage = svc.State, svc.Healthy, svc.Message
+		} else {
+			r.nm.Errors = append(r.nm.Errors, "etcd service: "+firstLine(err))
+		}
+		if r.nm.Service != "" && r.nm.Service != "Running" {
+			// machined runs no member there: nothing to ask it.
+			return r, nil
+		}
+		if st, err := en.EtcdStatus(ctx, node); err == nil {
+			r.nm.MemberID, r.nm.Leader, r.nm.Learner = etcd.ID(st.MemberID), etcd.ID(st.Leader), st.IsLearner
+			r.nm.RaftIndex, r.nm.RaftTerm, r.nm.Alarms = st.RaftIndex, st.RaftTerm, st.Errors
+		} else {
+			r.nm.Errors = append(r.nm.Errors, "etcd status: "+firstLine(err))
+		}
+		if ms, err := en.EtcdMembers(ctx, node); err == nil {
+			r.members = ms
+		} else {
+			r.nm.Errors = append(r.nm.Errors, "etcd members: "+firstLine(err))
+		}
+		return r, nil
+	})
+	ev := &MembersEvidence{}
+	byID := map[etcd.ID]*ListedMember{}
+	for _, r := range reads {
+		ev.Nodes = append(ev.Nodes, r.nm)
+		for _, m := range r.members {
+			lm := byID[etcd.ID(m.ID)]
+			if lm == nil {
+				lm = &ListedMember{ID: etcd.ID(m.ID), Hostname: m.Hostname, Host: m.Host(), Learner: m.IsLearner}
+				byID[lm.ID] = lm
+			}
+			lm.ListedBy = append(lm.ListedBy, r.nm.Node)
+		}
+	}
+	for _, lm := range byID {
+		ev.Members = append(ev.Members, *lm)
+	}
+	sort.Slice(ev.Members, func(i, j int) bool { return ev.Members[i].ID < ev.Members[j].ID })
+	if room != nil {
+		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+		defer cancel()
+		if st, err := room.Status(ctx); err == nil {
+			for i := range ev.Nodes {
+				for _, s := range st {
+					if s.Error == "" && s.MemberID == ev.Nodes[i].MemberID {
+						ev.Nodes[i].Revision = s.Revision
+					}
+				}
+			}
+		}
+	}
+	return ev
+}
+
+// voting are the members that count for quorum: every member any node
+// lists, learners left out; when no node could list them, one per node.
+func (m *MembersEvidence) voting() int {
+	n := 0
+	for _, lm := range m.Members {
+		if !lm.Learner {
+			n++
+		}
+	}
+	if n == 0 {
+		return len(m.Nodes)
+	}
+	return n
+}
+
+// healthyVoters are the nodes whose voting member is healthy.
+func (m *MembersEvidence) healthyVoters() []NodeMember {
+	var out []NodeMember
+	for _, n := range m.Nodes {
+		if n.healthy() && !n.Learner && m.listed(n.MemberID) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// answering are the nodes whose voting member answers, leader or not.
+func (m *MembersEvidence) answering() []NodeMember {
+	var out []NodeMember
+	for _, n := range m.Nodes {
+		if n.MemberID != 0 && !n.Learner && m.listed(n.MemberID) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// listed tells whether the cluster lists the member (always, when no list
+// could be read).
+func (m *MembersEvidence) listed(id etcd.ID) bool {
+	return len(m.Members) == 0 || slices.ContainsFunc(m.Members, func(lm ListedMember) bool { return lm.ID == id })
+}
+
+// QuorumLost tells whether fewer than a majority of the voting members are
+// healthy, even counting as healthy every node that did not answer: etcd
+// takes no write, and only a bootstrap from a copy brings it back. A node
+// whose Talos API is away is no evidence of a lost member.
+func (m *MembersEvidence) QuorumLost() bool {
+	return m != nil && len(m.Nodes) > 0 && len(m.healthyVoters())+len(m.unknown()) < m.voting()/2+1
+}
+
+// unknown are the nodes whose etcd service could not be read (the node did
+// not answer): nothing is known of their member.
+func (m *MembersEvidence) unknown() []NodeMember {
+	var out []NodeMember
+	for _, n := range m.Nodes {
+		if n.unknown() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// unknown tells that the node's etcd service could not be read.
+func (n NodeMember) unknown() bool { return n.Service == "" && n.MemberID == 0 }
+
+// Lost are the nodes whose member is not a healthy member of the cluster
+// (down, corrupt, waiting to join, or removed while its node still runs
+// etcd), and the listed members no node answers for.
+func (m *MembersEvidence) Lost() (nodes []NodeMember, unanswered []ListedMember) {
+	if m == nil {
+		return nil, nil
+	}
+	for _, n := range m.Nodes {
+		if !n.unknown() && (!n.healthy() || !m.listed(n.MemberID)) {
+			nodes = append(nodes, n)
+		}
+	}
+	for _, lm := range m.Members {
+		if !slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.MemberID == lm.ID && n.healthy() }) &&
+			!slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.Node == lm.Host && (n.unknown() || slices.ContainsFunc(nodes, func(l NodeMember) bool { return l.Node == n.Node })) }) {
+			unanswered = append(unanswered, lm)
+		}
+	}
+	return nodes, unanswered
+}
+
+// MostAdvanced is the node whose member holds the most advanced data: the
+// highest raft index, then revision, among those that answer.
+func (m *MembersEvidence) MostAdvanced() (NodeMember, bool) {
+	var best NodeMember
+	found := false
+	for _, n := range m.Nodes {
+		if n.MemberID == 0 {
+			continue
+		}
+		if !found || n.RaftIndex > best.RaftIndex || n.RaftIndex == best.RaftIndex && n.Revision > best.Revision {
+			best, found = n, true
+		}
+	}
+	return best, found
+}
+
+// Behind says how far each other answering member is behind the most
+// advanced one.
+func (m *MembersEvidence) Behind() string {
+	best, ok := m.MostAdvanced()
+	if !ok {
+		return "no member answers: its data can only be copied from a node's disk"
+	}
+	parts := []string{fmt.Sprintf("most advanced: member %s on %s (raft index %d", best.MemberID, best.Node, best.RaftIndex)}
+	if best.Revision > 0 {
+		parts[0] += fmt.Sprintf(", revision %d", best.Revision)
+	}
+	parts[0] += ")"
+	for _, n := range m.Nodes {
+		if n.Node != best.Node && n.MemberID != 0 {
+			parts = append(parts, fmt.Sprintf("%s %d entries behind", n.Node, best.RaftIndex-n.RaftIndex))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// quorumLost concludes etcd-quorum-lost.
+func (r *Report) quorumLost(ev *Evidence) bool {
+	m := ev.Members
+	if !m.QuorumLost() {
+		return false
+	}
+	r.Verdict, r.Runbook = EtcdQuorumLost, QuorumLostRunbook
+	r.Summary = fmt.Sprintf("etcd has lost its quorum: %d of %d voting members answer, %d healthy with a leader, %d needed; no write goes through and kube-apiserver cannot run; %s",
+		len(m.answering()), m.voting(), len(m.healthyVoters()), m.voting()/2+1, m.Behind())
+	r.addNext("breakglass recover   # runbook etcd-quorum-lost: a verified copy of the most advanced member's data, every control plane's EPHEMERAL reset, etcd bootstrapped from the copy")
+	r.Notes = append(r.Notes, "by hand, Talos's disaster recovery: talosctl etcd snapshot (or cp "+talos.EtcdDBPath+"), talosctl reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL on every control plane, talosctl bootstrap --recover-from on one")
+	return true
+}
+
+// memberLost concludes etcd-member-lost: quorum holds, a member does not.
+func (r *Report) memberLost(ev *Evidence) bool {
+	lost, unanswered := ev.Members.Lost()
+	if len(lost) == 0 && len(unanswered) == 0 {
+		return false
+	}
+	m := ev.Members
+	r.Verdict, r.Runbook = EtcdMemberLost, MemberLostRunbook
+	var what []string
+	for _, n := range lost {
+		s := "node " + n.Node + ": " + n.state()
+		if n.MemberID != 0 && !m.listed(n.MemberID) {
+			s = fmt.Sprintf("node %s: its member %s is no longer in the cluster (removed), yet its etcd runs", n.Node, n.MemberID)
+		}
+		what = append(what, s)
+	}
+	for _, lm := range unanswered {
+		what = append(what, fmt.Sprintf("member %s (%s, %s) is listed, and no node given answers for it", lm.ID, orNone(lm.Hostname), orNone(lm.Host)))
+	}
+	r.Summary = fmt.Sprintf("etcd lost a member; quorum holds (%d of %d voting members healthy): %s; %s",
+		len(m.healthyVoters()), m.voting(), strings.Join(what, "; "), m.Behind())
+	r.addNext("breakglass recover   # runbook etcd-member-lost: remove the lost member, reset its node's EPHEMERAL, let it join again")
+	return true
+}
+
+// writeMembers writes each node's member, the evidence of the verdicts above.
+func writeMembers(b *strings.Builder, m *MembersEvidence) {
+	if m == nil {
+		return
+	}
+	b.WriteString("\netcd members by node:\n")
+	for _, n := range m.Nodes {
+		fmt.Fprintf(b, "  %s: %s", n.Node, n.state())
+		if n.Service != "" {
+			fmt.Fprintf(b, "; service %s", n.Service)
+		}
+		if n.Revision > 0 {
+			fmt.Fprintf(b, "; revision %d", n.Revision)
+		}
+		b.WriteString("\n")
+	}
+	for _, lm := range m.Members {
+		learner := ""
+		if lm.Learner {
+			learner = ", learner"
+		}
+		fmt.Fprintf(b, "  listed: %s (%s, %s%s) by %s\n", lm.ID, orNone(lm.Hostname), orNone(lm.Host), learner, strings.Join(lm.ListedBy, ", "))
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// firstLine is an error's first line.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}

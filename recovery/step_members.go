@@ -1,0 +1,460 @@
+package recovery
+
+// The steps that bring etcd's members back, as Talos's disaster-recovery
+// guide does through the Talos API: a verified copy of the most advanced
+// member's data, the lost member removed, control planes' EPHEMERAL reset
+// (a lost member's node alone, each back before the next; without quorum,
+// all at once), etcd bootstrapped from the copy with its revision bumped,
+// and the wait until every member is healthy and caught up. Each
+// plans from what the nodes say now, so that a resumed run does not redo
+// what an interrupted one did.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+	"github.com/breakglass-dev/breakglass/runbooks"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+func init() {
+	register((*run).copyEtcd)
+	register((*run).removeMembers)
+	register((*run).resetNodes)
+	register((*run).bootstrapEtcd)
+	register((*run).waitEtcd)
+}
+
+// caughtUp is how many raft entries a member may be behind the most
+// advanced one and count as caught up.
+const caughtUp = 100
+
+// members reads every node's etcd member now.
+func (r *run) members(ctx context.Context) *diagnose.MembersEvidence {
+	ec, err := r.etcdClient(ctx)
+	var room diagnose.EtcdRoom
+	if err == nil {
+		room = ec
+	}
+	return diagnose.GatherMembers(ctx, r.tc, room)
+}
+
+// CopyResult is a verified copy of a member's data.
+type CopyResult struct {
+	said
+	Path   string `json:"path"`
+	Kind   string `json:"kind"` // snapshot, or db (a database file: its hash check is skipped at bootstrap)
+	Node   string `json:"node"` // where it was copied from
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// copyEtcd saves a verified copy of the most advanced member's data: its
+// snapshot through the Talos API, or, when it serves none, its database
+// file. Nothing is reset before it is on disk.
+func (r *run) copyEtcd(ctx context.Context, _ Step, _ *runbooks.EtcdCopyParams) (*Plan, error) {
+	d := r.decision()
+	if d == nil || d.Source == "" {
+		return nil, fmt.Errorf("no member's data to copy: the diagnosis found no member that answers; copy a node's %s by hand (talosctl cp) and bootstrap from it with talosctl bootstrap --recover-from --recover-skip-hash-check", talos.EtcdDBPath)
+	}
+	snap, db := filepath.Join(r.journal.Dir, "etcd.snapshot"), filepath.Join(r.journal.Dir, "etcd.db")
+	if info, err := etcd.VerifySnapshotFile(snap); err == nil {
+		return &Plan{Result: &CopyResult{said: said("copied in an earlier run: " + snap), Path: snap, Kind: "snapshot", Node: d.Source, SHA256: info.SHA256, Size: info.Size}}, nil
+	}
+	if info, err := etcd.VerifyDBFile(db); err == nil {
+		return &Plan{Result: &CopyResult{said: said("copied in an earlier run: " + db), Path: db, Kind: "db", Node: d.Source, SHA256: info.SHA256, Size: info.Size}}, nil
+	}
+	return &Plan{DryRun: "would copy the data of the member on " + d.Source + " to " + snap + " (or its database file to " + db + ")", Apply: func(ctx context.Context) (Result, error) {
+		w := r.fx.EtcdWriter(nil)
+		for _, p := range []string{snap, db} {
+			if err := r.removeOwnPartial(p); err != nil {
+				return nil, err
+			}
+		}
+		r.progress(d.Source, "streaming an etcd snapshot through the Talos API")
+		info, err := snapshotThroughTalos(ctx, r.tc, d.Source, snap, w)
+		if err == nil {
+			return &CopyResult{said: said(fmt.Sprintf("snapshot of the member on %s: %s (%d bytes, verified)", d.Source, snap, info.Size)), Path: snap, Kind: "snapshot", Node: d.Source, SHA256: info.SHA256, Size: info.Size}, nil
+		}
+		r.progress(d.Source, "no snapshot ("+shortErr(err)+"): copying its database file "+talos.EtcdDBPath)
+		info, err = copyDBThroughTalos(ctx, r.tc, d.Source, db, w)
+		if err != nil {
+			return nil, err
+		}
+		return &CopyResult{said: said(fmt.Sprintf("database file of the member on %s: %s (%d bytes, verified; its hash check is skipped at bootstrap)", d.Source, db, info.Size)), Path: db, Kind: "db", Node: d.Source, SHA256: info.SHA256, Size: info.Size}, nil
+	}}, nil
+}
+
+// copyDBThroughTalos copies the node's member database file to path.
+func copyDBThroughTalos(ctx context.Context, tc *talos.Client, node, path string, w etcd.Writer) (*etcd.SnapshotInfo, error) {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	go func() {
+		_, err := tc.CopyEtcdDB(ctx, node, pw)
+		pw.CloseWithError(err)
+	}()
+	return etcd.WriteDBCopy(pr, path, w)
+}
+
+// removeMembers removes the lost members the cluster still lists, through
+// a healthy member's node; never a healthy member, never one whose removal
+// would leave fewer healthy members than a quorum of those that remain.
+func (r *run) removeMembers(ctx context.Context, _ Step, _ *runbooks.EtcdMemberRemoveParams) (*Plan, error) {
+	d := r.decision()
+	if d == nil || len(d.Lost) == 0 {
+		return nil, skip("the diagnosis found no lost member")
+	}
+	now := r.members(ctx)
+	var healthy []diagnose.NodeMember
+	for _, n := range now.Nodes {
+		if n.Healthy() {
+			healthy = append(healthy, n)
+		}
+	}
+	if len(healthy) == 0 {
+		return nil, fmt.Errorf("no healthy member answers to remove the lost one through: %s", strings.Join(stateLines(now), "; "))
+	}
+	var targets []diagnose.ListedMember
+	for _, lm := range now.Members {
+		if slices.ContainsFunc(d.Lost, func(l LostMember) bool { return l.MemberID == lm.ID.String() || l.MemberID == "" && l.Node == lm.Host }) &&
+			!slices.ContainsFunc(healthy, func(n diagnose.NodeMember) bool { return n.MemberID == lm.ID }) {
+			targets = append(targets, lm)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, skip("no lost member is listed any more: removed already")
+	}
+	if remain := len(now.Members) - len(targets); len(healthy) < remain/2+1 {
+		return nil, fmt.Errorf("%w: removing %d member(s) would leave %d healthy of %d: not a quorum; recover the quorum instead (runbook etcd-quorum-lost)", ErrConflict, len(targets), len(healthy), remain)
+	}
+	via := healthy[0].Node
+	var view strings.Builder
+	fmt.Fprintf(&view, "Plan: remove %d lost etcd member(s) through the member on %s (%d healthy of %d listed):\n", len(targets), via, len(healthy), len(now.Members))
+	var ids []string
+	for _, t := range targets {
+		fmt.Fprintf(&view, "  member %s (%s, %s): it can only come back as a new member, its node reset\n", t.ID, orDefault(t.Hostname, "no name"), orDefault(t.Host, "no address"))
+		ids = append(ids, t.ID.String())
+	}
+	res := &MembersResult{Via: via}
+	return &Plan{View: Text(view.String()), Change: true, Result: res,
+		Ask:    []Question{{Text: fmt.Sprintf("remove etcd member(s) %s?", strings.Join(ids, ", "))}},
+		DryRun: "would remove member(s) " + strings.Join(ids, ", ") + "; nothing was removed",
+		Undo: irreversible("remove etcd member(s) "+strings.Join(ids, ", "), "their membership (a removed member never comes back with its old data)",
+			"their nodes join again as new members once reset"),
+		Apply: func(ctx context.Context) (Result, error) {
+			for _, t := range targets {
+				if err := r.tc.EtcdRemoveMember(ctx, via, uint64(t.ID)); err != nil {
+					return res, err
+				}
+				res.Removed = append(res.Removed, t.ID.String())
+				r.progress(via, "removed member "+t.ID.String())
+			}
+			res.said = said("removed member(s) " + strings.Join(res.Removed, ", "))
+			return res, nil
+		}}, nil
+}
+
+// MembersResult is what a member step did.
+type MembersResult struct {
+	said
+	Via     string   `json:"via,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+	Reset   []string `json:"reset,omitempty"`
+	Node    string   `json:"node,omitempty"` // bootstrap: where
+	// Revision is the revision a bootstrap restored etcd at (the copy's,
+	// bumped).
+	Revision int64 `json:"revision,omitempty"`
+}
+
+// bumpedCopy is the copy with its revision bumped and marked compacted, at
+// path: made now, or found made and checked (a resumed run).
+func bumpedCopy(c *CopyResult, path string, w etcd.Writer) (*etcd.BumpInfo, error) {
+	if latest, compacted, err := etcd.ReadRevision(path); err == nil && compacted == latest && latest > 0 {
+		if info, err := etcd.VerifyDBFile(path); err == nil {
+			return &etcd.BumpInfo{SnapshotInfo: *info, From: latest - etcd.RevisionBump, Revision: latest}, nil
+		}
+	}
+	if fileExists(path) {
+		if err := os.Remove(path); err != nil { // a bump cut short: made again from the copy
+			return nil, err
+		}
+	}
+	return etcd.BumpRevision(c.Path, c.Kind == "snapshot", path, etcd.RevisionBump, w)
+}
+
+// resetNodes resets the EPHEMERAL partition of the lost members' nodes (or
+// of every control plane), one at a time, each back and its etcd waiting
+// before the next. Never before a verified copy of the data is on disk.
+func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParams) (*Plan, error) {
+	d := r.decision()
+	copyPath, ok := r.verifiedCopy()
+	switch {
+	case !ok && r.fx.DryRun():
+		copyPath = "(the copy a real run takes in the step before)" // a dry run plans the reset as a real run would
+	case !ok:
+		return nil, fmt.Errorf("%w: no verified copy of etcd's data is on disk in this incident: a reset would risk the only one", ErrConflict)
+	}
+	now, err := r.membersAnswering(ctx, p.Timeout.Std())
+	if err != nil {
+		return nil, err
+	}
+	var targets []string
+	for _, node := range r.tc.Nodes() {
+		n, _ := now.Node(node)
+		switch {
+		case p.Nodes == runbooks.ResetAll && n.Service == "Preparing" && n.MemberID == 0:
+			// Reset already: its etcd waits for bootstrap.
+		case p.Nodes == runbooks.ResetAll:
+			targets = append(targets, node)
+		case d != nil && slices.ContainsFunc(d.Lost, func(l LostMember) bool {
+			return l.Node == node && (n.MemberID == 0 || n.MemberID.String() == l.MemberID)
+		}) && !n.Healthy():
+			targets = append(targets, node)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, skip("no node left to reset: each is reset already or healthy")
+	}
+	// Without quorum every member is reset anyway: all at once, as Talos's
+	// guide does. A lost member's node is reset alone, each back before the next.
+	together, how := p.Nodes == runbooks.ResetAll, "one at a time"
+	if together {
+		how = "all at once (etcd has no quorum to keep)"
+	}
+	var view strings.Builder
+	fmt.Fprintf(&view, "Plan: reset the EPHEMERAL partition of %d control plane(s) and reboot them, %s (talosctl reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL):\n", len(targets), how)
+	var ask []Question
+	for _, node := range targets {
+		n, _ := now.Node(node)
+		fmt.Fprintf(&view, "  %s: %s; wiped: its etcd data and everything else on EPHEMERAL (container images, pod logs and data)\n", node, n.State())
+		ask = append(ask, Question{Text: fmt.Sprintf("This wipes the EPHEMERAL partition of node %s.", node), Word: node})
+	}
+	lost := "every revision written after the copy " + copyPath
+	if p.Nodes == runbooks.ResetLost {
+		lost = "nothing of etcd's data: the healthy members hold it"
+	}
+	fmt.Fprintf(&view, "  lost: %s; the verified copy %s stays on this machine\n", lost, copyPath)
+	res := &MembersResult{}
+	return &Plan{View: Text(view.String()), Change: true, Result: res, Ask: ask,
+		DryRun: "would reset " + strings.Join(targets, ", ") + "; nothing was reset",
+		Undo:   irreversible("reset EPHEMERAL of "+strings.Join(targets, ", "), "their EPHEMERAL partitions", "the verified copy "+copyPath),
+		Apply: func(ctx context.Context) (Result, error) {
+			boots := map[string]string{}
+			for i, node := range targets {
+				boots[node], _ = r.tc.BootID(ctx, node) // "": unknown, then etcd's state alone says it is back
+				r.progress(node, "resetting EPHEMERAL and rebooting")
+				if err := r.tc.ResetEphemeral(ctx, node); err != nil {
+					return res, nodesDone(ctx, targets, i, err)
+				}
+				res.Reset = append(res.Reset, node)
+				r.progress(node, "reset: it reboots and comes back without its etcd data")
+				if together {
+					continue
+				}
+				if err := r.backFromReset(ctx, node, boots[node], p.Timeout.Std()); err != nil {
+					return res, nodesDone(ctx, targets, i+1, err)
+				}
+			}
+			if together {
+				for _, node := range targets {
+					if err := r.backFromReset(ctx, node, boots[node], p.Timeout.Std()); err != nil {
+						return res, nodesDone(ctx, targets, len(targets), err)
+					}
+				}
+			}
+			res.said = said("reset EPHEMERAL of " + strings.Join(res.Reset, ", "))
+			return res, nil
+		}}, nil
+}
+
+// membersAnswering reads every node's member once each node answers: a
+// node that does not may be rebooting from a reset an interrupted run made,
+// and must not be taken for one still to reset.
+func (r *run) membersAnswering(ctx context.Context, timeout time.Duration) (*diagnose.MembersEvidence, error) {
+	now := r.members(ctx)
+	waited := false
+	for _, n := range now.Nodes {
+		if n.Service != "" {
+			continue
+		}
+		waited = true
+		if err := r.poll(ctx, n.Node, timeout, "answer again", func(ctx context.Context) (string, bool) {
+			_, err := r.tc.EtcdService(ctx, n.Node)
+			if err != nil {
+				return "not answering, perhaps rebooting (" + shortErr(err) + ")", false
+			}
+			return "answers", true
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if waited {
+		now = r.members(ctx)
+	}
+	return now, nil
+}
+
+// verifiedCopy is the verified copy of etcd's data this incident holds: the
+// copy step's, or the snapshot step's.
+func (r *run) verifiedCopy() (string, bool) {
+	if c, ok := earlier[*CopyResult](r, runbooks.ActionEtcdCopy); ok && fileExists(c.Path) {
+		return c.Path, true
+	}
+	if s, ok := earlier[*SnapshotResult](r, runbooks.ActionEtcdSnapshot); ok && fileExists(s.Path) {
+		if _, err := etcd.VerifySnapshotFile(s.Path); err == nil {
+			return s.Path, true
+		}
+	}
+	return "", false
+}
+
+// nodesDone is err, or when the run was interrupted, which of the nodes the
+// change was applied to (the first done) and which not.
+func nodesDone(ctx context.Context, nodes []string, done int, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return &NodesInterrupted{Cause: context.Cause(ctx), Applied: nodes[:done], NotApplied: nodes[done:]}
+}
+
+// backFromReset waits until the node answers again in a new boot (its
+// boot ID is not boot's) and machined runs its etcd service again (waiting
+// to join or to be bootstrapped). Until it reboots, a node reset answers
+// with its etcd as it was: that is not back.
+func (r *run) backFromReset(ctx context.Context, node, boot string, timeout time.Duration) error {
+	return r.poll(ctx, node, timeout, "come back from its reset", func(ctx context.Context) (string, bool) {
+		id, err := r.tc.BootID(ctx, node)
+		switch {
+		case err != nil:
+			return "rebooting (" + shortErr(err) + ")", false
+		case boot != "" && id == boot:
+			return "going down for its reboot", false
+		}
+		svc, err := r.tc.EtcdService(ctx, node)
+		if err != nil {
+			return "rebooting (" + shortErr(err) + ")", false
+		}
+		return "etcd " + svc.State + ": " + svc.Message, svc.State != "" && svc.State != "Finished"
+	})
+}
+
+// poll asks check every half second until it says done, saying each new
+// state, for at most timeout.
+func (r *run) poll(ctx context.Context, node string, timeout time.Duration, what string, check func(context.Context) (string, bool)) error {
+	deadline := time.Now().Add(orDuration(timeout, runbooks.DefaultRebootWait))
+	last := ""
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		state, done := check(cctx)
+		cancel()
+		if state != last {
+			r.progress(node, state)
+			last = state
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &talos.NodeError{Node: node, Op: what, Err: fmt.Errorf("%w after %s: %s", ErrTimeout, orDuration(timeout, runbooks.DefaultRebootWait), state)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// bootstrapEtcd bootstraps etcd on one node from the incident's copy once
+// every control plane's etcd waits for it; the others join.
+func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstrapParams) (*Plan, error) {
+	now := r.members(ctx)
+	for _, n := range now.Nodes {
+		if n.Healthy() {
+			return nil, skip("etcd runs on %s already (member %s): bootstrapped", n.Node, n.MemberID)
+		}
+	}
+	c, ok := earlier[*CopyResult](r, runbooks.ActionEtcdCopy)
+	switch {
+	case !ok && r.fx.DryRun():
+		c = &CopyResult{Path: "(the copy a real run takes)", Kind: "snapshot", SHA256: "(not taken)"} // planned as a real run would
+	case !ok:
+		return nil, fmt.Errorf("no copy of etcd's data in this incident to bootstrap from")
+	}
+	node := r.tc.Nodes()[0]
+	if d := r.decision(); d != nil && slices.Contains(r.tc.Nodes(), d.Source) {
+		node = d.Source
+	}
+	bumped := filepath.Join(r.journal.Dir, "etcd.bumped.db")
+	view := fmt.Sprintf("Plan: bootstrap etcd on %s from %s (a %s, sha256 %s); the other control planes join it. Every revision after the copy's is lost.\n", node, c.Path, c.Kind, c.SHA256)
+	view += fmt.Sprintf("  uploaded: %s, the copy with its revision moved %d past its own and marked compacted (etcdutl snapshot restore --bump-revision --mark-compacted, which Talos's restore does not do): a client that watched before the loss is told its revision is gone (410) and lists again, instead of waiting in silence for a revision etcd has not reached; a database file has no hash trailer, so the bootstrap skips the hash check (--recover-skip-hash-check; the copy's own was checked)\n", bumped, etcd.RevisionBump)
+	res := &MembersResult{Node: node}
+	return &Plan{View: Text(view), Change: true, Result: res,
+		Ask:    []Question{{Text: fmt.Sprintf("bootstrap etcd on %s from the copy?", node)}},
+		DryRun: "would bootstrap etcd on " + node + " from " + c.Path + ", its revision bumped",
+		Undo:   irreversible("bootstrap etcd from "+c.Path, "every revision written after the copy", "the copy "+c.Path),
+		Apply: func(ctx context.Context) (Result, error) {
+			for _, n := range r.tc.Nodes() {
+				err := r.poll(ctx, n, p.Timeout.Std(), "wait for etcd to wait for bootstrap", func(ctx context.Context) (string, bool) {
+					svc, err := r.tc.EtcdService(ctx, n)
+					if err != nil {
+						return "not answering (" + shortErr(err) + ")", false
+					}
+					return "etcd " + svc.State + ": " + svc.Message, svc.WaitingForBootstrap()
+				})
+				if err != nil {
+					return res, err
+				}
+			}
+			info, err := bumpedCopy(c, bumped, r.fx.EtcdWriter(nil))
+			if err != nil {
+				return res, err
+			}
+			r.progress(node, fmt.Sprintf("the copy at revision %d bumped to %d, compacted: %s", info.From, info.Revision, bumped))
+			f, err := os.Open(bumped)
+			if err != nil {
+				return res, err
+			}
+			defer f.Close()
+			r.progress(node, "uploading it and bootstrapping etcd from it")
+			if err := r.tc.BootstrapFrom(ctx, node, f, true); err != nil {
+				return res, err
+			}
+			res.Revision = info.Revision
+			res.said = said(fmt.Sprintf("etcd bootstrapped on %s from %s at revision %d (the copy's %d bumped, compacted)", node, c.Path, info.Revision, info.From))
+			return res, nil
+		}}, nil
+}
+
+// waitEtcd waits until every control plane's member is healthy, a voting
+// member, and caught up with the most advanced.
+func (r *run) waitEtcd(_ context.Context, _ Step, p *runbooks.EtcdWaitParams) (*Plan, error) {
+	return &Plan{DryRun: fmt.Sprintf("would wait up to %s for every member to be healthy and caught up", p.Timeout), Apply: func(ctx context.Context) (Result, error) {
+		var last *diagnose.MembersEvidence
+		err := r.poll(ctx, "etcd", p.Timeout.Std(), "wait for every etcd member", func(ctx context.Context) (string, bool) {
+			last = r.members(ctx)
+			return strings.Join(stateLines(last), "; "), last.Healthy(caughtUp)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return said(fmt.Sprintf("%d member(s) healthy and caught up: %s", len(last.Nodes), last.Behind())), nil
+	}}, nil
+}
+
+// stateLines says each node's member in a few words.
+func stateLines(m *diagnose.MembersEvidence) []string {
+	var out []string
+	for _, n := range m.Nodes {
+		out = append(out, n.Node+": "+n.State())
+	}
+	return out
+}

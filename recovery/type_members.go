@@ -1,0 +1,86 @@
+package recovery
+
+// etcd losing a member while quorum holds (runbook etcd-member-lost), or
+// losing its quorum (runbook etcd-quorum-lost): both act on every member,
+// so every control plane must be given. Without quorum etcd takes no write:
+// the cluster lock waits until it is bootstrapped again.
+
+import (
+	"fmt"
+
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
+	"github.com/breakglass-dev/breakglass/runbooks"
+)
+
+func init() {
+	registerType(&IncidentType{
+		Name:     "etcd-quorum-lost",
+		Verdicts: []diagnose.Verdict{diagnose.EtcdQuorumLost},
+		Runbook:  diagnose.QuorumLostRunbook,
+		Does:     "bootstraps etcd again from a copy",
+		Fits:     func(steps []Step) bool { return hasAction(steps, runbooks.ActionEtcdBootstrap) },
+		Decide: func(d *Decision, report *diagnose.Report, _ RecoverOptions) error {
+			m := report.Evidence.Members
+			best, ok := m.MostAdvanced()
+			if !ok {
+				return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary + " (and no member answers: its data can only be copied off a node's disk by hand)", Next: report.Next}
+			}
+			d.Source = best.Node
+			d.Reasons = append(d.Reasons, m.Behind(), "the copy comes from "+best.Node+"; revisions written after it are lost")
+			return nil
+		},
+		Plan: func(d *Decision) string {
+			return "copy the data of the member on " + d.Source + ", reset every control plane's EPHEMERAL, bootstrap etcd from the copy"
+		},
+		Scope:     ScopeEveryMember,
+		LockLater: true,
+		Advice: func(*run, *Decision, error) []string {
+			return []string{"take etcd snapshots on a schedule (talosctl etcd snapshot, or breakglass etcd snapshot --out FILE): a lost quorum loses every write after the newest copy; and keep an odd number of control planes, each on its own disk and failure domain"}
+		},
+	})
+	registerType(&IncidentType{
+		Name:     "etcd-member-lost",
+		Verdicts: []diagnose.Verdict{diagnose.EtcdMemberLost},
+		Runbook:  diagnose.MemberLostRunbook,
+		Does:     "removes a lost etcd member and lets its node join again",
+		Fits:     func(steps []Step) bool { return hasAction(steps, runbooks.ActionEtcdMemberRemove) },
+		Decide:   decideMemberLost,
+		Plan: func(d *Decision) string {
+			return fmt.Sprintf("remove %d lost member(s), reset their node's EPHEMERAL, let them join again", len(d.Lost))
+		},
+		Scope: ScopeEveryMember,
+		Advice: func(*run, *Decision, error) []string {
+			return []string{"before a control plane leaves for good, have its member leave first (talosctl etcd leave, or talosctl reset, which does): a member replaced without it is what this incident was"}
+		},
+	})
+}
+
+// decideMemberLost names the lost members, each with its node, and the
+// node whose member is the most advanced.
+func decideMemberLost(d *Decision, report *diagnose.Report, _ RecoverOptions) error {
+	m := report.Evidence.Members
+	lost, unanswered := m.Lost()
+	for _, n := range lost {
+		id := ""
+		if n.MemberID != 0 {
+			id = n.MemberID.String()
+		}
+		for _, lm := range m.Members {
+			if lm.Host == n.Node && lm.ID != n.MemberID {
+				id = lm.ID.String() // the member the cluster lists for the node; its own was removed
+			}
+		}
+		d.Lost = append(d.Lost, LostMember{Node: n.Node, MemberID: id})
+	}
+	for _, lm := range unanswered {
+		d.Lost = append(d.Lost, LostMember{Node: lm.Host, MemberID: lm.ID.String()})
+	}
+	if best, ok := m.MostAdvanced(); ok {
+		d.Source = best.Node
+	}
+	for _, l := range d.Lost {
+		d.Reasons = append(d.Reasons, fmt.Sprintf("member %s on %s is lost", orDefault(l.MemberID, "(unknown)"), orDefault(l.Node, "a node not given")))
+	}
+	d.Reasons = append(d.Reasons, m.Behind())
+	return nil
+}
