@@ -281,7 +281,9 @@ func (m *MembersEvidence) Lost() (nodes []NodeMember, unanswered []ListedMember)
 	}
 	for _, lm := range m.Members {
 		if !slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.MemberID == lm.ID && n.healthy() }) &&
-			!slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.Node == lm.Host && (n.unknown() || slices.ContainsFunc(nodes, func(l NodeMember) bool { return l.Node == n.Node })) }) {
+			!slices.ContainsFunc(m.Nodes, func(n NodeMember) bool {
+				return n.Node == lm.Host && (n.unknown() || slices.ContainsFunc(nodes, func(l NodeMember) bool { return l.Node == n.Node }))
+			}) {
 			unanswered = append(unanswered, lm)
 		}
 	}
