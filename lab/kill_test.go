@@ -158,3 +158,42 @@ func runKilled(t *testing.T, cmd *exec.Cmd, killAfter, hang time.Duration) (kill
 	}
 	return killed, buf.String(), err
 }
+
+// killedAndResumed runs recover --yes and kills it with SIGKILL after a
+// random time in [from, from+spread), then resume the same way, then lets
+// resume finish: it must converge, and at least one kill must have landed.
+func (g *guided) killedAndResumed(from, spread, limit time.Duration) {
+	t := g.t
+	t.Helper()
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("random seed %d", seed)
+	args := append([]string{"recover", "--yes"}, g.etcdFlags()...)
+	kills := 0
+	for try := 0; ; try++ {
+		killAfter := from + time.Duration(rng.Int64N(int64(spread)))
+		if try >= 2 {
+			killAfter = 0 // then let it finish
+		}
+		killed, out, err := runKilled(t, g.command(args...), killAfter, limit)
+		t.Logf("breakglass %s (kill after %s): killed %v, %v\n%s", args[0], killAfter, killed, err, out)
+		if killed {
+			kills++
+		}
+		if !killed {
+			if kills == 0 {
+				t.Fatal("never killed: the run ended before each kill, so this proves nothing")
+			}
+			if err != nil {
+				t.Fatalf("%s did not converge: %v", args[0], err)
+			}
+			return
+		}
+		if incidents, _ := g.st.Incidents(); len(incidents) > 0 {
+			args = []string{"resume", "--yes"} // else killed before its journal: recover again
+		}
+		if try > 5 {
+			t.Fatal("never finished")
+		}
+	}
+}

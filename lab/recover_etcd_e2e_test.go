@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -104,39 +103,9 @@ func TestRecoverEtcdLossKilledAndResumed(t *testing.T) {
 			t.Parallel()
 			g := newEtcdLoss(t, scenario, nil)
 			before := g.keysNow()
-			seed := time.Now().UnixNano()
-			rng := rand.New(rand.NewPCG(uint64(seed), 0))
-			t.Logf("random seed %d", seed)
-			args := append([]string{"recover", "--yes"}, g.etcdFlags()...)
-			kills := 0
-			for try := 0; ; try++ {
-				// Its changes span about a minute (a reset and reboot each):
-				// a kill lands anywhere in it.
-				killAfter := 2*time.Second + time.Duration(rng.Int64N(int64(50*time.Second)))
-				if try >= 2 {
-					killAfter = 0 // then let it finish
-				}
-				killed, out, err := runKilled(t, g.command(args...), killAfter, 10*time.Minute)
-				t.Logf("breakglass %s (kill after %s): killed %v, %v\n%s", args[0], killAfter, killed, err, out)
-				if killed {
-					kills++
-				}
-				if !killed {
-					if kills == 0 {
-						t.Fatal("never killed: the run ended before each kill, so this proves nothing")
-					}
-					if err != nil {
-						t.Fatalf("%s did not converge: %v", args[0], err)
-					}
-					break
-				}
-				if incidents, _ := g.st.Incidents(); len(incidents) > 0 {
-					args = []string{"resume", "--yes"}
-				}
-				if try > 5 {
-					t.Fatal("never finished")
-				}
-			}
+			// Its changes span about a minute (a reset and reboot each):
+			// a kill lands anywhere in it.
+			g.killedAndResumed(2*time.Second, 50*time.Second, 10*time.Minute)
 			g.membersBack(before)
 		})
 	}
@@ -219,4 +188,23 @@ func (wb *watchedBefore) toldOfTheRestore(t *testing.T) {
 		t.Fatalf("a watch from resource version %s (seen before the loss): %+v, %v; want 410 Gone, so that its client lists again", wb.lastRV, e, err)
 	}
 	t.Logf("a watch from resource version %s (seen before the loss): %s", wb.lastRV, e.Message)
+}
+
+// lab rehearse --scenario etcd-quorum-lost: the scenario, recover --yes
+// through recovery.Recover, and every check holds (three healthy members,
+// every kube-apiserver started after the restore, every key back).
+func TestRehearseQuorumLost(t *testing.T) {
+	t.Parallel()
+	bin := needBinaries(t, OldVersion, NewVersion)
+	var out strings.Builder
+	rep, err := Rehearse(context.Background(), RehearseOptions{Scenario: ScenarioEtcdQuorumLost, KubeBinDir: bin, Out: &out, ToolVersion: "test",
+		Lab: Options{FirstIP: labFirstIP()}})
+	t.Logf("%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Recovery <= 0 || len(rep.Checks) < 5 {
+		t.Errorf("recovery %s, checks %+v", rep.Recovery, rep.Checks)
+	}
+	t.Logf("guided recovery of a lost quorum on the lab: %s", rep.Recovery.Round(time.Millisecond))
 }

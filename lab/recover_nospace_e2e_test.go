@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -75,39 +74,9 @@ func TestRecoverFullEtcdKilledAndResumed(t *testing.T) {
 	t.Parallel()
 	g := newFullEtcd(t, 1)
 	before := g.keysNow()
-	seed := time.Now().UnixNano()
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	t.Logf("random seed %d", seed)
-	args := append([]string{"recover", "--yes"}, g.etcdFlags()...)
-	kills := 0
-	for try := 0; ; try++ {
-		// Its changes take about a second after a start of a few hundred
-		// milliseconds; the wait for kube-apiserver takes the rest.
-		killAfter := 100*time.Millisecond + time.Duration(rng.Int64N(int64(1200*time.Millisecond)))
-		if try >= 2 {
-			killAfter = 0 // then let it finish
-		}
-		killed, out, err := runKilled(t, g.command(args...), killAfter, 8*time.Minute)
-		t.Logf("breakglass %s (kill after %s): killed %v, %v\n%s", args[0], killAfter, killed, err, out)
-		if killed {
-			kills++
-		}
-		if !killed {
-			if kills == 0 {
-				t.Fatal("never killed: the run ended before each kill, so this proves nothing")
-			}
-			if err != nil {
-				t.Fatalf("%s did not converge: %v", args[0], err)
-			}
-			break
-		}
-		if incidents, _ := g.st.Incidents(); len(incidents) > 0 {
-			args = []string{"resume", "--yes"} // else killed before its journal: recover again
-		}
-		if try > 5 {
-			t.Fatal("never finished")
-		}
-	}
+	// Its changes take about a second after a start of a few hundred
+	// milliseconds; the wait for kube-apiserver takes the rest.
+	g.killedAndResumed(100*time.Millisecond, 1200*time.Millisecond, 8*time.Minute)
 	g.cameBack(before)
 }
 

@@ -258,6 +258,29 @@ func DefaultKubelet() talostest.KubeletOptions {
 
 // rehearseRecover is `breakglass recover --yes` on the lab: the same
 // public operation, with the lab's etcd endpoints.
+// guidedRecovery runs `breakglass recover --yes` as one step of the
+// rehearsal (its runbook is the one the diagnosis picks), timing it into
+// rep; the check it returns adds a check to rep, the first being that
+// recover completed. res is nil when recover ended before it had one.
+func guidedRecovery(ctx context.Context, l *Lab, tc *talos.Client, runbook string, rep *Rehearsal, tl *Timeline, out io.Writer, toolVersion string) (res *recovery.RecoverResult, check func(name string, ok bool, detail string)) {
+	st := recovery.State{Dir: filepath.Join(l.Dir, "state")}
+	start := time.Now()
+	recErr := tl.Step("breakglass recover --yes (no expert flag): the diagnosis picks runbook "+runbook, func() error {
+		var err error
+		res, err = rehearseRecover(ctx, l, tc, st, newMeasuringUI(out, func(string) {}), toolVersion)
+		return err
+	})
+	rep.Recovery = time.Since(start)
+	if res != nil {
+		rep.Incident = res.Incident
+	}
+	check = func(name string, ok bool, detail string) {
+		rep.Checks = append(rep.Checks, Check{Name: name, OK: ok, Detail: detail})
+	}
+	check("recover completed with no expert flag", recErr == nil, fmt.Sprint(recErr))
+	return res, check
+}
+
 func rehearseRecover(ctx context.Context, l *Lab, tc *talos.Client, st recovery.State, ui recovery.UI, toolVersion string) (*recovery.RecoverResult, error) {
 	rb, err := runbooks.Resolve("webhook-deadlock")
 	if err != nil {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
-
-	"github.com/breakglass-dev/breakglass/recovery"
 )
 
 // rehearseEtcdLoss recovers etcd-member-lost or etcd-quorum-lost as
@@ -31,22 +28,11 @@ func rehearseEtcdLoss(ctx context.Context, l *Lab, scenario string, rep *Rehears
 		return err
 	}
 	defer tc.Close()
-	st := recovery.State{Dir: filepath.Join(l.Dir, "state")}
-	var res *recovery.RecoverResult
 	start := time.Now()
-	recErr := tl.Step("breakglass recover --yes (no expert flag): the diagnosis picks runbook "+scenario, func() error {
-		res, err = rehearseRecover(ctx, l, tc, st, newMeasuringUI(out, func(string) {}), toolVersion)
-		return err
-	})
-	rep.Recovery = time.Since(start)
-	check := func(name string, ok bool, detail string) {
-		rep.Checks = append(rep.Checks, Check{Name: name, OK: ok, Detail: detail})
-	}
-	check("recover completed with no expert flag", recErr == nil, fmt.Sprint(recErr))
+	res, check := guidedRecovery(ctx, l, tc, scenario, rep, tl, out, toolVersion)
 	if res == nil {
 		return nil
 	}
-	rep.Incident = res.Incident
 	check("the diagnosis said "+scenario, res.Decision != nil && res.Decision.Verdict == scenario, fmt.Sprintf("%+v", res.Decision))
 	healthy := true
 	for _, ip := range l.Nodes() {

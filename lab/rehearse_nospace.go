@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
-	"github.com/breakglass-dev/breakglass/recovery"
 )
 
 // rehearseNoSpace recovers the etcd-nospace scenario as `breakglass recover
@@ -39,22 +38,10 @@ func rehearseNoSpace(ctx context.Context, l *Lab, rep *Rehearsal, tl *Timeline, 
 		}
 		configs[ip] = cfg.Hash()
 	}
-	st := recovery.State{Dir: filepath.Join(l.Dir, "state")}
-	var res *recovery.RecoverResult
-	start := time.Now()
-	recErr := tl.Step("breakglass recover --yes (no expert flag): the diagnosis picks runbook etcd-nospace", func() error {
-		res, err = rehearseRecover(ctx, l, tc, st, newMeasuringUI(out, func(string) {}), toolVersion)
-		return err
-	})
-	rep.Recovery = time.Since(start)
-	check := func(name string, ok bool, detail string) {
-		rep.Checks = append(rep.Checks, Check{Name: name, OK: ok, Detail: detail})
-	}
-	check("recover completed with no expert flag", recErr == nil, fmt.Sprint(recErr))
+	res, check := guidedRecovery(ctx, l, tc, "etcd-nospace", rep, tl, out, toolVersion)
 	if res == nil {
 		return nil
 	}
-	rep.Incident = res.Incident
 	check("the diagnosis said etcd-nospace", res.Decision != nil && res.Decision.Verdict == "etcd-nospace", fmt.Sprintf("%+v", res.Decision))
 	if err := tl.Step("kube-apiserver "+NewVersion+" ready on every node", func() error { return l.WaitReadyVersion(ctx, NewVersion, 6*time.Minute) }); err != nil {
 		check("kube-apiserver "+NewVersion+" ready on every node", false, err.Error())
@@ -76,7 +63,7 @@ func rehearseNoSpace(ctx context.Context, l *Lab, rep *Rehearsal, tl *Timeline, 
 		}
 	}
 	check("no live key lost or changed but kube-apiserver's own", err == nil && len(d.Gone) == 0 && len(foreign) == 0, fmt.Sprintf("gone %q, changed %q", d.Gone, foreign))
-	snap := filepath.Join(st.Dir, "incidents", res.Incident, "etcd.snapshot")
+	snap := filepath.Join(l.Dir, "state", "incidents", res.Incident, "etcd.snapshot")
 	_, verr := etcd.VerifySnapshotFile(snap)
 	check("the incident's snapshot verified on disk", verr == nil, fmt.Sprint(verr))
 	if len(res.Next) > 0 {

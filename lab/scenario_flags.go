@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -130,22 +129,7 @@ func rehearseFlags(ctx context.Context, l *Lab, name string, rep *Rehearsal, tl 
 		}
 		before[ip] = cfg.Bytes
 	}
-	st := recovery.State{Dir: filepath.Join(l.Dir, "state")}
-	var res *recovery.RecoverResult
-	start := time.Now()
-	recErr := tl.Step("breakglass recover --yes (no expert flag): the diagnosis picks runbook apiserver-flags", func() error {
-		var err error
-		res, err = rehearseRecover(ctx, l, tc, st, newMeasuringUI(out, func(string) {}), toolVersion)
-		return err
-	})
-	rep.Recovery = time.Since(start)
-	if res != nil {
-		rep.Incident = res.Incident
-	}
-	check := func(name string, ok bool, detail string) {
-		rep.Checks = append(rep.Checks, Check{Name: name, OK: ok, Detail: detail})
-	}
-	check("recover completed with no expert flag", recErr == nil, fmt.Sprint(recErr))
+	res, check := guidedRecovery(ctx, l, tc, "apiserver-flags", rep, tl, out, toolVersion)
 	if res != nil && res.Decision != nil {
 		check("the diagnosis named the refused flag (verdict flags-refused)", res.Decision.Verdict == "flags-refused" && len(res.Decision.Flags) > 0,
 			fmt.Sprintf("%s %v", res.Decision.Verdict, res.Decision.Flags))
