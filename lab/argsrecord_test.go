@@ -103,11 +103,11 @@ func TestScenarioFlagsName(t *testing.T) {
 		t.Errorf("labflags.UpScenarios %v, lab.Scenarios() %v", labflags.UpScenarios, Scenarios())
 	}
 	for _, s := range labflags.RehearseScenarios[1:] {
-		if !isFlagsScenario(s) && s != ScenarioEtcdNoSpace {
-			t.Errorf("rehearse names %s, not a flags scenario or etcd-nospace", s)
+		if !isFlagsScenario(s) && s != ScenarioEtcdNoSpace && !isEtcdLossScenario(s) {
+			t.Errorf("rehearse names %s, not a flags scenario, etcd-nospace or an etcd loss", s)
 		}
 	}
-	if labflags.RehearseScenarios[0] != ScenarioKyvernoServiceCIDR || len(labflags.RehearseScenarios) != len(FlagsScenarios)+2 {
+	if labflags.RehearseScenarios[0] != ScenarioKyvernoServiceCIDR || len(labflags.RehearseScenarios) != len(FlagsScenarios)+4 {
 		t.Errorf("rehearse scenarios %v", labflags.RehearseScenarios)
 	}
 }
