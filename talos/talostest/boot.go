@@ -169,8 +169,12 @@ func (n *Node) resetPhases(graceful bool) []resetPhase {
 		phase("volumeFinalize", "teardownLifecycle", noop),
 		phase("kexec", "kexecPrepare", noop),
 		phase("stopEverything", "stopAllServices", func(context.Context) error {
-			// apid stops: let the events already published reach their streams first
-			n.events.drain(2 * time.Second)
+			// apid stops: let the events already published reach their streams
+			// first (talosctl reset waits for this task's event; on a loaded
+			// machine 2 s were not always enough, and a talosctl that missed it
+			// waited for ever). On a node, seconds pass between the request and
+			// this task.
+			n.events.drain(15 * time.Second)
 			n.stopGracefully()
 
 			return nil
