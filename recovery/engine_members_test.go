@@ -170,13 +170,18 @@ func TestEngineQuorumLost(t *testing.T) {
 			t.Fatalf("the dry run reset node %s", n.IP)
 		}
 	}
-	var typed []string
+	var typed, shown []string
 	out, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{
 		confirmText: func(q, word string) error { typed = append(typed, word); return nil },
+		show:        func(text string) { shown = append(shown, text) },
 	}})
 	wantOutcome(t, out, err, "completed", false)
 	if d := out.step("diagnose"); !strings.Contains(d.Message, "verdict etcd-quorum-lost") {
 		t.Errorf("diagnose: %+v", d)
+	}
+	// The admission listing waits for no quorum: the members' answer ends it.
+	if !slices.ContainsFunc(shown, func(v string) bool { return strings.Contains(v, "etcd: not read: etcd has no quorum to answer a read") }) {
+		t.Errorf("the diagnosis's view: %q", shown)
 	}
 	if len(typed) != 3 {
 		t.Errorf("typed %q: want each control plane's address, one reset each", typed)

@@ -165,6 +165,17 @@ func Run(ctx context.Context, tc *talos.Client, ec *etcd.Client, opts Options) (
 	return Analyze(ev, opts), nil
 }
 
+// errNoQuorum ends the listing of the admission objects: no member can answer it.
+var errNoQuorum = errors.New("etcd has no quorum to answer a read")
+
+// causeOf is err, or errNoQuorum when that is what ended ctx.
+func causeOf(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errNoQuorum) {
+		return cause
+	}
+	return err
+}
+
 // etcdListTimeout bounds the listing of the admission objects in etcd.
 const etcdListTimeout = 30 * time.Second
 
@@ -200,24 +211,31 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 			}
 		}()
 	}
+	// An etcd without quorum retries a linearizable read for ever: the
+	// reads that go through raft (the listing, the alarms) have deadlines
+	// of their own, and end as soon as the members say there is no quorum
+	// to answer them.
+	raftCtx, noQuorum := context.WithCancelCause(ctx)
+	defer noQuorum(nil)
 	room, _ := objs.(EtcdRoom)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		ev.Space = gatherSpace(ctx, nodes, room)
+		ev.Space = gatherSpace(ctx, raftCtx, nodes, room)
 	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		ev.Members = GatherMembers(ctx, nodes, room)
+		if ev.Members.QuorumLost() {
+			noQuorum(errNoQuorum)
+		}
 	}()
 	if objs != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// An etcd without quorum retries a linearizable read for ever:
-			// the listing has a deadline of its own.
-			ctx, cancel := context.WithTimeout(ctx, etcdListTimeout)
+			ctx, cancel := context.WithTimeout(raftCtx, etcdListTimeout)
 			defer cancel()
 			ev.Etcd = gatherEtcd(ctx, objs, opts.Resources)
 		}()
@@ -316,7 +334,7 @@ func gatherEtcd(ctx context.Context, objs Objects, resources []kinds.Kind) EtcdE
 	ee := EtcdEvidence{Asked: true, Endpoints: objs.Endpoints()}
 	l, err := objs.List(ctx, resources)
 	if err != nil {
-		ee.Error = err.Error()
+		ee.Error = causeOf(ctx, err).Error()
 		return ee
 	}
 	ee.Revision = l.Cluster.Revision

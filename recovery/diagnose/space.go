@@ -100,7 +100,9 @@ func (s *SpaceEvidence) Figures() string {
 // gatherSpace reads every member's status and the alarms, through the
 // Talos API when nodes can (from each control plane, its own member) and
 // from etcd when room is given, merging what each knows.
-func gatherSpace(ctx context.Context, nodes Nodes, room EtcdRoom) *SpaceEvidence {
+// The alarm reads go through raft: they end with raftCtx (Gather ends it
+// when the members say there is no quorum).
+func gatherSpace(ctx, raftCtx context.Context, nodes Nodes, room EtcdRoom) *SpaceEvidence {
 	en, viaTalos := nodes.(EtcdNodes)
 	if !viaTalos && room == nil {
 		return nil
@@ -117,9 +119,12 @@ func gatherSpace(ctx context.Context, nodes Nodes, room EtcdRoom) *SpaceEvidence
 		// wait for ever.
 		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
 		defer cancel()
+		raftCtx, cancelRaft := context.WithTimeout(raftCtx, memberReadTimeout)
+		defer cancelRaft()
 		if room != nil {
 			direct, directErr = room.Status(ctx)
-			directAlarms, directAlarmsErr = room.Alarms(ctx)
+			directAlarms, directAlarmsErr = room.Alarms(raftCtx)
+			directAlarmsErr = causeOf(raftCtx, directAlarmsErr)
 		}
 	}()
 	type nodeRead struct {
@@ -133,9 +138,12 @@ func gatherSpace(ctx context.Context, nodes Nodes, room EtcdRoom) *SpaceEvidence
 		reads, _ = talos.EachNode(nodes.Nodes(), func(n string) (nodeRead, error) {
 			ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
 			defer cancel()
+			raftCtx, cancelRaft := context.WithTimeout(raftCtx, memberReadTimeout)
+			defer cancelRaft()
 			r := nodeRead{node: n}
 			r.st, r.err = en.EtcdStatus(ctx, n)
-			r.alarms, r.alarmsErr = en.EtcdAlarms(ctx, n)
+			r.alarms, r.alarmsErr = en.EtcdAlarms(raftCtx, n)
+			r.alarmsErr = causeOf(raftCtx, r.alarmsErr)
 			return r, nil
 		})
 	}
