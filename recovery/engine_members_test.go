@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -204,6 +205,44 @@ func TestEngineQuorumLost(t *testing.T) {
 	defer cancel()
 	if w := <-env.kv.Watch(wctx, "/registry/", clientv3.WithPrefix(), clientv3.WithRev(before.Revision+1)); w.CompactRevision == 0 {
 		t.Errorf("a watch from revision %d (seen before the loss): %+v, err %v; want compacted", before.Revision+1, w, w.Err())
+	}
+}
+
+// A control plane that goes away before the reset, which this incident did
+// not reset: the plan says so within its grace (not the reset's 10-minute
+// timeout), names the node, and resets none; once it is back, resume
+// recovers.
+func TestEngineQuorumLostNodeGoneBeforeReset(t *testing.T) {
+	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+	env.loseMembers(2)
+	gone := env.cluster.ControlPlanes()[2]
+	out, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{
+		begin: func(step string) {
+			if step == "reset-nodes" {
+				gone.Stop()
+			}
+		},
+	}})
+	wantOutcome(t, out, err, "failed", true)
+	if msg := err.Error() + " " + out.step("reset-nodes").Message; !strings.Contains(msg, gone.IP) || !strings.Contains(msg, "answer on the Talos API") {
+		t.Errorf("the reset's plan: %v (%+v); want the node that does not answer named", err, out.step("reset-nodes"))
+	}
+	var hinted interface{ Hints() []string }
+	if !errors.As(err, &hinted) || !strings.Contains(strings.Join(hinted.Hints(), " "), "has not reset it") {
+		t.Errorf("no hint that the node was not reset by this incident: %v", err)
+	}
+	for _, n := range env.cluster.ControlPlanes()[:2] {
+		if n.EtcdState().State == talostest.ServicePreparing {
+			t.Fatalf("node %s was reset", n.IP)
+		}
+	}
+	if err := gone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := resumeRun(t, env, out.Incident, engineHooks{})
+	wantOutcome(t, res, err, "completed", false)
+	if !env.membersHealthy() {
+		t.Error("the members are not all healthy after the resume")
 	}
 }
 

@@ -11,6 +11,7 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -202,7 +203,20 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 	case !ok:
 		return nil, fmt.Errorf("%w: no verified copy of etcd's data is on disk in this incident: a reset would risk the only one", ErrConflict)
 	}
-	now, err := r.membersAnswering(ctx, p.Timeout.Std())
+	// A node that does not answer may be rebooting from a reset an earlier
+	// run of this incident began: that one gets the reset's whole timeout.
+	// Otherwise nothing here made it go away, and the plan says so soon.
+	resetBegun := slices.ContainsFunc(r.appliedChanges(), func(e Entry) bool { return e.Action == string(runbooks.ActionEtcdReset) })
+	wait := notAnsweringGrace
+	if resetBegun {
+		wait = p.Timeout.Std()
+	}
+	now, err := r.membersAnswering(ctx, wait)
+	var gone *talos.NodeError
+	if !resetBegun && errors.As(err, &gone) {
+		return nil, talos.NewNodeError(gone.Node, "answer on the Talos API", gone.Err,
+			"this incident has not reset it, so it is not rebooting from a reset: bring it back (power, network); resume then goes on from here, and nothing was reset")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +288,10 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 			return res, nil
 		}}, nil
 }
+
+// notAnsweringGrace is how long the reset's plan waits for a node that this
+// incident did not reset: long enough for a blip of the network.
+const notAnsweringGrace = 30 * time.Second
 
 // membersAnswering reads every node's member once each node answers: a
 // node that does not may be rebooting from a reset an interrupted run made,
