@@ -246,6 +246,31 @@ func TestEngineQuorumLostNodeGoneBeforeReset(t *testing.T) {
 	}
 }
 
+// Interrupted once etcd was bootstrapped from the copy (Ctrl-C as wait-etcd
+// begins): the etcd the resume reaches is the new cluster the bootstrap
+// made, and the incident follows it there rather than refusing it as
+// another cluster's etcd.
+func TestEngineQuorumLostInterruptedAfterBootstrap(t *testing.T) {
+	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+	env.loseMembers(2)
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	out, err := recoverRun(t, env, recoverRequest{Ctx: ctx, Hooks: engineHooks{
+		begin: func(step string) {
+			if step == "wait-etcd" {
+				cancel(errors.New("interrupted by the test (Ctrl-C)"))
+			}
+		},
+	}})
+	wantOutcome(t, out, err, "aborted", true)
+	wantStep(t, out, "bootstrap", "ok")
+	res, err := resumeRun(t, env, out.Incident, engineHooks{})
+	wantOutcome(t, res, err, "completed", false)
+	if !env.membersHealthy() {
+		t.Error("the members are not all healthy after the resume")
+	}
+}
+
 // memberIDs are the members etcd lists, as the surviving members say.
 func (e *engineEnv) memberIDs() []string {
 	e.t.Helper()

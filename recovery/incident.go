@@ -18,6 +18,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -156,9 +157,16 @@ type etcdCluster struct {
 }
 
 // boundEtcdCluster is the etcd cluster ID the incident recorded, "" if none.
+// A bootstrap from a copy makes a new etcd cluster: once one began, the
+// ID recorded before it no longer binds, and the next one recorded does
+// (etcd.wait's, or a resumed run's once it reaches etcd).
 func boundEtcdCluster(entries []Entry) string {
 	id := ""
 	for _, e := range entries {
+		if e.Kind == "apply" && e.Action == string(runbooks.ActionEtcdBootstrap) {
+			id = ""
+			continue
+		}
 		var d etcdCluster
 		if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) == nil && d.EtcdClusterID != "" {
 			id = d.EtcdClusterID

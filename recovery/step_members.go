@@ -464,8 +464,17 @@ func (r *run) waitEtcd(_ context.Context, _ Step, p *runbooks.EtcdWaitParams) (*
 		if err != nil {
 			return nil, err
 		}
-		return said(fmt.Sprintf("%d member(s) healthy and caught up: %s", len(last.Nodes), last.Behind())), nil
+		// After a bootstrap from a copy, this is a new etcd cluster: the
+		// incident is bound to it from here (boundEtcdCluster).
+		return &EtcdWaitResult{said: said(fmt.Sprintf("%d member(s) healthy and caught up: %s", len(last.Nodes), last.Behind())),
+			EtcdClusterID: r.etcdClusterID(ctx)}, nil
 	}}, nil
+}
+
+// EtcdWaitResult is etcd healthy again, and the ID of its cluster.
+type EtcdWaitResult struct {
+	said
+	EtcdClusterID string `json:"etcdClusterID,omitempty"`
 }
 
 // stateLines says each node's member in a few words.
