@@ -224,8 +224,9 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 	for _, node := range r.tc.Nodes() {
 		n, _ := now.Node(node)
 		switch {
-		case p.Nodes == runbooks.ResetAll && n.Service == "Preparing" && n.MemberID == 0:
-			// Reset already: its etcd waits for bootstrap.
+		case p.Nodes == runbooks.ResetAll && n.MemberID == 0 && (n.Service == "Preparing" || resetBegun && n.Service == "Initialized"):
+			// Reset already: its etcd waits for bootstrap, or, just booted
+			// from the reset an interrupted run made, is on its way to it.
 		case p.Nodes == runbooks.ResetAll:
 			targets = append(targets, node)
 		case d != nil && slices.ContainsFunc(d.Lost, func(l LostMember) bool {
