@@ -175,6 +175,7 @@ func (n *Node) resetPhases(graceful bool) []resetPhase {
 			// waited for ever). On a node, seconds pass between the request and
 			// this task.
 			n.events.drain(15 * time.Second)
+			n.events.endStreams()
 			n.stopGracefully()
 
 			return nil

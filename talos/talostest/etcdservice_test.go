@@ -605,3 +605,50 @@ func TestEtcdForfeitAndLeave(t *testing.T) {
 		t.Errorf("members after the leave: %v", got)
 	}
 }
+
+// talosctl reset follows the node's events and returns once it sees the task
+// stopAllServices: the API goes away then. Every stream open before the reset gets
+// that event and then ends (machined's handler returns at its shutdown), never cut
+// before it: a watcher that misses it waits for ever, as a real talosctl did once on
+// a loaded CI machine.
+func TestResetEventsReachEveryWatcher(t *testing.T) {
+	c := etcdCluster(t, 1)
+	n := c.Nodes[0]
+	ctx, cl := nodeClient(t, c, n)
+
+	const watchers = 8
+
+	chans := make([]chan client.EventResult, watchers)
+	for i := range chans {
+		chans[i] = make(chan client.EventResult)
+		if err := cl.EventsWatchV2(ctx, chans[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := resetEphemeral(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, ch := range chans {
+		sawStop := false
+
+		for res := range ch {
+			if res.Error != nil {
+				if !errors.Is(res.Error, io.EOF) {
+					t.Errorf("watcher %d: the stream was cut (%v), not ended", i, res.Error)
+				}
+
+				break
+			}
+
+			if task, ok := res.Event.Payload.(*machine.TaskEvent); ok && task.GetTask() == "stopAllServices" && task.GetAction() == machine.TaskEvent_START {
+				sawStop = true
+			}
+		}
+
+		if !sawStop {
+			t.Errorf("watcher %d: the stream ended without the task stopAllServices", i)
+		}
+	}
+}

@@ -43,9 +43,14 @@ type eventBus struct {
 	wake   chan struct{} // closed and replaced on every publish
 	// sent holds, per open stream, the sequence number it has sent up to; drain waits on it
 	sent map[*int]struct{}
+	// ended is closed when the API stops: every stream sends what it has and ends, as
+	// machined's handler returns at its shutdown, so that a graceful stop completes
+	ended chan struct{}
 }
 
-func newEventBus() *eventBus { return &eventBus{wake: make(chan struct{}), sent: map[*int]struct{}{}} }
+func newEventBus() *eventBus {
+	return &eventBus{wake: make(chan struct{}), sent: map[*int]struct{}{}, ended: make(chan struct{})}
+}
 
 // publish records an event for the actor ("" for the node's own).
 func (b *eventBus) publish(actorID string, payload proto.Message) {
@@ -69,6 +74,19 @@ func (b *eventBus) forget() {
 	defer b.mu.Unlock()
 
 	b.events = nil
+	b.ended = make(chan struct{})
+}
+
+// endStreams ends every open stream once it has sent what was published so far.
+func (b *eventBus) endStreams() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	select {
+	case <-b.ended:
+	default:
+		close(b.ended)
+	}
 }
 
 // drain waits until every open stream has sent every event published so far, or
@@ -111,7 +129,9 @@ func (e nodeEvent) toMachineEvent() (*machine.Event, error) {
 	return &machine.Event{Data: data, Id: fmt.Sprintf("%020d", e.seq), ActorId: e.actorID}, nil
 }
 
-// stream is the Events handler's body.
+// stream is the Events handler's body. The stream is registered before its hello
+// goes out: a client that has the hello sees every event published after it, even
+// when the handler's goroutine is slow to run on a loaded machine.
 func (b *eventBus) stream(ctx context.Context, req *machine.EventsRequest, send func(*machine.Event) error) error {
 	hello, err := nodeEvent{actorID: req.WithActorId}.toMachineEvent()
 	if err != nil {
@@ -120,16 +140,13 @@ func (b *eventBus) stream(ctx context.Context, req *machine.EventsRequest, send 
 
 	hello.Id = uuid.NewString()
 
-	if err := send(hello); err != nil {
-		return err
-	}
-
 	var sent int
 
 	b.mu.Lock()
 	next, notBefore := b.tailLocked(req)
 	sent = next - 1
 	b.sent[&sent] = struct{}{}
+	ended := b.ended
 	b.mu.Unlock()
 
 	defer func() {
@@ -137,6 +154,10 @@ func (b *eventBus) stream(ctx context.Context, req *machine.EventsRequest, send 
 		delete(b.sent, &sent)
 		b.mu.Unlock()
 	}()
+
+	if err := send(hello); err != nil {
+		return err
+	}
 
 	for {
 		b.mu.Lock()
@@ -169,9 +190,21 @@ func (b *eventBus) stream(ctx context.Context, req *machine.EventsRequest, send 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-ended:
+			if b.sentAll(upTo) {
+				return nil
+			}
 		case <-wake:
 		}
 	}
+}
+
+// sentAll tells whether nothing was published after upTo.
+func (b *eventBus) sentAll(upTo int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	return b.seq <= upTo
 }
 
 // tailLocked is where a new stream starts: the sequence number of its first event
