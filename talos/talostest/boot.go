@@ -170,8 +170,9 @@ func (n *Node) resetPhases(graceful bool) []resetPhase {
 		phase("kexec", "kexecPrepare", noop),
 		phase("stopEverything", "stopAllServices", func(context.Context) error {
 			// apid stops: let the events already published reach their streams
-			// first (talosctl reset waits for this task's event; on a loaded
-			// machine 2 s were not always enough, and a talosctl that missed it
+			// first, then end the streams so that the graceful stop lets them
+			// out (talosctl reset waits for this task's event; a talosctl that
+			// missed it, its stream cut by a hard stop on a loaded machine,
 			// waited for ever). On a node, seconds pass between the request and
 			// this task.
 			n.events.drain(15 * time.Second)
@@ -186,12 +187,22 @@ func (n *Node) resetPhases(graceful bool) []resetPhase {
 	)
 }
 
+// podsStopTime is how long stopAllPods takes at real pace. On a node, stopping the
+// kubelet service and every pod sandbox takes seconds (a figure chosen, not measured),
+// and only then does the API go away: a talosctl reset, which opens its events stream
+// beside the request, has it open by then. With no pause, a loaded CI machine let the
+// API go before a real talosctl's stream was open, and that talosctl waited for ever
+// for the stopAllServices event a new boot no longer has.
+const podsStopTime = 2 * time.Second
+
 // stopAllPods is the task of that name: the kubelet service stops and the CRI stops
 // every pod sandbox at once.
-func (n *Node) stopAllPods(context.Context) error {
+func (n *Node) stopAllPods(ctx context.Context) error {
 	if n.kubelet != nil {
 		n.kubelet.stopService()
 	}
+
+	sleep(ctx, n.cluster.scaled(podsStopTime))
 
 	return nil
 }
