@@ -19,6 +19,7 @@ import (
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
@@ -286,4 +287,81 @@ func (e *engineEnv) memberIDs() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Without quorum no cluster lock keeps a second operator out. One waits at
+// the reset's typed confirmation while another (its own state directory:
+// another laptop) recovers etcd; the first then confirms. Its reset must not
+// wipe the recovered cluster: the members are read again after the
+// confirmation, and the reset is refused while etcd has its quorum.
+func TestEngineQuorumLostRecoveredByAnotherBeforeConfirmation(t *testing.T) {
+	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+	env.loseMembers(2)
+	rb, err := runbooks.Resolve("webhook-deadlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other *recovery.RecoverResult
+	out, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{
+		confirmText: func(question, word string) error {
+			if other == nil {
+				opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb),
+					Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover"}
+				res, err := recovery.Recover(t.Context(), env.tc, recovery.State{Dir: t.TempDir()}, env.effects(false), newTestUI(t, engineHooks{}), opts)
+				if err != nil || res == nil {
+					t.Fatalf("the other operator's recovery: %v", err)
+				}
+				other = res
+			}
+			return nil
+		},
+	}})
+	wantOutcome(t, out, err, "failed", true)
+	if !errors.Is(err, recovery.ErrConflict) || !strings.Contains(err.Error(), "quorum again") || !strings.Contains(err.Error(), "nothing was reset") {
+		t.Errorf("the stale reset: %v; want a conflict saying etcd has its quorum again and nothing was reset", err)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if st := n.EtcdState().State; st == talostest.ServicePreparing {
+			t.Errorf("node %s was reset after the other operator's recovery", n.IP)
+		}
+	}
+	if !env.membersHealthy() {
+		t.Error("the members recovered by the other operator are not all healthy")
+	}
+}
+
+// A run stopped between journaling the reset it is about to ask for and
+// asking (Ctrl-C there cancels the request): the resumed run does not take
+// the node for one rebooting from that reset. It waits a minute for the
+// node to go down, sees it still in the same boot, and asks again.
+func TestEngineMemberLostResetNeverSentIsAskedAgain(t *testing.T) {
+	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+	env.loseMembers(1)
+	lost := env.cluster.ControlPlanes()[2]
+	bootBefore := lost.BootID()
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	out, err := recoverRun(t, env, recoverRequest{Ctx: ctx, Hooks: engineHooks{
+		progress: func(_, msg string) {
+			if strings.Contains(msg, "resetting EPHEMERAL") {
+				cancel(errors.New("interrupted by the test (Ctrl-C)"))
+			}
+		},
+	}})
+	wantOutcome(t, out, err, "aborted", true)
+	if lost.BootID() != bootBefore {
+		t.Fatal("the interrupted run's reset reached the node: this test needs one that did not")
+	}
+	var said []string
+	res, err := resumeRun(t, env, out.Incident, engineHooks{progress: func(_, msg string) { said = append(said, msg) }})
+	wantOutcome(t, res, err, "completed", false)
+	if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, "may never have got the request") }) {
+		t.Errorf("the resume did not say it waited for a reset that never reached the node: %q", said)
+	}
+	if lost.BootID() == bootBefore {
+		t.Error("the resume did not reset the node")
+	}
+	if !env.membersHealthy() {
+		t.Error("the members are not all healthy after the resume")
+	}
 }

@@ -11,6 +11,7 @@ package recovery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -194,19 +195,26 @@ func bumpedCopy(c *CopyResult, path string, w etcd.Writer) (*etcd.BumpInfo, erro
 // resetNodes resets the EPHEMERAL partition of the lost members' nodes (or
 // of every control plane), one at a time, each back and its etcd waiting
 // before the next. Never before a verified copy of the data is on disk.
-func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParams) (*Plan, error) {
+func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParams) (*Plan, error) {
 	d := r.decision()
 	copyPath, ok := r.verifiedCopy()
 	switch {
 	case !ok && r.fx.DryRun():
-		copyPath = "(the copy a real run takes in the step before)" // a dry run plans the reset as a real run would
+		copyPath = "the copy a real run takes in the step before" // a dry run plans the reset as a real run would
 	case !ok:
 		return nil, fmt.Errorf("%w: no verified copy of etcd's data is on disk in this incident: a reset would risk the only one", ErrConflict)
+	}
+	// The nodes an earlier run of this incident asked to reset are waited
+	// back first: such a node may still answer, in the boot it ran, for
+	// seconds after it took the request, and must not be asked again.
+	back, err := r.backFromEarlierResets(ctx, p.Timeout.Std())
+	if err != nil {
+		return nil, err
 	}
 	// A node that does not answer may be rebooting from a reset an earlier
 	// run of this incident began: that one gets the reset's whole timeout.
 	// Otherwise nothing here made it go away, and the plan says so soon.
-	resetBegun := slices.ContainsFunc(r.appliedChanges(), func(e Entry) bool { return e.Action == string(runbooks.ActionEtcdReset) })
+	resetBegun := len(back) > 0 || slices.ContainsFunc(r.appliedChanges(), func(e Entry) bool { return e.Action == string(runbooks.ActionEtcdReset) })
 	wait := notAnsweringGrace
 	if resetBegun {
 		wait = p.Timeout.Std()
@@ -224,9 +232,9 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 	for _, node := range r.tc.Nodes() {
 		n, _ := now.Node(node)
 		switch {
-		case p.Nodes == runbooks.ResetAll && n.MemberID == 0 && (n.Service == "Preparing" || resetBegun && n.Service == "Initialized"):
-			// Reset already: its etcd waits for bootstrap, or, just booted
-			// from the reset an interrupted run made, is on its way to it.
+		case slices.Contains(back, node):
+		case p.Nodes == runbooks.ResetAll && n.MemberID == 0 && n.Service == "Preparing":
+			// Reset already: its etcd waits for bootstrap.
 		case p.Nodes == runbooks.ResetAll:
 			targets = append(targets, node)
 		case d != nil && slices.ContainsFunc(d.Lost, func(l LostMember) bool {
@@ -234,6 +242,11 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 		}) && !n.Healthy():
 			targets = append(targets, node)
 		}
+	}
+	res := &MembersResult{Reset: back}
+	if len(targets) == 0 && len(back) > 0 {
+		res.said = said("reset EPHEMERAL of " + strings.Join(back, ", ") + ": asked by an earlier run of this incident, back from it")
+		return &Plan{Result: res}, nil
 	}
 	if len(targets) == 0 {
 		return nil, skip("no node left to reset: each is reset already or healthy")
@@ -252,22 +265,38 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 		fmt.Fprintf(&view, "  %s: %s; wiped: its etcd data and everything else on EPHEMERAL (container images, pod logs and data)\n", node, n.State())
 		ask = append(ask, Question{Text: fmt.Sprintf("This wipes the EPHEMERAL partition of node %s.", node), Word: node})
 	}
-	lost := "every revision written after the copy " + copyPath
+	kept := "the verified copy " + copyPath
+	if !ok {
+		kept = "the copy a real run takes in the step before"
+	}
+	lost := "every revision written after " + kept
 	if p.Nodes == runbooks.ResetLost {
 		lost = "nothing of etcd's data: the healthy members hold it"
 	}
-	fmt.Fprintf(&view, "  lost: %s; the verified copy %s stays on this machine\n", lost, copyPath)
-	res := &MembersResult{}
+	fmt.Fprintf(&view, "  lost: %s; %s stays on this machine\n", lost, kept)
 	return &Plan{View: Text(view.String()), Change: true, Result: res, Ask: ask,
 		DryRun: "would reset " + strings.Join(targets, ", ") + "; nothing was reset",
 		Undo:   irreversible("reset EPHEMERAL of "+strings.Join(targets, ", "), "their EPHEMERAL partitions", "the verified copy "+copyPath),
 		Apply: func(ctx context.Context) (Result, error) {
+			if err := r.resetStillNeeded(ctx, p, targets); err != nil {
+				return res, err
+			}
 			boots := map[string]string{}
 			for i, node := range targets {
-				boots[node], _ = r.tc.BootID(ctx, node) // "": unknown, then etcd's state alone says it is back
+				boot, err := r.tc.BootID(ctx, node)
+				if err == nil {
+					err = r.noteReset(s, resetAsked{Node: node, Boot: boot})
+				}
+				if err != nil {
+					return res, nodesDone(ctx, targets, i, err)
+				}
+				boots[node] = boot
 				r.progress(node, "resetting EPHEMERAL and rebooting")
 				if err := r.tc.ResetEphemeral(ctx, node); err != nil {
 					return res, nodesDone(ctx, targets, i, err)
+				}
+				if err := r.noteReset(s, resetAsked{Node: node, Boot: boot, Taken: true}); err != nil {
+					return res, nodesDone(ctx, targets, i+1, err)
 				}
 				res.Reset = append(res.Reset, node)
 				r.progress(node, "reset: it reboots and comes back without its etcd data")
@@ -288,6 +317,116 @@ func (r *run) resetNodes(ctx context.Context, _ Step, p *runbooks.EtcdResetParam
 			res.said = said("reset EPHEMERAL of " + strings.Join(res.Reset, ", "))
 			return res, nil
 		}}, nil
+}
+
+// resetStillNeeded reads the members again once the reset is confirmed,
+// which may be minutes after its plan: without quorum no cluster lock keeps
+// a second operator out, and one may have recovered etcd meanwhile (on the
+// lab, a stale confirmation then wiped a recovered cluster). The reset goes
+// on only while the plan's premise holds.
+func (r *run) resetStillNeeded(ctx context.Context, p *runbooks.EtcdResetParams, targets []string) error {
+	now := r.members(ctx)
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // interrupted: nothing read says anything
+	}
+	healthy := 0
+	for _, n := range now.Nodes {
+		if n.Healthy() {
+			healthy++
+		}
+	}
+	// Only members seen healthy count: a node that does not answer is no
+	// evidence that the quorum is back.
+	if p.Nodes == runbooks.ResetAll && healthy > len(now.Nodes)/2 {
+		return fmt.Errorf("%w: etcd has its quorum again since the plan was shown (another operator recovered it, or its members came back): nothing was reset; see what stands now: breakglass diagnose", ErrConflict)
+	}
+	for _, node := range targets {
+		if n, ok := now.Node(node); ok && p.Nodes == runbooks.ResetLost && n.Healthy() {
+			return fmt.Errorf("%w: the member on %s is healthy again since the plan was shown: nothing was reset; see what stands now: breakglass diagnose", ErrConflict, node)
+		}
+	}
+	return nil
+}
+
+// resetAsked is journaled (a note) before and after each node's Reset: the
+// boot the node ran when it was asked, and whether it took the request. By
+// it a resumed run tells a node going down or back from that reset from one
+// the reset never reached.
+type resetAsked struct {
+	Node  string `json:"node"`
+	Boot  string `json:"boot"`
+	Taken bool   `json:"taken,omitempty"`
+}
+
+// resetNote is the journal note's data.
+type resetNote struct {
+	ResetAsked *resetAsked `json:"resetAsked,omitempty"`
+}
+
+func (r *run) noteReset(s Step, a resetAsked) error {
+	msg := fmt.Sprintf("asking %s to reset EPHEMERAL (boot %s)", a.Node, a.Boot)
+	if a.Taken {
+		msg = fmt.Sprintf("%s took the reset (boot %s)", a.Node, a.Boot)
+	}
+	data, err := json.Marshal(resetNote{ResetAsked: &a})
+	if err == nil {
+		err = r.journal.Append(Entry{Kind: "note", Step: s.Name, Action: s.Action(), Message: msg, Data: data})
+	}
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return nil
+}
+
+// earlierResets are the resets earlier runs of this incident asked for,
+// the last per node, in the order they were asked.
+func (r *run) earlierResets() []resetAsked {
+	var out []resetAsked
+	for _, e := range r.entries {
+		var d resetNote
+		if e.Kind != "note" || len(e.Data) == 0 || json.Unmarshal(e.Data, &d) != nil || d.ResetAsked == nil {
+			continue
+		}
+		out = slices.DeleteFunc(out, func(a resetAsked) bool { return a.Node == d.ResetAsked.Node })
+		out = append(out, *d.ResetAsked)
+	}
+	return out
+}
+
+// resetTakesHold is how long a node that took a reset may still answer in
+// the boot it ran: it stops its pods and services first.
+const resetTakesHold = time.Minute
+
+// backFromEarlierResets waits until each node an earlier run asked to
+// reset is back from it, and names them. A node still in the same boot a
+// minute after a run stopped between the question and its answer never got
+// the request: it is left to be planned again.
+func (r *run) backFromEarlierResets(ctx context.Context, timeout time.Duration) ([]string, error) {
+	var back []string
+	for _, a := range r.earlierResets() {
+		if !slices.Contains(r.tc.Nodes(), a.Node) {
+			continue
+		}
+		if !a.Taken {
+			err := r.poll(ctx, a.Node, resetTakesHold, "go down for the reset an earlier run asked for", func(ctx context.Context) (string, bool) {
+				if id, err := r.tc.BootID(ctx, a.Node); err == nil && id == a.Boot {
+					return "still in the boot it ran when an earlier run asked for its reset (it may never have got the request)", false
+				}
+				return "going down or back from the reset an earlier run asked for", true
+			})
+			if errors.Is(err, ErrTimeout) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := r.backFromReset(ctx, a.Node, a.Boot, timeout); err != nil {
+			return nil, err
+		}
+		back = append(back, a.Node)
+	}
+	return back, nil
 }
 
 // notAnsweringGrace is how long the reset's plan waits for a node that this
@@ -404,7 +543,7 @@ func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstr
 	c, ok := earlier[*CopyResult](r, runbooks.ActionEtcdCopy)
 	switch {
 	case !ok && r.fx.DryRun():
-		c = &CopyResult{Path: "(the copy a real run takes)", Kind: "snapshot", SHA256: "(not taken)"} // planned as a real run would
+		c = &CopyResult{Path: "the copy a real run takes"} // planned as a real run would
 	case !ok:
 		return nil, fmt.Errorf("no copy of etcd's data in this incident to bootstrap from")
 	}
@@ -413,8 +552,12 @@ func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstr
 		node = d.Source
 	}
 	bumped := filepath.Join(r.journal.Dir, "etcd.bumped.db")
-	view := fmt.Sprintf("Plan: bootstrap etcd on %s from %s (a %s, sha256 %s); the other control planes join it. Every revision after the copy's is lost.\n", node, c.Path, c.Kind, c.SHA256)
-	view += fmt.Sprintf("  uploaded: %s, the copy with its revision moved %d past its own and marked compacted (etcdutl snapshot restore --bump-revision --mark-compacted, which Talos's restore does not do): a client that watched before the loss is told its revision is gone (410) and lists again, instead of waiting in silence for a revision etcd has not reached; a database file has no hash trailer, so the bootstrap skips the hash check (--recover-skip-hash-check; the copy's own was checked)\n", bumped, etcd.RevisionBump)
+	from, upload := fmt.Sprintf("%s (a %s, sha256 %s)", c.Path, c.Kind, c.SHA256), bumped
+	if !ok {
+		from, upload = c.Path, "a database file a real run makes beside the copy"
+	}
+	view := fmt.Sprintf("Plan: bootstrap etcd on %s from %s; the other control planes join it. Every revision after the copy's is lost.\n", node, from)
+	view += fmt.Sprintf("  uploaded: %s, the copy with its revision moved %d past its own and marked compacted (etcdutl snapshot restore --bump-revision --mark-compacted, which Talos's restore does not do): a client that watched before the loss is told its revision is gone (410) and lists again, instead of waiting in silence for a revision etcd has not reached; that file is a database, without a snapshot's hash trailer, so the bootstrap skips the hash check (--recover-skip-hash-check; the copy's own was checked when it was taken)\n", upload, etcd.RevisionBump)
 	res := &MembersResult{Node: node}
 	return &Plan{View: Text(view), Change: true, Result: res,
 		Ask:    []Question{{Text: fmt.Sprintf("bootstrap etcd on %s from the copy?", node)}},

@@ -93,6 +93,12 @@ func (n *Node) etcdRoot() *sidero.PEMEncodedCertificateAndKey {
 	return r.(*secrets.EtcdRoot).TypedSpec().EtcdCA
 }
 
+// BootID is the current boot's ID, as the node's boot_id file says it.
+func (n *Node) BootID() string {
+	_, id := n.boot()
+	return id
+}
+
 // boot returns when the current boot started and its boot ID.
 func (n *Node) boot() (time.Time, string) {
 	n.bootMu.Lock()
