@@ -19,6 +19,7 @@ import (
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -363,5 +364,26 @@ func TestEngineMemberLostResetNeverSentIsAskedAgain(t *testing.T) {
 	}
 	if !env.membersHealthy() {
 		t.Error("the members are not all healthy after the resume")
+	}
+}
+
+// -n naming one control plane of three: the members no node named answers
+// for are asked on their own hosts. Healthy there, etcd is neither short of
+// its quorum nor short of a member; with two members lost, it is.
+func TestGatherMembersOfSomeNodes(t *testing.T) {
+	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+	one := env.tc.WithNodes([]string{env.cluster.ControlPlanes()[0].IP})
+	ev := diagnose.GatherMembers(t.Context(), one, nil)
+	lost, unanswered := ev.Lost()
+	if ev.QuorumLost() || len(lost)+len(unanswered) > 0 {
+		t.Fatalf("a healthy etcd read through one node: quorum lost %v, lost %v, unanswered %v", ev.QuorumLost(), lost, unanswered)
+	}
+	env.loseMembers(2)
+	deadline := time.Now().Add(time.Minute) // until the survivor's leader is gone
+	for ev = diagnose.GatherMembers(t.Context(), one, nil); !ev.QuorumLost() && time.Now().Before(deadline); time.Sleep(time.Second) {
+		ev = diagnose.GatherMembers(t.Context(), one, nil)
+	}
+	if !ev.QuorumLost() {
+		t.Errorf("two of three members lost, read through the survivor: quorum not lost: %+v", ev)
 	}
 }

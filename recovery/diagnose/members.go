@@ -64,7 +64,18 @@ type ListedMember struct {
 	Host     string   `json:"host,omitempty"` // the address it serves clients on
 	Learner  bool     `json:"learner,omitempty"`
 	ListedBy []string `json:"listedBy"`
+	// HostSays is what the member's own host said of it through the Talos
+	// API, asked when no node read is that host (-n naming some control
+	// planes only): healthy, not healthy, or unreachable.
+	HostSays string `json:"hostSays,omitempty"`
 }
+
+// What a member's own host says of it.
+const (
+	hostHealthy     = "healthy"
+	hostNotHealthy  = "not healthy"
+	hostUnreachable = "unreachable"
+)
 
 // Healthy tells whether every node's member is healthy, a voting member
 // the cluster lists, within margin raft entries of the most advanced, and
@@ -185,6 +196,7 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 		ev.Members = append(ev.Members, *lm)
 	}
 	sort.Slice(ev.Members, func(i, j int) bool { return ev.Members[i].ID < ev.Members[j].ID })
+	askHosts(ctx, en, ev)
 	if room != nil {
 		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
 		defer cancel()
@@ -199,6 +211,47 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 		}
 	}
 	return ev
+}
+
+// askHosts asks each listed member that no node read answers for on its
+// own host: with -n naming some control planes only, the others' members
+// are neither lost nor healthy until their hosts say so.
+func askHosts(ctx context.Context, en EtcdMemberNodes, ev *MembersEvidence) {
+	var outside []int
+	var hosts []string
+	for i, lm := range ev.Members {
+		if lm.Host != "" && !ev.readFor(lm) {
+			outside, hosts = append(outside, i), append(hosts, lm.Host)
+		}
+	}
+	type answer struct {
+		says   string
+		member etcd.ID // the healthy member the host runs
+	}
+	answers, _ := talos.EachNode(hosts, func(host string) (answer, error) {
+		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+		defer cancel()
+		if _, err := en.EtcdService(ctx, host); err != nil {
+			return answer{says: hostUnreachable}, nil
+		}
+		if st, err := en.EtcdStatus(ctx, host); err == nil && st.Leader != 0 {
+			return answer{says: hostHealthy, member: etcd.ID(st.MemberID)}, nil
+		}
+		return answer{says: hostNotHealthy}, nil
+	})
+	for k, i := range outside {
+		a := answers[k]
+		if a.says == hostHealthy && a.member != ev.Members[i].ID {
+			a.says = hostNotHealthy // its host runs another member
+		}
+		ev.Members[i].HostSays = a.says
+	}
+}
+
+// readFor tells whether a node read answers for the listed member: it is
+// that member, or its host.
+func (m *MembersEvidence) readFor(lm ListedMember) bool {
+	return slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.MemberID == lm.ID || n.Node == lm.Host })
 }
 
 // voting are the members that count for quorum: every member any node
@@ -249,7 +302,21 @@ func (m *MembersEvidence) listed(id etcd.ID) bool {
 // takes no write, and only a bootstrap from a copy brings it back. A node
 // whose Talos API is away is no evidence of a lost member.
 func (m *MembersEvidence) QuorumLost() bool {
-	return m != nil && len(m.Nodes) > 0 && len(m.healthyVoters())+len(m.unknown()) < m.voting()/2+1
+	return m != nil && len(m.Nodes) > 0 && len(m.healthyVoters())+len(m.unknown())+m.maybeHealthyOutside() < m.voting()/2+1
+}
+
+// maybeHealthyOutside counts the voting members beyond the nodes read (-n
+// naming some control planes only) whose own host says they are healthy or
+// cannot be asked. Never more than there are members beyond the nodes: a
+// member whose peer address is not the node's own is not counted twice.
+func (m *MembersEvidence) maybeHealthyOutside() int {
+	n := 0
+	for _, lm := range m.Members {
+		if !lm.Learner && (lm.HostSays == hostHealthy || lm.HostSays == hostUnreachable) {
+			n++
+		}
+	}
+	return min(n, max(0, m.voting()-len(m.Nodes)))
 }
 
 // unknown are the nodes whose etcd service could not be read (the node did
@@ -280,7 +347,7 @@ func (m *MembersEvidence) Lost() (nodes []NodeMember, unanswered []ListedMember)
 		}
 	}
 	for _, lm := range m.Members {
-		if !slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.MemberID == lm.ID && n.healthy() }) &&
+		if lm.HostSays != hostHealthy && !slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.MemberID == lm.ID && n.healthy() }) &&
 			!slices.ContainsFunc(m.Nodes, func(n NodeMember) bool {
 				return n.Node == lm.Host && (n.unknown() || slices.ContainsFunc(nodes, func(l NodeMember) bool { return l.Node == n.Node }))
 			}) {
@@ -386,7 +453,11 @@ func writeMembers(b *strings.Builder, m *MembersEvidence) {
 		if lm.Learner {
 			learner = ", learner"
 		}
-		fmt.Fprintf(b, "  listed: %s (%s, %s%s) by %s\n", lm.ID, orNone(lm.Hostname), orNone(lm.Host), learner, strings.Join(lm.ListedBy, ", "))
+		fmt.Fprintf(b, "  listed: %s (%s, %s%s) by %s", lm.ID, orNone(lm.Hostname), orNone(lm.Host), learner, strings.Join(lm.ListedBy, ", "))
+		if lm.HostSays != "" {
+			fmt.Fprintf(b, "; not among the nodes read, its host says: %s", lm.HostSays)
+		}
+		b.WriteString("\n")
 	}
 }
 

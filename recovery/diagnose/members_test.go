@@ -17,6 +17,16 @@ func members(nodes ...NodeMember) *MembersEvidence {
 	return m
 }
 
+// named is the members as read with -n naming the first node only: the
+// others' hosts said what says says.
+func named(first NodeMember, says string) *MembersEvidence {
+	m := members(first)
+	for i := 1; i < len(m.Members); i++ {
+		m.Members[i].HostSays = says
+	}
+	return m
+}
+
 func up(node string, id, leader etcd.ID, index uint64) NodeMember {
 	return NodeMember{Node: node, Service: "Running", ServiceHealthy: true, MemberID: id, Leader: leader, RaftIndex: index, RaftTerm: 4}
 }
@@ -48,6 +58,12 @@ func TestAnalyzeEtcdMembers(t *testing.T) {
 			EtcdQuorumLost, []string{"lost its quorum: 1 of 3 voting members answer, 0 healthy with a leader, 2 needed", "most advanced: member a1 on 127.0.0.11 (raft index 120)"}},
 		{"no leader anywhere", members(up("127.0.0.11", 0xa1, 0, 120), up("127.0.0.12", 0xa2, 0, 118), up("127.0.0.13", 0xa3, 0, 119)), nil,
 			EtcdQuorumLost, []string{"3 of 3 voting members answer, 0 healthy", "127.0.0.12 2 entries behind", "127.0.0.13 1 entries behind"}},
+		{"-n one node, the others healthy on their hosts", named(up("127.0.0.11", 0xa1, 0xa1, 100), hostHealthy), ready,
+			Healthy, nil},
+		{"-n one node, the others' hosts unreachable", named(up("127.0.0.11", 0xa1, 0xa1, 100), hostUnreachable), ready,
+			EtcdMemberLost, []string{"member a2 (cp-2, 127.0.0.12) is listed, and no node given answers for it"}},
+		{"-n one node without a leader, the others down on their hosts", named(up("127.0.0.11", 0xa1, 0, 120), hostNotHealthy), nil,
+			EtcdQuorumLost, []string{"1 of 3 voting members answer, 0 healthy with a leader, 2 needed"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
