@@ -412,3 +412,26 @@ func IsNoQuorum(err error) bool {
 
 // noSpaceText is how etcd words the refusal (rpctypes.ErrNoSpace).
 const noSpaceText = "mvcc: database space exceeded"
+
+// ListedMember is a member as etcd lists it.
+type ListedMember struct {
+	ID         ID
+	Name       string
+	ClientURLs []string
+	Learner    bool
+}
+
+// MembersSerializable lists the members as the member reached knows them,
+// without asking a leader: it answers without quorum, where machined's
+// member list (and a linearizable one) waits for a leader.
+func (c *Client) MembersSerializable(ctx context.Context) ([]ListedMember, error) {
+	resp, err := c.kv.MemberList(ctx, clientv3.WithSerializable())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ListedMember, 0, len(resp.Members))
+	for _, m := range resp.Members {
+		out = append(out, ListedMember{ID: ID(m.ID), Name: m.Name, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
+	}
+	return out, nil
+}

@@ -145,6 +145,8 @@ type recoverRequest struct {
 	Delete       []string        // --delete
 	DryRun       bool            // --dry-run
 	KeepDisabled bool            // --keep-disabled
+	Nodes        []string        // -n; default every node
+	StateDir     string          // --state-dir; default the env's (another's: another operator)
 	Hooks        engineHooks
 }
 
@@ -177,8 +179,15 @@ func recoverRun(t *testing.T, env *engineEnv, req recoverRequest) (runOutcome, e
 	}
 	opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb), KeepDisabled: req.KeepDisabled,
 		Delete: req.Delete, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover"}
+	tc, state := env.tc, env.state()
+	if req.Nodes != nil {
+		tc = tc.WithNodes(req.Nodes)
+	}
+	if req.StateDir != "" {
+		state = recovery.State{Dir: req.StateDir}
+	}
 	ui := newTestUI(t, req.Hooks)
-	res, err := recovery.Recover(ctx, env.tc, env.state(), env.effects(req.DryRun), ui, opts)
+	res, err := recovery.Recover(ctx, tc, state, env.effectsOf(tc, req.DryRun), ui, opts)
 	return outcomeOf(res, ui), err
 }
 

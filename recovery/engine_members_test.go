@@ -20,7 +20,6 @@ import (
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
-	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
@@ -298,21 +297,13 @@ func (e *engineEnv) memberIDs() []string {
 func TestEngineQuorumLostRecoveredByAnotherBeforeConfirmation(t *testing.T) {
 	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
 	env.loseMembers(2)
-	rb, err := runbooks.Resolve("webhook-deadlock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var other *recovery.RecoverResult
+	otherDone := false
 	out, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{
 		confirmText: func(question, word string) error {
-			if other == nil {
-				opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb),
-					Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover"}
-				res, err := recovery.Recover(t.Context(), env.tc, recovery.State{Dir: t.TempDir()}, env.effects(false), newTestUI(t, engineHooks{}), opts)
-				if err != nil || res == nil {
-					t.Fatalf("the other operator's recovery: %v", err)
-				}
-				other = res
+			if !otherDone {
+				res, err := recoverRun(t, env, recoverRequest{StateDir: t.TempDir()})
+				wantOutcome(t, res, err, "completed", false)
+				otherDone = true
 			}
 			return nil
 		},
@@ -385,5 +376,23 @@ func TestGatherMembersOfSomeNodes(t *testing.T) {
 	}
 	if !ev.QuorumLost() {
 		t.Errorf("two of three members lost, read through the survivor: quorum not lost: %+v", ev)
+	}
+}
+
+// Without quorum machined cannot list the members; etcd's own serializable
+// list still names them, so a run whose -n names one control plane of a
+// lost quorum is refused before any change, naming the other two.
+func TestEngineQuorumLostOneNodeNamedIsRefused(t *testing.T) {
+	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
+	env.loseMembers(2)
+	out, err := recoverRun(t, env, recoverRequest{Nodes: []string{env.cluster.ControlPlanes()[0].IP}})
+	wantOutcome(t, out, err, "stopped", true)
+	if err == nil || !strings.Contains(err.Error(), "-n leaves out") || !strings.Contains(err.Error(), "cp-2") || !strings.Contains(err.Error(), "cp-3") {
+		t.Errorf("a lost quorum recovered through one node of three: %v; want a refusal naming cp-2 and cp-3", err)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if st := n.EtcdState().State; st == talostest.ServicePreparing {
+			t.Errorf("node %s was reset", n.IP)
+		}
 	}
 }

@@ -9,13 +9,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
-	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -34,11 +30,6 @@ func (r *run) coversEveryMember(ctx context.Context, t *IncidentType) error {
 			covered[n.MemberID] = true
 		}
 		unread = append(unread, n.Errors...)
-	}
-	if len(now.Members) == 0 {
-		// Without a leader machined cannot list the members; a member
-		// still answers a serializable list of its own.
-		now.Members = r.membersSerializable(ctx)
 	}
 	if len(now.Members) == 0 {
 		why := "no node runs an etcd member"
@@ -67,25 +58,4 @@ func (r *run) coversEveryMember(ctx context.Context, t *IncidentType) error {
 	all := Target{Context: r.target.Context, Nodes: append(slices.Clone(nodes), hosts...)}
 	return &refusedError{err: failure.Input("", "%s acts on every etcd member, hence on every control plane, and -n leaves out %s; nothing was changed", t.Name, strings.Join(left, ", ")),
 		hints: []string{"run it on every control plane: " + all.NodesCmd("recover")}}
-}
-
-// membersSerializable are the members as the etcd member reached says
-// them, without asking a leader; none when etcd cannot be reached.
-func (r *run) membersSerializable(ctx context.Context) []diagnose.ListedMember {
-	ec, err := r.etcdClient(ctx)
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := ec.KV().MemberList(ctx, clientv3.WithSerializable())
-	if err != nil {
-		return nil
-	}
-	var out []diagnose.ListedMember
-	for _, m := range resp.Members {
-		tm := talos.EtcdMember{ID: m.ID, Hostname: m.Name, ClientURLs: m.ClientURLs}
-		out = append(out, diagnose.ListedMember{ID: etcd.ID(m.ID), Hostname: m.Name, Host: tm.Host(), Learner: m.IsLearner})
-	}
-	return out
 }

@@ -265,15 +265,14 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 		fmt.Fprintf(&view, "  %s: %s; wiped: its etcd data and everything else on EPHEMERAL (container images, pod logs and data)\n", node, n.State())
 		ask = append(ask, Question{Text: fmt.Sprintf("This wipes the EPHEMERAL partition of node %s.", node), Word: node})
 	}
-	kept := "the verified copy " + copyPath
+	lost := "every revision written after the copy; the verified copy " + copyPath + " stays on this machine"
 	if !ok {
-		kept = "the copy a real run takes in the step before"
+		lost = "every revision written after the copy a real run takes in the step before, which stays on this machine"
 	}
-	lost := "every revision written after " + kept
 	if p.Nodes == runbooks.ResetLost {
 		lost = "nothing of etcd's data: the healthy members hold it"
 	}
-	fmt.Fprintf(&view, "  lost: %s; %s stays on this machine\n", lost, kept)
+	fmt.Fprintf(&view, "  lost: %s\n", lost)
 	return &Plan{View: Text(view.String()), Change: true, Result: res, Ask: ask,
 		DryRun: "would reset " + strings.Join(targets, ", ") + "; nothing was reset",
 		Undo:   irreversible("reset EPHEMERAL of "+strings.Join(targets, ", "), "their EPHEMERAL partitions", "the verified copy "+copyPath),

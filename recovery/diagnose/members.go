@@ -195,6 +195,9 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 	for _, lm := range byID {
 		ev.Members = append(ev.Members, *lm)
 	}
+	if len(ev.Members) == 0 && room != nil {
+		ev.Members = membersSerializable(ctx, room)
+	}
 	sort.Slice(ev.Members, func(i, j int) bool { return ev.Members[i].ID < ev.Members[j].ID })
 	askHosts(ctx, en, ev)
 	if room != nil {
@@ -211,6 +214,26 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 		}
 	}
 	return ev
+}
+
+// listedByEtcd names, in ListedBy, a member list read from etcd itself.
+const listedByEtcd = "etcd (serializable)"
+
+// membersSerializable are the members as the etcd member reached lists
+// them: without a leader machined cannot list them, a member still can.
+func membersSerializable(ctx context.Context, room EtcdRoom) []ListedMember {
+	ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+	defer cancel()
+	ms, err := room.MembersSerializable(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []ListedMember
+	for _, m := range ms {
+		host := talos.EtcdMember{ClientURLs: m.ClientURLs}.Host()
+		out = append(out, ListedMember{ID: m.ID, Hostname: m.Name, Host: host, Learner: m.Learner, ListedBy: []string{listedByEtcd}})
+	}
+	return out
 }
 
 // askHosts asks each listed member that no node read answers for on its

@@ -29,6 +29,7 @@ type EtcdNodes interface {
 type EtcdRoom interface {
 	Status(ctx context.Context) ([]etcd.MemberStatus, error)
 	Alarms(ctx context.Context) ([]etcd.Alarm, error)
+	MembersSerializable(ctx context.Context) ([]etcd.ListedMember, error)
 }
 
 // SpaceEvidence is each member's size and the alarms raised, as the Talos
