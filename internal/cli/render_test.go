@@ -138,7 +138,7 @@ func renderApps() map[string]func() *App {
 				},
 				Commands: []*Command{
 					{Name: "recover", Aliases: []string{"r"}, Usage: "bring it back", ArgsUsage: "[ID]", Description: "Runs the steps.",
-						Flags: []Flag{&BoolFlag{Name: "dry-run", Usage: "plan only"}, &PathFlag{Name: "state-dir", TakesFile: true, Usage: "where"}}},
+						Flags: []Flag{&BoolFlag{Name: "dry-run", Usage: "plan only"}, &StringFlag{Name: "state-dir", TakesFile: true, Usage: "where"}}},
 					{Name: "status", Usage: "say how it is", Args: true, Category: "reading"},
 					{Name: "timeline", Usage: "print the journal", Category: "reading", UsageText: "full timeline ID\nfull timeline --last"},
 					{Name: "hidden", Hidden: true},

@@ -8,7 +8,7 @@ import (
 type (
 	// SliceFlag extends implementations like StringSliceFlag and IntSliceFlag with support for using slices directly,
 	// as Value and/or Destination.
-	// See also SliceFlagTarget, MultiStringFlag, MultiFloat64Flag, MultiInt64Flag, MultiIntFlag.
+	// See also SliceFlagTarget, MultiStringFlag, MultiIntFlag.
 	SliceFlag[T SliceFlagTarget[E], S ~[]E, E any] struct {
 		Target      T
 		Value       S
@@ -40,14 +40,6 @@ type (
 	// See also SliceFlag.
 	MultiStringFlag = SliceFlag[*StringSliceFlag, []string, string]
 
-	// MultiFloat64Flag extends Float64SliceFlag with support for using slices directly, as Value and/or Destination.
-	// See also SliceFlag.
-	MultiFloat64Flag = SliceFlag[*Float64SliceFlag, []float64, float64]
-
-	// MultiInt64Flag extends Int64SliceFlag with support for using slices directly, as Value and/or Destination.
-	// See also SliceFlag.
-	MultiInt64Flag = SliceFlag[*Int64SliceFlag, []int64, int64]
-
 	// MultiIntFlag extends IntSliceFlag with support for using slices directly, as Value and/or Destination.
 	// See also SliceFlag.
 	MultiIntFlag = SliceFlag[*IntSliceFlag, []int, int]
@@ -61,12 +53,10 @@ type (
 var (
 	// compile time assertions
 
-	_ SliceFlagTarget[string]  = (*StringSliceFlag)(nil)
-	_ SliceFlagTarget[string]  = (*SliceFlag[*StringSliceFlag, []string, string])(nil)
-	_ SliceFlagTarget[string]  = (*MultiStringFlag)(nil)
-	_ SliceFlagTarget[float64] = (*MultiFloat64Flag)(nil)
-	_ SliceFlagTarget[int64]   = (*MultiInt64Flag)(nil)
-	_ SliceFlagTarget[int]     = (*MultiIntFlag)(nil)
+	_ SliceFlagTarget[string] = (*StringSliceFlag)(nil)
+	_ SliceFlagTarget[string] = (*SliceFlag[*StringSliceFlag, []string, string])(nil)
+	_ SliceFlagTarget[string] = (*MultiStringFlag)(nil)
+	_ SliceFlagTarget[int]    = (*MultiIntFlag)(nil)
 
 	_ Generic    = (*flagValueHook)(nil)
 	_ Serializer = (*flagValueHook)(nil)
@@ -228,36 +218,6 @@ func unwrapFlagValue(v flag.Value) flag.Value {
 }
 
 // NOTE: the methods below are in this file to make use of the build constraint
-
-func (f *Float64SliceFlag) SetValue(slice []float64) {
-	f.Value = newSliceFlagValue(NewFloat64Slice, slice)
-}
-
-func (f *Float64SliceFlag) SetDestination(slice []float64) {
-	f.Destination = newSliceFlagValue(NewFloat64Slice, slice)
-}
-
-func (f *Float64SliceFlag) GetDestination() []float64 {
-	if destination := f.Destination; destination != nil {
-		return destination.Value()
-	}
-	return nil
-}
-
-func (f *Int64SliceFlag) SetValue(slice []int64) {
-	f.Value = newSliceFlagValue(NewInt64Slice, slice)
-}
-
-func (f *Int64SliceFlag) SetDestination(slice []int64) {
-	f.Destination = newSliceFlagValue(NewInt64Slice, slice)
-}
-
-func (f *Int64SliceFlag) GetDestination() []int64 {
-	if destination := f.Destination; destination != nil {
-		return destination.Value()
-	}
-	return nil
-}
 
 func (f *IntSliceFlag) SetValue(slice []int) {
 	f.Value = newSliceFlagValue(NewIntSlice, slice)

@@ -98,10 +98,8 @@ func ExplainParseError(c *cli.Context, msg string) string {
 			switch f.(type) {
 			case *cli.DurationFlag:
 				return m[1] + ": want a duration like 90s, 5m or 1h30m"
-			case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+			case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag:
 				return m[1] + ": want a whole number, like 3"
-			case *cli.Float64Flag:
-				return m[1] + ": want a number, like 0.5"
 			case *cli.BoolFlag:
 				return m[1] + ": want true or false"
 			}
