@@ -8,12 +8,14 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1alpha1 "k8s.io/api/admissionregistration/v1alpha1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
@@ -23,6 +25,7 @@ var (
 		utilruntime.Must(admissionregistrationv1.AddToScheme(s))
 		utilruntime.Must(admissionregistrationv1beta1.AddToScheme(s))
 		utilruntime.Must(admissionregistrationv1alpha1.AddToScheme(s))
+		utilruntime.Must(corev1.AddToScheme(s))
 		return s
 	}()
 	codecs = serializer.NewCodecFactory(scheme)
@@ -38,6 +41,16 @@ func EncodeProtobuf(obj runtime.Object, gv schema.GroupVersion) ([]byte, error) 
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Namespace is a namespace as kube-apiserver stores it (protobuf), with
+// its UID: kube-system's UID tells whose cluster an etcd's data is.
+func Namespace(name, uid string) []byte {
+	b, err := EncodeProtobuf(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}, corev1.SchemeGroupVersion)
+	if err != nil {
+		panic(err) // a fixed, valid object
+	}
+	return b
 }
 
 // EncodeJSON encodes obj as JSON in version gv (--storage-media-type=application/json).
