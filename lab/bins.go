@@ -51,7 +51,7 @@ func (e *MissingBinaryError) Hints() []string {
 		build = "make kube-apiserver-rehearse"
 	}
 	return []string{
-		"build them from a breakglass checkout (3 to 10 minutes each on 2 cores, once per machine): " + build,
+		"get them from a breakglass checkout, once per machine (the official release where dl.k8s.io answers, ~100 MB each; else built, 7 to 15 minutes each on 2 cores): " + build,
 		"or: lab/scripts/build-kube-apiserver.sh " + strings.Join(e.Missing, " "),
 		"or point " + KubeBinDirEnv + " at a directory holding VERSION/kube-apiserver",
 	}
