@@ -19,20 +19,22 @@ func fakeBuild(t *testing.T, dir, version string, after time.Duration) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, version, "kube-apiserver")
-	time.AfterFunc(after, func() {
+	timer := time.AfterFunc(after, func() {
 		if err := os.WriteFile(bin+".part", []byte("#!/bin/sh\necho Kubernetes "+version+"\n"), 0o755); err == nil {
 			os.Rename(bin+".part", bin)
 		}
 	})
+	t.Cleanup(func() { timer.Stop() }) // before the directory goes
 }
 
 // endBuilds writes the builds' done file as scripts/test.sh does, after a delay.
-func endBuilds(done, code string, after time.Duration) {
-	time.AfterFunc(after, func() {
+func endBuilds(t *testing.T, done, code string, after time.Duration) {
+	timer := time.AfterFunc(after, func() {
 		if os.WriteFile(done+".part", []byte(code+"\n"), 0o644) == nil {
 			os.Rename(done+".part", done)
 		}
 	})
+	t.Cleanup(func() { timer.Stop() })
 }
 
 // The CI bug of issue 36: make test starts the tests while the binaries
@@ -44,23 +46,28 @@ func endBuilds(done, code string, after time.Duration) {
 func TestBinariesWaitForTheBuildsBeside(t *testing.T) {
 	t.Parallel()
 	const later = 300 * time.Millisecond
-	waitIn := func(dir string) (binaryWait, *bytes.Buffer) {
+	// building: v1.36.3 is built into a directory after later, and the
+	// builds end (exit code) after end.
+	building := func(t *testing.T, code string, end time.Duration) (string, binaryWait, *bytes.Buffer) {
+		dir := t.TempDir()
 		var log bytes.Buffer
-		return binaryWait{done: filepath.Join(dir, ".builds-done"), poll: 10 * time.Millisecond, log: &log}, &log
+		w := binaryWait{done: filepath.Join(dir, ".builds-done"), poll: 10 * time.Millisecond, log: &log}
+		fakeBuild(t, dir, "v1.36.3", later)
+		if end > 0 {
+			endBuilds(t, w.done, code, end)
+		}
+		return dir, w, &log
 	}
 
 	t.Run("built later", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		w, log := waitIn(dir)
-		fakeBuild(t, dir, "v1.36.3", later)
-		endBuilds(w.done, "0", 2*later)
+		dir, w, log := building(t, "0", 20*later)
 		start := time.Now()
 		if err := w.wait(t.Context(), dir, []string{"v1.36.3"}); err != nil {
 			t.Fatalf("%v\n%s", err, log)
 		}
-		if took := time.Since(start); took < later || took >= 2*later {
-			t.Errorf("returned after %s: want once the binary is there (%s), before the builds end (%s)", took, later, 2*later)
+		if took := time.Since(start); took < later || took >= 20*later {
+			t.Errorf("returned after %s: want once the binary is there (%s), before the builds end (%s)", took, later, 20*later)
 		}
 		if !strings.Contains(log.String(), "waiting for kube-apiserver v1.36.3: building beside this run") {
 			t.Errorf("log:\n%s", log)
@@ -69,10 +76,7 @@ func TestBinariesWaitForTheBuildsBeside(t *testing.T) {
 
 	t.Run("never built", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		w, _ := waitIn(dir)
-		fakeBuild(t, dir, "v1.36.3", later)
-		endBuilds(w.done, "1", 2*later)
+		dir, w, _ := building(t, "1", 2*later)
 		err := w.wait(t.Context(), dir, []string{"v1.36.3", "v1.37.2"})
 		var missing *MissingBinaryError
 		if !errors.As(err, &missing) || strings.Join(missing.Missing, " ") != "v1.37.2" ||
@@ -84,9 +88,8 @@ func TestBinariesWaitForTheBuildsBeside(t *testing.T) {
 
 	t.Run("gave up", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		w, _ := waitIn(dir)
-		ctx, cancel := context.WithTimeout(t.Context(), later)
+		dir, w, _ := building(t, "", 0)
+		ctx, cancel := context.WithTimeout(t.Context(), later/2)
 		defer cancel()
 		err := w.wait(ctx, dir, []string{"v1.37.2"})
 		if !errors.Is(err, ErrNoKubeBinary) || !strings.Contains(err.Error(), "gave up after") {
@@ -102,10 +105,8 @@ func TestBinariesWaitForTheBuildsBeside(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			w, log := waitIn(dir)
+			dir, w, log := building(t, "", 0)
 			setup(t, &w)
-			fakeBuild(t, dir, "v1.36.3", later)
 			start := time.Now()
 			err := w.wait(t.Context(), dir, []string{"v1.36.3"})
 			if !errors.Is(err, ErrNoKubeBinary) || time.Since(start) >= later || log.Len() > 0 {
