@@ -32,9 +32,10 @@ build-lab:
 dist:
 	VERSION=$(VERSION) COMMIT=$(COMMIT) BUILD_DATE=$(BUILD_DATE) scripts/dist.sh dist
 
-# The lab's real kube-apiserver binaries (v1.32.13 to v1.37.2, one module each under lab/kubeapiserver), built from the
-# Go module proxy once per machine into the user's cache (rebuilt when their module or the Go toolchain changes).
-# KUBE_VERSIONS="v1.33.13 v1.34.4" builds just those.
+# The lab's real kube-apiserver binaries (v1.32.13 to v1.37.2), once per machine into the user's cache: setup-envtest's,
+# else the official release (sha512-checked, ~100 MB each), else built from the Go module proxy (one module each
+# under lab/kubeapiserver; 7 to 15 minutes each on 2 cores): lab/README.md.
+# KUBE_VERSIONS="v1.33.13 v1.34.4" gets just those.
 kube-apiserver:
 	lab/scripts/build-kube-apiserver.sh $(KUBE_VERSIONS)
 

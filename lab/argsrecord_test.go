@@ -30,10 +30,16 @@ var namedArgs = ArgCandidates{
 // answers otherwise fails here; refresh the record with
 // `go run ./lab/recordargs VERSION`. Every version the lab builds must have
 // a record, and with CI=true its binary.
+//
+// It runs beside the other lab tests, one version after another in the
+// order they are built: while make test builds binaries beside the tests,
+// each version waits for its own (needKubeBinaries), holding one of the
+// package's -parallel slots, not one per version.
 func TestRecordedArgsMatchBinaries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the lab's kube-apiserver binaries: skipped with -short")
 	}
+	t.Parallel() // beside the other lab tests (parallel_test.go)
 	if got := apiserverargs.Versions(); !slices.Equal(got, Versions) {
 		t.Errorf("recorded %v, the lab builds %v: go run ./lab/recordargs", got, Versions)
 	}
@@ -48,20 +54,10 @@ func TestRecordedArgsMatchBinaries(t *testing.T) {
 	if !slices.Equal(modules, Versions) {
 		t.Errorf("lab/kubeapiserver holds %v, lab.Versions says %v", modules, Versions)
 	}
-	dir, err := FindKubeBinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	all := os.Getenv(ArgsSampleEnv) == "all"
 	for _, v := range Versions {
 		t.Run(v, func(t *testing.T) {
-			t.Parallel()
-			if err := CheckBinaries(dir, v); err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatalf("CI=true and the binary is missing: %v (build it: make kube-apiserver)", err)
-				}
-				t.Skipf("skipped: %v (build it: make kube-apiserver, or set %s)", err, KubeBinDirEnv)
-			}
+			dir := needKubeBinaries(t, v)
 			rec, err := apiserverargs.For(v)
 			if err != nil {
 				t.Fatalf("%v: record it with go run ./lab/recordargs %s", err, v)

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +31,15 @@ var ErrNoKubeBinary = failure.New(failure.LabNoBinaries, "kube-apiserver binary 
 type MissingBinaryError struct {
 	Dir     string
 	Missing []string // versions
+	Waited  string   // what ended the wait for builds beside this process, if it waited
 }
 
 func (e *MissingBinaryError) Error() string {
-	return fmt.Sprintf("no kube-apiserver binary for %s under %s", strings.Join(e.Missing, ", "), e.Dir)
+	msg := fmt.Sprintf("no kube-apiserver binary for %s under %s", strings.Join(e.Missing, ", "), e.Dir)
+	if e.Waited != "" {
+		msg += " (" + e.Waited + ")"
+	}
+	return msg
 }
 
 func (e *MissingBinaryError) Unwrap() error { return ErrNoKubeBinary }
@@ -45,7 +51,7 @@ func (e *MissingBinaryError) Hints() []string {
 		build = "make kube-apiserver-rehearse"
 	}
 	return []string{
-		"build them from a breakglass checkout (3 to 10 minutes each on 2 cores, once per machine): " + build,
+		"get them from a breakglass checkout, once per machine (the official release where dl.k8s.io answers, ~100 MB each; else built, 7 to 15 minutes each on 2 cores): " + build,
 		"or: lab/scripts/build-kube-apiserver.sh " + strings.Join(e.Missing, " "),
 		"or point " + KubeBinDirEnv + " at a directory holding VERSION/kube-apiserver",
 	}
@@ -66,17 +72,103 @@ func KubeCacheDir() (string, error) {
 	return filepath.Join(base, "breakglass", "kube-apiserver"), nil
 }
 
-// FindKubeBinDir returns $BREAKGLASS_KUBE_BIN_DIR, else KubeCacheDir.
-func FindKubeBinDir() (string, error) {
+// findKubeBinDir returns $BREAKGLASS_KUBE_BIN_DIR, else KubeCacheDir.
+func findKubeBinDir() (string, error) {
 	if d := os.Getenv(KubeBinDirEnv); d != "" {
 		return d, nil
 	}
 	return KubeCacheDir()
 }
 
-// CheckBinaries fails with a MissingBinaryError unless every version has
-// an executable under dir.
-func CheckBinaries(dir string, versions ...string) error {
+// KubeBuildsDoneEnv names a file that appears, holding the builds' exit
+// code, once the kube-apiserver builds running beside this process end:
+// make test starts the tests while the binaries the rehearsal does not need
+// still build (scripts/test.sh). The builds write into the directory that
+// holds the file, so a lookup in another directory (a test's own, a
+// person's --kube-apiserver-dir) never waits for them.
+const KubeBuildsDoneEnv = "BREAKGLASS_KUBE_BUILDS_DONE"
+
+// Binaries returns the directory holding VERSION/kube-apiserver for every
+// version: dir, or $BREAKGLASS_KUBE_BIN_DIR, else KubeCacheDir, when dir is
+// empty. It is the one lookup of the lab's binaries, for its commands and
+// its tests alike: a missing one is a MissingBinaryError at once, except
+// while builds run beside this process into that directory
+// (KubeBuildsDoneEnv), when it is waited for until it appears, the builds
+// end, or ctx ends. log (nil: nowhere) says when it waits and how long it did.
+func Binaries(ctx context.Context, dir string, log io.Writer, versions ...string) (string, error) {
+	if dir == "" {
+		var err error
+		if dir, err = findKubeBinDir(); err != nil {
+			return "", err
+		}
+	}
+	w := binaryWait{done: os.Getenv(KubeBuildsDoneEnv), poll: time.Second, log: log}
+	return dir, w.wait(ctx, dir, versions)
+}
+
+// binaryWait waits for binaries that builds beside this process are making.
+type binaryWait struct {
+	done string // the file that appears when the builds end; "" when none run
+	poll time.Duration
+	log  io.Writer
+}
+
+func (w binaryWait) wait(ctx context.Context, dir string, versions []string) error {
+	missing := missingBinaries(dir, versions)
+	if len(missing) == 0 {
+		return nil
+	}
+	if !w.buildsInto(dir) {
+		return &MissingBinaryError{Dir: dir, Missing: missing}
+	}
+	if w.log == nil {
+		w.log = io.Discard
+	}
+	fmt.Fprintf(w.log, "waiting for kube-apiserver %s: building beside this run (%s)\n", strings.Join(missing, ", "), w.done)
+	start := time.Now()
+	tick := time.NewTicker(w.poll)
+	defer tick.Stop()
+	for {
+		// The end is read before the binaries: one written just before it is seen.
+		code, ended := w.ended()
+		if missing = missingBinaries(dir, missing); len(missing) == 0 {
+			fmt.Fprintf(w.log, "kube-apiserver %s: there after %s\n", strings.Join(versions, ", "), round(time.Since(start)))
+			return nil
+		}
+		if ended {
+			return &MissingBinaryError{Dir: dir, Missing: missing,
+				Waited: fmt.Sprintf("the builds beside this run ended (exit %s) after %s without it: see %s", code, round(time.Since(start)), filepath.Join(dir, missing[0], "build.log"))}
+		}
+		select {
+		case <-ctx.Done():
+			return &MissingBinaryError{Dir: dir, Missing: missing,
+				Waited: fmt.Sprintf("gave up after %s waiting for the builds beside this run: %v", round(time.Since(start)), ctx.Err())}
+		case <-tick.C:
+		}
+	}
+}
+
+// buildsInto says whether builds run beside this process into dir.
+func (w binaryWait) buildsInto(dir string) bool {
+	if w.done == "" {
+		return false
+	}
+	if _, ended := w.ended(); ended {
+		return false
+	}
+	a, errA := os.Stat(filepath.Dir(w.done))
+	b, errB := os.Stat(dir)
+	return errA == nil && errB == nil && os.SameFile(a, b)
+}
+
+// ended says whether the builds ended, and their exit code.
+func (w binaryWait) ended() (string, bool) {
+	data, err := os.ReadFile(w.done)
+	return strings.TrimSpace(string(data)), err == nil
+}
+
+// missingBinaries returns the versions without an executable under dir.
+func missingBinaries(dir string, versions []string) []string {
 	var missing []string
 	for _, v := range versions {
 		fi, err := os.Stat(filepath.Join(dir, v, "kube-apiserver"))
@@ -84,10 +176,7 @@ func CheckBinaries(dir string, versions ...string) error {
 			missing = append(missing, v)
 		}
 	}
-	if len(missing) > 0 {
-		return &MissingBinaryError{Dir: dir, Missing: missing}
-	}
-	return nil
+	return missing
 }
 
 // ErrWrongBinaryVersion: a kube-apiserver binary reports another version

@@ -16,22 +16,32 @@ import (
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
-// needBinaries returns the kube-apiserver directory, skipping (with the
-// reason) when the binaries (OldVersion, NewVersion and more) are not
-// built, except under CI=true, where a missing binary fails the run. While
-// make test builds binaries beside the tests, a missing one is waited for.
+// needBinaries returns the kube-apiserver directory holding OldVersion,
+// NewVersion and more (needKubeBinaries).
 func needBinaries(t testing.TB, more ...string) string {
+	t.Helper()
+	return needKubeBinaries(t, append([]string{OldVersion, NewVersion}, more...)...)
+}
+
+// needKubeBinaries returns the kube-apiserver directory once it holds every
+// version, through the lab's one lookup (Binaries): while make test builds
+// binaries beside the tests, a missing one is waited for, up to a minute
+// before the test's deadline. Missing, the test skips with the reason,
+// except under CI=true, where it fails the run.
+func needKubeBinaries(t testing.TB, versions ...string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end lab test: skipped with -short")
 	}
-	versions := append([]string{OldVersion, NewVersion}, more...)
-	dir, err := FindKubeBinDir()
-	if err == nil {
-		if err = CheckBinaries(dir, versions...); err != nil && waitForBuilds(t) {
-			err = CheckBinaries(dir, versions...)
+	ctx := context.Background()
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline.Add(-time.Minute))
+			defer cancel()
 		}
 	}
+	dir, err := Binaries(ctx, "", testWriter{t}, versions...)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and the lab cannot run: %v (build them: make kube-apiserver)", err)
@@ -39,36 +49,6 @@ func needBinaries(t testing.TB, more ...string) string {
 		t.Skipf("lab e2e test skipped: %v (build them: make kube-apiserver, or set %s)", err, KubeBinDirEnv)
 	}
 	return dir
-}
-
-// kubeBuildsDoneEnv names the file that appears once the kube-apiserver
-// builds running beside the tests have ended (scripts/test.sh).
-const kubeBuildsDoneEnv = "BREAKGLASS_KUBE_BUILDS_DONE"
-
-// waitForBuilds waits until the builds beside the tests have ended, up to a
-// minute before the test's deadline; false when none run.
-func waitForBuilds(t testing.TB) bool {
-	done := os.Getenv(kubeBuildsDoneEnv)
-	if done == "" {
-		return false
-	}
-	var deadline time.Time
-	ok := false
-	if d, isT := t.(interface{ Deadline() (time.Time, bool) }); isT {
-		deadline, ok = d.Deadline()
-	}
-	t.Logf("waiting for the kube-apiserver builds running beside the tests (make test)")
-	start := time.Now()
-	for {
-		if _, err := os.Stat(done); err == nil {
-			t.Logf("the builds ended after %s", round(time.Since(start)))
-			return true
-		}
-		if ok && time.Until(deadline) < time.Minute {
-			return true
-		}
-		time.Sleep(2 * time.Second)
-	}
 }
 
 // testWriter sends lab output to the test log.

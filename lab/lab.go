@@ -68,7 +68,7 @@ type Options struct {
 	// EtcdQuotaBytes is each member's space quota (etcd's --quota-backend-bytes); 0:
 	// etcd's default, 2 GiB, as on Talos. A small one lets a scenario fill it (NOSPACE).
 	EtcdQuotaBytes int64
-	KubeBinDir     string // holds VERSION/kube-apiserver; default: FindKubeBinDir
+	KubeBinDir     string // holds VERSION/kube-apiserver; default: $BREAKGLASS_KUBE_BIN_DIR, else KubeCacheDir
 	Version        string // Kubernetes version to boot, default OldVersion
 	// Kubelet are the emulated kubelet's and Talos's times; zero: the real ones.
 	Kubelet talostest.KubeletOptions
@@ -113,12 +113,7 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if opts.Version == "" {
 		opts.Version = OldVersion
 	}
-	if opts.KubeBinDir == "" {
-		if opts.KubeBinDir, err = FindKubeBinDir(); err != nil {
-			return nil, err
-		}
-	}
-	if err := CheckBinaries(opts.KubeBinDir, opts.Version); err != nil {
+	if opts.KubeBinDir, err = Binaries(ctx, opts.KubeBinDir, opts.Log, opts.Version); err != nil {
 		return nil, err
 	}
 	ips := opts.IPs

@@ -113,7 +113,8 @@ func RecordStartup(ctx context.Context, opts RecordOptions) (*Recording, error) 
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	if err := CheckBinaries(opts.BinDir, opts.From, opts.To); err != nil {
+	var err error
+	if opts.BinDir, err = Binaries(ctx, opts.BinDir, opts.Log, opts.From, opts.To); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(opts.Dir, "record-")

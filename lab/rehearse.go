@@ -118,13 +118,8 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	if isEtcdLossScenario(opts.Scenario) {
 		lo.Nodes = EtcdScenarioNodes // one member lost, or two, of three
 	}
-	if lo.KubeBinDir == "" {
-		var err error
-		if lo.KubeBinDir, err = FindKubeBinDir(); err != nil {
-			return nil, err
-		}
-	}
-	if err := CheckBinaries(lo.KubeBinDir, OldVersion, NewVersion); err != nil {
+	var err error
+	if lo.KubeBinDir, err = Binaries(ctx, lo.KubeBinDir, out, OldVersion, NewVersion); err != nil {
 		return nil, err
 	}
 	lo.Dir = opts.Dir
@@ -153,7 +148,6 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	}
 	defer l.Close()
 
-	var err error
 	if opts.Scenario == ScenarioEtcdNoSpace {
 		if _, err := RunScenario(ctx, l, opts.Scenario, tl); err != nil {
 			return rep, err

@@ -38,7 +38,7 @@ type ReplayOptions struct {
 	// Timeout is how long kube-apiserver TO may take to become ready
 	// (default DefaultReplayTimeout).
 	Timeout    time.Duration
-	KubeBinDir string    // default FindKubeBinDir
+	KubeBinDir string    // default $BREAKGLASS_KUBE_BIN_DIR, else KubeCacheDir
 	Dir        string    // scratch directory; default a new temporary one, removed after
 	FirstIP    string    // the node's loopback address; default FirstIP
 	Log        io.Writer // one line per step; nil: discard
@@ -155,7 +155,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := opts.check(); err != nil {
+	if err := opts.check(ctx); err != nil {
 		return nil, err
 	}
 	for _, l := range leftOut {
@@ -209,7 +209,7 @@ func olderRelease(a, b string) bool {
 	return slices.Compare(x[:], y[:]) < 0
 }
 
-func (o *ReplayOptions) check() error {
+func (o *ReplayOptions) check(ctx context.Context) error {
 	// Not urfave's Required: `breakglass lab replay` hands its arguments
 	// over unparsed, and the message here names the form wanted.
 	if o.From == "" || o.To == "" {
@@ -248,16 +248,11 @@ func (o *ReplayOptions) check() error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	if o.KubeBinDir == "" {
-		dir, err := FindKubeBinDir()
-		if err != nil {
-			return err
-		}
-		o.KubeBinDir = dir
-	}
-	if err := CheckBinaries(o.KubeBinDir, o.From, o.To); err != nil {
+	dir, err := Binaries(ctx, o.KubeBinDir, o.Log, o.From, o.To)
+	if err != nil {
 		return err
 	}
+	o.KubeBinDir = dir
 	for _, v := range []string{o.From, o.To} {
 		if err := CheckBinaryVersion(filepath.Join(o.KubeBinDir, v, "kube-apiserver"), v); err != nil {
 			return err

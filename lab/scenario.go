@@ -205,6 +205,9 @@ func ProbeWebhook(ctx context.Context, kube *KubeClient, b *WebhookBackend, name
 // cluster.apiServer.image naming version: what `talosctl upgrade-k8s` or an
 // edited config does for kube-apiserver.
 func Upgrade(ctx context.Context, l *Lab, version string) error {
+	if _, err := Binaries(ctx, l.KubeBinDir, l.log, version); err != nil {
+		return err
+	}
 	return l.onEveryNode(ctx, func(tc *talos.Client, ip string) error { return upgradeNode(ctx, tc, ip, version) })
 }
 
@@ -369,7 +372,7 @@ func upgradeStep(ctx context.Context, l *Lab, tl *Timeline) error {
 // startOnOld is every scenario's start: the binary it upgrades to is
 // there, and kube-apiserver OldVersion is ready on every node.
 func startOnOld(ctx context.Context, l *Lab, tl *Timeline) error {
-	if err := CheckBinaries(l.KubeBinDir, NewVersion); err != nil {
+	if _, err := Binaries(ctx, l.KubeBinDir, l.log, NewVersion); err != nil {
 		return err
 	}
 	return tl.Step(fmt.Sprintf("kube-apiserver %s ready on %d node(s)", OldVersion, len(l.Nodes())), func() error {

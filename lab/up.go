@@ -78,16 +78,11 @@ func Up(ctx context.Context, opts UpOptions) error {
 		before, lo.Version = &b, b.Runs
 	}
 	if opts.Scenario != "" || before != nil {
-		if lo.KubeBinDir == "" {
-			if lo.KubeBinDir, err = FindKubeBinDir(); err != nil {
-				return err
-			}
-		}
 		need := []string{OldVersion, NewVersion}
 		if before != nil {
 			need = []string{before.Runs, before.ToVersion}
 		}
-		if err := CheckBinaries(lo.KubeBinDir, need...); err != nil {
+		if lo.KubeBinDir, err = Binaries(ctx, lo.KubeBinDir, out, need...); err != nil {
 			return err
 		}
 	}

@@ -13,7 +13,7 @@ out=${1:-dist}
 oncall=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
 labs=(linux/amd64 linux/arm64)
 # bytes: what a person downloads at 3 a.m. (32.6 to 35.7 MB since the
-# linker drops unused methods, internal/cli; 45 MB before).
+# linker drops unused methods, third_party/forked/urfave/cli; 45 MB before).
 max_oncall=42000000
 
 rm -rf "$out"

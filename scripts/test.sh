@@ -3,7 +3,8 @@
 # lab tests need), then runs the tests while the other binaries build beside
 # them. The lab's tests mostly wait for the kubelet's pace, so on a new machine
 # the builds use that time; a test that needs one of the other binaries waits
-# for the builds to end (BREAKGLASS_KUBE_BUILDS_DONE, see lab/e2e_test.go). On
+# until it is there, or the builds end (BREAKGLASS_KUBE_BUILDS_DONE, see
+# lab.Binaries, the lab's one lookup of its binaries). On
 # a machine that has them all, nothing builds and nothing waits. talosctl (for the
 # lab's talosctl tests) builds beside the pair, before the tests start.
 #
@@ -20,12 +21,15 @@ $build ${REHEARSE_VERSIONS:?} || exit 1
 wait "$talosctl_builder" || { echo "make test: building talosctl failed" >&2; exit 1; }
 BREAKGLASS_TALOSCTL=$(lab/scripts/build-talosctl.sh --print-path)
 export BREAKGLASS_TALOSCTL
-done_file=$(mktemp "${TMPDIR:-/tmp}/breakglass-kube-builds.XXXXXX")
+bin_dir=$($build --print-dir)
+# The done file lives in the directory the builds write into: the lab waits
+# for a missing binary only there (lab.Binaries), never in a test's own.
+done_file=$(mktemp "$bin_dir/.builds-done.XXXXXX")
 rm -f "$done_file" # it appears, holding the builds' exit code, when they end
 trap 'rm -f "$done_file" "$done_file.part"' EXIT
 ($build; echo $? >"$done_file.part"; mv "$done_file.part" "$done_file") &
 builder=$!
-BREAKGLASS_KUBE_BIN_DIR=$($build --print-dir) BREAKGLASS_KUBE_BUILDS_DONE=$done_file "$@"
+BREAKGLASS_KUBE_BIN_DIR=$bin_dir BREAKGLASS_KUBE_BUILDS_DONE=$done_file "$@"
 rc=$?
 wait "$builder"
 build_rc=$(cat "$done_file" 2>/dev/null || echo 1)

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
-	"github.com/breakglass-dev/breakglass/internal/cli/clitest"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli/clitest"
 )
 
 // As for breakglass (cmd/breakglass/help_render_test.go): every help of

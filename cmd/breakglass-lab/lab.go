@@ -9,13 +9,13 @@ import (
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/audit"
-	"github.com/breakglass-dev/breakglass/internal/cli"
 	"github.com/breakglass-dev/breakglass/internal/closest"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/lab"
 	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 )
 
 // labCommands are the lab's commands, as `breakglass lab` has always had

@@ -71,7 +71,7 @@ func TestErrorsAndExitCodes(t *testing.T) {
 				"hint: leave it out: the replay takes every other cluster.apiServer.extraArgs key (feature-gates, runtime-config, admission plugins, removed or deprecated flags, ...)\n"},
 		{[]string{"breakglass-lab", "rehearse"}, int(failure.LabNoBinaries),
 			"breakglass: no kube-apiserver binary for " + lab.OldVersion + ", " + lab.NewVersion + " under " + os.Getenv(lab.KubeBinDirEnv) + "\n" +
-				"hint: build them from a breakglass checkout (3 to 10 minutes each on 2 cores, once per machine): make kube-apiserver-rehearse\n" +
+				"hint: get them from a breakglass checkout, once per machine (the official release where dl.k8s.io answers, ~100 MB each; else built, 7 to 15 minutes each on 2 cores): make kube-apiserver-rehearse\n" +
 				"hint: or: lab/scripts/build-kube-apiserver.sh " + lab.OldVersion + " " + lab.NewVersion + "\n" +
 				"hint: or point " + lab.KubeBinDirEnv + " at a directory holding VERSION/kube-apiserver\n"},
 	} {

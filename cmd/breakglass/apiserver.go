@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 
 	"github.com/breakglass-dev/breakglass/internal/buildinfo"
 	"github.com/breakglass-dev/breakglass/internal/command"

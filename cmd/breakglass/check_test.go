@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 
 	"github.com/breakglass-dev/breakglass/internal/command"
 )

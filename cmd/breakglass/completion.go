@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 
 	"github.com/breakglass-dev/breakglass/internal/command"
 	"github.com/breakglass-dev/breakglass/internal/failure"

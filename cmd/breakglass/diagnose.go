@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"

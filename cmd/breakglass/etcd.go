@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd"

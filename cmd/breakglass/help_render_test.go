@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
-	"github.com/breakglass-dev/breakglass/internal/cli/clitest"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli/clitest"
 )
 
-// internal/cli writes the help, the command reference and the fish
-// completion in Go, so that no template runs in the on-call binary
-// (deps_test.go): for every command of breakglass they are byte for byte
-// what upstream urfave/cli's templates give.
+// The urfave/cli fork (third_party/forked/urfave/cli) writes the help, the
+// command reference and the fish completion in Go, so that no template runs
+// in the on-call binary (deps_test.go): for every command of breakglass they
+// are byte for byte what upstream urfave/cli's templates give.
 func TestHelpMatchesUpstreamTemplates(t *testing.T) {
 	clitest.SameAsTemplates(t, "breakglass", func() *cli.App { return newApp(streams{}) }, func(args []string) string {
 		var out bytes.Buffer

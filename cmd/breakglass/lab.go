@@ -1,9 +1,9 @@
 package main
 
 import (
-	"github.com/breakglass-dev/breakglass/internal/cli"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/labflags"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 )
 
 func init() { commandRegistry = append(commandRegistry, labCommand) }

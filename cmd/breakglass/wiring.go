@@ -9,7 +9,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"

@@ -5,7 +5,7 @@ package command
 import (
 	"strings"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 )
 
 // Normalize reorders a command line so that urfave/cli v2 parses it the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )

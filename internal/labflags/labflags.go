@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 )
 
 // ReplayTimeout is replay's default --timeout: kube-apiserver that can

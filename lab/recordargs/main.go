@@ -40,20 +40,17 @@ func main() {
 }
 
 func run(ctx context.Context, out string, workers int, only []string) error {
-	dir, err := lab.FindKubeBinDir()
-	if err != nil {
-		return err
-	}
 	modCache, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
 		return fmt.Errorf("go env GOMODCACHE: %w", err)
 	}
+	var dir string
 	var present []string
 	var helps []*lab.KubeHelp
 	var sets []lab.ArgCandidates
 	for _, v := range lab.Versions {
-		if lab.CheckBinaries(dir, v) != nil {
-			log.Printf("%s: no binary under %s, skipped", v, dir)
+		if dir, err = lab.Binaries(ctx, "", log.Writer(), v); err != nil {
+			log.Printf("%s: skipped: %v", v, err)
 			continue
 		}
 		present = append(present, v)

@@ -38,16 +38,14 @@ func main() {
 }
 
 func run(ctx context.Context, out string, workers int, only []string) error {
-	dir, err := lab.FindKubeBinDir()
-	if err != nil {
-		return err
-	}
+	var dir string
 	var pairs [][2]string
 	for _, p := range lab.RecordedUpgrades {
 		if len(only) > 0 && !slices.Contains(only, p[0]+"-to-"+p[1]) {
 			continue
 		}
-		if err := lab.CheckBinaries(dir, p[0], p[1]); err != nil {
+		var err error
+		if dir, err = lab.Binaries(ctx, "", log.Writer(), p[0], p[1]); err != nil {
 			return err
 		}
 		pairs = append(pairs, p)

@@ -63,7 +63,7 @@ func printHelpCustom(out io.Writer, templ string, data interface{}, customFuncs 
 		}
 	}
 	if render == nil {
-		_, _ = fmt.Fprintf(ErrWriter, "cli: no help for %T with a custom template: only the default templates are rendered (internal/cli/render.go)\n", data)
+		_, _ = fmt.Fprintf(ErrWriter, "cli: no help for %T with a custom template: only the default templates are rendered (third_party/forked/urfave/cli/render.go)\n", data)
 		return
 	}
 	w := tabwriter.NewWriter(out, 1, 8, 2, ' ', 0)

@@ -1,6 +1,8 @@
-// Package clitest checks that internal/cli's Go rendering of an app's help,
+// Package clitest checks that the fork's Go rendering of an app's help,
 // command reference and fish completion is byte for byte what upstream
 // urfave/cli's templates give, so that no template runs in the binaries.
+// It is breakglass's own, not upstream's, and kept with the fork: it checks
+// the fork's one change, and leaves with it (README.md beside the fork).
 package clitest
 
 import (
@@ -8,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakglass-dev/breakglass/internal/cli"
+	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 )
 
 // SameAsTemplates runs every help invocation of the app newApp makes

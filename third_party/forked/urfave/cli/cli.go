@@ -21,8 +21,10 @@
 //		app.Run(os.Args)
 //	}
 //
-// This is github.com/urfave/cli/v2 v2.27.7 (MIT, LICENSE beside this file),
-// copied file for file (tests, altsrc and the generators left out) into
+// This is a fork of github.com/urfave/cli/v2 v2.27.7 (MIT, LICENSE beside
+// this file; what it changes, what it costs and the way out of it:
+// README.md beside this file), copied file for file (tests, altsrc, the
+// generators and the flag types breakglass never uses left out) into
 // breakglass, with one change: the default help (help.go's
 // printHelpCustom), the Markdown reference (docs.go's writeDocTemplate) and
 // the fish completion (fish.go's writeFishCompletionTemplate) are written
