@@ -11,95 +11,13 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
-	"github.com/siderolabs/talos/pkg/machinery/role"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
-	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
-
-// testCluster is emulated Talos nodes (the real machinery client talks to
-// them) and a real etcd with TLS and client-certificate auth whose CA is
-// the cluster's etcd CA: the gate mints its client certificate from the
-// machine config, as on a real cluster.
-type testCluster struct {
-	cluster     *talostest.Cluster
-	etcd        *etcdtest.Server
-	talosconfig string
-}
-
-type clusterSpec struct {
-	controlPlanes int
-	kubernetes    string // default 1.33.13
-	talos         string // every node's Talos version; default the emulator's
-	quota         int64
-}
-
-var testBundle = func() *secrets.Bundle {
-	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}()
-
-func newTestCluster(t *testing.T, spec clusterSpec) *testCluster {
-	t.Helper()
-	if spec.controlPlanes == 0 {
-		spec.controlPlanes = 1
-	}
-	if spec.kubernetes == "" {
-		spec.kubernetes = "1.33.13"
-	}
-	ca, err := etcdtest.LoadCA(testBundle.Certs.Etcd.Crt, testBundle.Certs.Etcd.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := []etcdtest.Option{etcdtest.WithCA(ca)}
-	if spec.quota > 0 {
-		opts = append(opts, etcdtest.WithQuota(spec.quota))
-	}
-	srv := etcdtest.StartTLS(t, opts...)
-	nodes := make([]talostest.NodeOptions, spec.controlPlanes)
-	for i := range nodes {
-		nodes[i].TalosVersion = spec.talos
-	}
-	c, err := talostest.NewCluster(t.Context(), talostest.ClusterOptions{ControlPlanes: spec.controlPlanes, Dir: t.TempDir(), Secrets: testBundle,
-		KubernetesVersion: spec.kubernetes, Nodes: nodes,
-		EtcdMember: func(*talostest.Node) (talostest.EtcdAccess, error) {
-			tlsConf, err := srv.ClientTLS()
-			return talostest.EtcdAccess{Endpoint: srv.Endpoints[0], TLS: tlsConf}, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	path, err := c.Talosconfig(role.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCluster{cluster: c, etcd: srv, talosconfig: path}
-}
-
-// options are the gate's for this cluster: its etcd at the test's
-// endpoint (the nodes' :2379 is not where it listens), the certificate
-// still minted from the machine config's CA.
-func (tc *testCluster) options(to string) Options {
-	return Options{Talos: talos.Options{Talosconfig: tc.talosconfig, ConnectTimeout: 5 * time.Second},
-		Etcd: recovery.EtcdOptions{Endpoints: tc.etcd.Endpoints}, To: to}
-}
-
-func (tc *testCluster) put(t *testing.T, key string, value []byte) {
-	t.Helper()
-	kv := tc.etcd.TestClient(t)
-	if _, err := kv.Put(t.Context(), key, string(value)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func verdicts(r *Report) map[string]Verdict {
 	out := map[string]Verdict{}
@@ -293,11 +211,10 @@ func TestPathAndTalosSupport(t *testing.T) {
 func TestFullEtcdIsNoGo(t *testing.T) {
 	t.Parallel()
 	tc := newTestCluster(t, clusterSpec{quota: 2 << 20})
-	kv := tc.etcd.TestClient(t)
 	// etcd checks its quota against the size of its last committed batch,
 	// so a fast writer overshoots it by a batch or more: write up to 20
 	// times the quota and require the refusal to be NOSPACE.
-	if err := etcdtest.Fill(t.Context(), kv, "/registry/events/flood/e", 40000, 1024); err == nil || !strings.Contains(err.Error(), "database space exceeded") {
+	if err := etcdtest.Fill(t.Context(), tc.kv, "/registry/events/flood/e", 40000, 1024); err == nil || !strings.Contains(err.Error(), "database space exceeded") {
 		t.Fatalf("etcd took 40 MiB under a 2 MiB quota, or refused it otherwise: %v", err)
 	}
 	r := Run(t.Context(), tc.options("1.34"))
