@@ -13,6 +13,7 @@ import (
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/recovery/upgradecheck"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -262,9 +263,11 @@ func newFleetLive(s streams) *fleetLive {
 	return &fleetLive{ui: newTerminalUI(s, globalOptions{})}
 }
 
+// event shows what one cluster is doing; its name comes from a file and
+// the message may quote the cluster: both escaped.
 func (l *fleetLive) event(e upgradecheck.Event) {
-	who := e.Cluster
-	if who == "" {
+	who := termsafe.String(e.Cluster)
+	if e.Cluster == "" {
 		who = "current context"
 	}
 	if e.Done {
@@ -272,7 +275,7 @@ func (l *fleetLive) event(e upgradecheck.Event) {
 		l.ui.Progress(who, msg)
 		return
 	}
-	l.ui.Progress(who, e.Message+" …")
+	l.ui.Progress(who, termsafe.Text(e.Message)+" …")
 }
 
 func countsOf(r *upgradecheck.Report) string {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/recovery/upgradecheck"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
@@ -34,15 +38,17 @@ func TestUpgradeCheckScripts(t *testing.T) {
 	})
 }
 
-// gatecluster [-k8s VERSION] starts one control plane running kube-apiserver
-// VERSION (default 1.33.13) and its etcd; sets TALOSCONFIG (os:admin, its
-// context "gate", and a context "lost" whose endpoint accepts connections
-// and never answers), NODE1 and GATE_ETCD.
+// gatecluster [-k8s VERSION] [-evil] starts one control plane running
+// kube-apiserver VERSION (default 1.33.13) and its etcd; sets TALOSCONFIG
+// (os:admin, its context "gate", and a context "lost" whose endpoint
+// accepts connections and never answers), NODE1 and GATE_ETCD. -evil adds
+// a context of the same cluster whose name holds a carriage return, and
+// erase-line and conceal sequences: EVIL_CONTEXT.
 func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
-	k8s := "1.33.13"
-	if len(args) == 2 && args[0] == "-k8s" {
-		k8s = args[1]
-	}
+	fs := flag.NewFlagSet("gatecluster", flag.ContinueOnError)
+	k8s := fs.String("k8s", "1.33.13", "kube-apiserver's version")
+	evil := fs.Bool("evil", false, "add a context named with terminal sequences")
+	ts.Check(fs.Parse(args))
 	bundle, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
 	ts.Check(err)
 	ca, err := etcdtest.LoadCA(bundle.Certs.Etcd.Crt, bundle.Certs.Etcd.Key)
@@ -59,7 +65,7 @@ func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Defer(srv.Close)
-	c, err := talostest.NewCluster(context.Background(), talostest.ClusterOptions{Dir: ts.MkAbs("talos"), Secrets: bundle, KubernetesVersion: k8s, ClusterName: "gate", IPs: []string{ip},
+	c, err := talostest.NewCluster(context.Background(), talostest.ClusterOptions{Dir: ts.MkAbs("talos"), Secrets: bundle, KubernetesVersion: *k8s, ClusterName: "gate", IPs: []string{ip},
 		EtcdMember: func(*talostest.Node) (talostest.EtcdAccess, error) {
 			tlsConf, err := srv.ClientTLS()
 			return talostest.EtcdAccess{Endpoint: srv.Endpoints[0], TLS: tlsConf}, err
@@ -86,6 +92,10 @@ func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
 	}()
 	lost.Endpoints, lost.Nodes = []string{l.Addr().String()}, []string{"127.0.9.9"}
 	cfg.Contexts = map[string]*config.Context{"gate": &gate, "lost": &lost}
+	if *evil {
+		same := gate
+		cfg.Contexts[evilContext] = &same
+	}
 	cfg.Context = "gate"
 	final := ts.MkAbs("talosconfig")
 	ts.Check(cfg.Save(final))
@@ -96,6 +106,10 @@ func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
 	gateServers.Store(srv.Endpoints[0], srv)
 	ts.Defer(func() { gateServers.Delete(srv.Endpoints[0]) })
 }
+
+// evilContext is a context name that, printed raw, moves the cursor to the
+// line's start, erases it, writes GO and conceals what follows.
+const evilContext = "gate\r\x1b[2KGO\x1b[8m"
 
 // gatewebhook NAME puts a fail-closed catch-all webhook configuration in
 // the gatecluster's etcd, as kube-apiserver stores it.
@@ -119,3 +133,42 @@ func cmdGateWebhook(ts *testscript.TestScript, neg bool, args []string) {
 // gateServers are the gateclusters' etcds by endpoint: scripts run in
 // parallel in one process.
 var gateServers sync.Map
+
+// rawTerminal keeps every byte written to a terminal.
+type rawTerminal struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (r *rawTerminal) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b.Write(p)
+}
+
+// The live lines on a terminal: a context's name and what the gate reads
+// are shown escaped; the only sequences written are the live lines' own
+// (carriage return, erase line, erase down, cursor up), each complete.
+func TestFleetLiveLinesEscapeNames(t *testing.T) {
+	raw := &rawTerminal{}
+	u := &terminalUI{w: raw, conf: &confirmer{yes: true}, live: true, said: map[string]string{}, cols: func() int { return 120 }}
+	live := &fleetLive{ui: u}
+	report := &upgradecheck.Report{Cluster: evilContext, Verdict: upgradecheck.NoGo, Checks: []upgradecheck.Check{{ID: upgradecheck.CheckAdmission, Verdict: upgradecheck.NoGo}}}
+	live.event(upgradecheck.Event{Cluster: evilContext, Message: "reading node \x1b]0;pwned\a"})
+	live.event(upgradecheck.Event{Cluster: evilContext, Done: true, Verdict: upgradecheck.NoGo, Report: report})
+	live.done()
+	out := raw.String()
+	own := regexp.MustCompile(`\r|\x1b\[K|\x1b\[J|\x1b\[[0-9]+A`)
+	if rest := own.ReplaceAllString(out, ""); strings.ContainsAny(rest, "\x1b\r\a") {
+		t.Errorf("the live lines wrote sequences of the cluster's: %q", out)
+	}
+	if !strings.Contains(out, `gate\x0d\x1b[2KGO\x1b[8m: NO-GO (1 no-go, 0 warn`) || !strings.Contains(out, `reading node \x1b]0;pwned\x07`) {
+		t.Errorf("live lines: %q", out)
+	}
+}
+
+func (r *rawTerminal) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b.String()
+}

@@ -172,9 +172,10 @@ type junitText struct {
 func WriteJUnit(w io.Writer, fl *Fleet) error {
 	out := junitSuites{Name: "breakglass upgrade-check", Time: seconds(fl.Elapsed)}
 	for _, r := range fl.Clusters {
-		s := junitSuite{Name: r.Cluster + ": Kubernetes " + r.upgrade(), Time: seconds(r.Elapsed), Timestamp: r.Started.UTC().Format(time.RFC3339)}
+		name := termsafe.String(r.Cluster)
+		s := junitSuite{Name: name + ": Kubernetes " + r.upgrade(), Time: seconds(r.Elapsed), Timestamp: r.Started.UTC().Format(time.RFC3339)}
 		for _, c := range r.Checks {
-			tc := junitCase{Name: c.ID, Classname: "upgrade-check." + r.Cluster, Time: "0"}
+			tc := junitCase{Name: c.ID, Classname: "upgrade-check." + name, Time: "0"}
 			body := detail(c)
 			switch {
 			case c.NotChecked:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
 // Verdict is a check's, a cluster's or a fleet's answer.
@@ -93,6 +94,20 @@ type Check struct {
 	undecided bool
 }
 
+// safe escapes, in every line of the check, what could drive a terminal:
+// its lines quote what the cluster and its files say (names, versions,
+// messages, paths), on every stream the gate writes to. What is escaped
+// already stays as it is.
+func (c *Check) safe() {
+	c.Summary = termsafe.Text(c.Summary)
+	for i := range c.Evidence {
+		c.Evidence[i] = termsafe.Text(c.Evidence[i])
+	}
+	for i := range c.Fix {
+		c.Fix[i] = termsafe.Text(c.Fix[i])
+	}
+}
+
 // Report is one cluster's gate.
 type Report struct {
 	// Cluster is the talosconfig context checked.
@@ -134,9 +149,13 @@ func (r *Report) Check(id string) (Check, bool) {
 	return Check{}, false
 }
 
-// finish sorts the checks, no-gos first (each group in run order), and
-// sets the verdict.
+// finish makes every line safe for a terminal, sorts the checks, no-gos
+// first (each group in run order), and sets the verdict.
 func (r *Report) finish(strict bool) {
+	r.FromEvidence = termsafe.Text(r.FromEvidence)
+	for i := range r.Checks {
+		r.Checks[i].safe()
+	}
 	index := func(id string) int { return slices.Index(checkOrder, id) }
 	slices.SortStableFunc(r.Checks, func(a, b Check) int {
 		return cmp.Or(cmp.Compare(b.Verdict.rank(), a.Verdict.rank()), cmp.Compare(index(a.ID), index(b.ID)))
