@@ -29,10 +29,14 @@ type facts struct {
 	role     string
 	nodes    []*nodeFacts
 	from, to int // minors; from 0: not told
-	// fromEvidence says where from came from; fromGiven: --from.
+	// fromEvidence says where from came from: the control planes'
+	// images (imagesFrom, their lowest minor), else --from.
 	fromEvidence string
-	fromGiven    bool
-	recorded     *startupwrites.Recording // the pair's recording, nil when modelled
+	imagesFrom   int
+	// fromGiven is --from's minor (0: not given), as given in fromGivenText.
+	fromGiven     int
+	fromGivenText string
+	recorded      *startupwrites.Recording // the pair's recording, nil when modelled
 
 	etcdErr    error // etcd not reached directly
 	members    []*memberFacts
@@ -203,26 +207,30 @@ func readNodes(ctx context.Context, tc *talos.Client) []*nodeFacts {
 	return out
 }
 
-// setFrom decides the version upgraded from: --from, else the lowest
-// minor the control planes' kube-apiserver images name (as talosctl
-// upgrade-k8s detects it).
+// setFrom decides the version upgraded from: the lowest minor the control
+// planes' kube-apiserver images name (as talosctl upgrade-k8s detects
+// it), or --from where no image has a tag. --from that contradicts the
+// images is judged by the upgrade path.
 func (f *facts) setFrom(given string) {
-	if given != "" {
-		f.from, _ = minorNumber(given)
-		f.fromGiven, f.fromEvidence = true, "--from "+given
-	} else {
-		var imgs []string
-		for _, n := range f.nodes {
-			if !n.ControlPlane || n.Minor == 0 {
-				continue
-			}
-			if f.from == 0 || n.Minor < f.from {
-				f.from = n.Minor
-			}
-			imgs = append(imgs, n.Addr+" "+imageTag(n.Image))
+	var imgs []string
+	for _, n := range f.nodes {
+		if !n.ControlPlane || n.Minor == 0 {
+			continue
 		}
-		if f.from != 0 {
-			f.fromEvidence = "the lowest kube-apiserver image of the control planes (" + strings.Join(imgs, ", ") + ")"
+		if f.imagesFrom == 0 || n.Minor < f.imagesFrom {
+			f.imagesFrom = n.Minor
+		}
+		imgs = append(imgs, n.Addr+" "+imageTag(n.Image))
+	}
+	if f.imagesFrom != 0 {
+		f.fromEvidence = "the lowest kube-apiserver image of the control planes (" + strings.Join(imgs, ", ") + ")"
+	}
+	f.from = f.imagesFrom
+	if given != "" {
+		f.fromGiven, _ = minorNumber(given)
+		f.fromGivenText = given
+		if f.from == 0 {
+			f.from, f.fromEvidence = f.fromGiven, "--from "+given
 		}
 	}
 	if f.from != 0 && f.to != 0 {

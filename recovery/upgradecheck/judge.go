@@ -170,10 +170,15 @@ func judgeUpgradePath(f *facts) Check {
 			minors = append(minors, n.Minor)
 		}
 	}
-	if f.fromGiven {
-		c.Evidence = append(c.Evidence, "upgraded from "+minorString(f.from)+" ("+f.fromEvidence+")")
+	if f.fromGiven != 0 {
+		c.Evidence = append(c.Evidence, "upgraded from "+minorString(f.from)+" ("+f.fromEvidence+"); --from "+f.fromGivenText)
 	}
 	switch {
+	case f.fromGiven != 0 && f.imagesFrom != 0 && f.fromGiven != f.imagesFrom:
+		c.Verdict = NoGo
+		c.Summary = fmt.Sprintf("--from %s contradicts what the control planes run: %s", f.fromGivenText, f.fromEvidence)
+		c.Fix = []string{"leave --from out (the gate reads the version from the images, as talosctl upgrade-k8s does), or check it against the cluster you meant: talosctl " + contextFlag(f) + "get staticpods -o yaml"}
+		return c
 	case f.from == 0:
 		c.Verdict, c.Summary = NoGo, "cannot tell the version the control planes run (their kube-apiserver images have no tag)"
 		c.Fix = []string{"name it: --from 1.NN"}

@@ -105,23 +105,30 @@ func TestJudgeUpgradePath(t *testing.T) {
 	cp := func(minor int) *nodeFacts {
 		return &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, Image: "registry.k8s.io/kube-apiserver:v1." + itoa(minor) + ".4", Minor: minor}
 	}
+	noTag := &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, Image: "kube-apiserver"}
 	for _, tc := range []struct {
-		name     string
-		nodes    []*nodeFacts
-		from, to int
-		given    bool
-		want     Verdict
-		says     string
+		name  string
+		nodes []*nodeFacts
+		to    int
+		given string // --from
+		want  Verdict
+		says  string
 	}{
-		{"one minor", []*nodeFacts{cp(33)}, 33, 34, false, Go, "one minor"},
-		{"a patch", []*nodeFacts{cp(34)}, 34, 34, false, Go, "patch"},
-		{"skips", []*nodeFacts{cp(32)}, 32, 34, false, NoGo, "skips 1.33"},
-		{"downgrade", []*nodeFacts{cp(35)}, 35, 34, false, NoGo, "downgrade"},
-		{"unknown", []*nodeFacts{{Addr: "10.5.0.2", ControlPlane: true, Image: "kube-apiserver"}}, 0, 34, false, NoGo, "cannot tell"},
-		{"too old", []*nodeFacts{cp(31)}, 31, 32, false, NoGo, "outside what breakglass knows"},
-		{"half done", []*nodeFacts{cp(33), cp(34)}, 33, 34, false, Warn, "did not finish"},
+		{"one minor", []*nodeFacts{cp(33)}, 34, "", Go, "one minor"},
+		{"a patch", []*nodeFacts{cp(34)}, 34, "", Go, "patch"},
+		{"skips", []*nodeFacts{cp(32)}, 34, "", NoGo, "skips 1.33"},
+		{"downgrade", []*nodeFacts{cp(35)}, 34, "", NoGo, "downgrade"},
+		{"unknown", []*nodeFacts{noTag}, 34, "", NoGo, "cannot tell"},
+		{"too old", []*nodeFacts{cp(31)}, 32, "", NoGo, "outside what breakglass knows"},
+		{"half done", []*nodeFacts{cp(33), cp(34)}, 34, "", Warn, "did not finish"},
+		{"--from agrees", []*nodeFacts{cp(34)}, 35, "1.34.2", Go, "one minor"},
+		{"--from where no image says", []*nodeFacts{noTag}, 34, "1.33", Go, "one minor"},
+		{"--from contradicts the images", []*nodeFacts{cp(34)}, 36, "1.35", NoGo, "--from 1.35 contradicts what the control planes run: the lowest kube-apiserver image of the control planes (10.5.0.2 v1.34.4)"},
+		{"--from above a half-done upgrade", []*nodeFacts{cp(33), cp(34)}, 35, "1.34", NoGo, "contradicts"},
 	} {
-		c := judgeUpgradePath(&facts{nodes: tc.nodes, from: tc.from, to: tc.to, fromGiven: tc.given})
+		f := &facts{nodes: tc.nodes, to: tc.to}
+		f.setFrom(tc.given)
+		c := judgeUpgradePath(f)
 		if c.Verdict != tc.want || !strings.Contains(c.Summary, tc.says) {
 			t.Errorf("%s: %s (%s)", tc.name, c.Verdict, c.Summary)
 		}
