@@ -92,6 +92,12 @@ func TestCopyIdentity(t *testing.T) {
 	if _, err := etcd.ReadCopy(sumFile, true, "/registry"); err == nil {
 		t.Error("a checksum file read as a snapshot")
 	}
+	// Which files of a directory of snapshots begin as one.
+	for path, want := range map[string]bool{ours: true, theirs: true, fake: false, sumFile: false, filepath.Join(dir, "absent"): false} {
+		if got := etcd.StartsAsDatabase(path); got != want {
+			t.Errorf("StartsAsDatabase(%s) = %v", filepath.Base(path), got)
+		}
+	}
 
 	// The copy replaced after it was taken (by another cluster's, same name).
 	data, err := os.ReadFile(theirs)
@@ -111,6 +117,9 @@ func TestCopyIdentity(t *testing.T) {
 	}
 	if err := facts.Same(); !errors.As(err, &changed) {
 		t.Errorf("a copy cut short: %v", err)
+	}
+	if !etcd.StartsAsDatabase(ours) {
+		t.Error("a snapshot cut short no longer begins as a database")
 	}
 }
 

@@ -101,3 +101,21 @@ func VerifyDBFile(path string) (*SnapshotInfo, error) {
 	}
 	return &SnapshotInfo{Path: path, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
+
+// StartsAsDatabase tells, from the file's first bytes only, whether it
+// begins as an etcd database does (bbolt's magic in its first meta page): a
+// snapshot or a member's database file, whole or cut short, and not a
+// checksum file or anything else kept beside them. Whether it is a whole
+// one, and whose, ReadCopy says.
+func StartsAsDatabase(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, boltPageHeader+12)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return false
+	}
+	return binary.LittleEndian.Uint32(head[boltPageHeader:]) == boltMagic
+}
