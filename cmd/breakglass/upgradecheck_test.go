@@ -65,6 +65,12 @@ func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Defer(srv.Close)
+	kv, err := srv.Client()
+	ts.Check(err)
+	// kube-apiserver made the kube-system namespace at its first start.
+	_, err = kv.Put(context.Background(), "/registry/namespaces/kube-system", string(etcdtest.Namespace("kube-system", "5f0c1d2e-3a4b-4c5d-8e6f-7a8b9c0d1e2f")))
+	kv.Close()
+	ts.Check(err)
 	c, err := talostest.NewCluster(context.Background(), talostest.ClusterOptions{Dir: ts.MkAbs("talos"), Secrets: bundle, KubernetesVersion: *k8s, ClusterName: "gate", IPs: []string{ip},
 		EtcdMember: func(*talostest.Node) (talostest.EtcdAccess, error) {
 			tlsConf, err := srv.ClientTLS()

@@ -92,18 +92,6 @@ type memberFacts struct {
 	StatusErr  string
 }
 
-// snapshotFacts: a rollback point.
-type snapshotFacts struct {
-	Taken  bool // taken now (--snapshot)
-	Path   string
-	Info   *etcd.SnapshotInfo
-	Source string
-	Age    time.Duration
-	Err    error
-	// Candidates are the snapshot files named (--last-snapshot), newest first.
-	Candidates int
-}
-
 // event tells the live line what is being read.
 func (o *Options) event(cluster, what string) {
 	if o.Events != nil {
@@ -111,18 +99,36 @@ func (o *Options) event(cluster, what string) {
 	}
 }
 
+// conns are the connections gather made, kept for what is read after it
+// (the rollback point); closed by Run.
+type conns struct {
+	talos *talos.Client
+	etcd  *etcd.Client
+}
+
+func (c *conns) close() {
+	if c.etcd != nil {
+		c.etcd.Close()
+	}
+	if c.talos != nil {
+		c.talos.Close()
+	}
+}
+
 // gather reads the cluster: the nodes, etcd, the admission objects and
-// flags, the snapshot; it stops early only when nothing else can be read.
-func gather(ctx context.Context, o *Options) (*facts, *talos.Client) {
+// flags; it stops early only when nothing else can be read.
+func gather(ctx context.Context, o *Options) (*facts, *conns) {
 	f := &facts{cluster: o.Talos.Context}
 	to, _ := minorNumber(o.To)
 	f.to = to
 	o.event(f.cluster, "connecting to the Talos API")
+	cs := &conns{}
 	tc, err := talos.Connect(ctx, o.Talos)
 	if err != nil {
 		f.talosErr = err
-		return f, nil
+		return f, cs
 	}
+	cs.talos = tc
 	f.role = tc.Role()
 	if f.cluster == "" {
 		f.cluster = tc.ContextName()
@@ -138,7 +144,7 @@ func gather(ctx context.Context, o *Options) (*facts, *talos.Client) {
 	}
 	f.setFrom(o.From)
 	if len(cps) == 0 {
-		return f, tc
+		return f, cs
 	}
 	cpc := tc.WithNodes(cps)
 
@@ -147,7 +153,7 @@ func gather(ctx context.Context, o *Options) (*facts, *talos.Client) {
 	if err != nil {
 		f.etcdErr = err
 	} else {
-		defer ec.Close()
+		cs.etcd = ec
 	}
 	f.readMembers(ctx, cpc, cps, ec)
 	f.readAlarms(ctx, cpc, cps, ec)
@@ -169,7 +175,7 @@ func gather(ctx context.Context, o *Options) (*facts, *talos.Client) {
 		o.event(f.cluster, "auditing admission objects and kube-apiserver flags")
 		f.readAudit(ctx, ec, configs)
 	}
-	return f, tc
+	return f, cs
 }
 
 // callTimeout bounds each call to a node or an etcd member: one that

@@ -5,9 +5,13 @@ package upgradecheck
 // planes each run a real etcd member, and what it must say instead.
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
@@ -64,5 +68,54 @@ func TestFromAgainstTheImages(t *testing.T) {
 	c := mustCheck(t, Run(t.Context(), o), CheckUpgradePath)
 	if c.Verdict != NoGo || !strings.Contains(c.Summary, "--from 1.35") || !strings.Contains(c.Summary, "v1.34.4") {
 		t.Errorf("%s: %s", c.Verdict, c.Summary)
+	}
+}
+
+// --last-snapshot of 1 KiB of random bytes followed by their own sha256
+// "verified": go; so did another cluster's verified snapshot. And a
+// checksum file beside the snapshot was "the newest snapshot", a no-go.
+func TestRollbackPointIsThisClustersSnapshot(t *testing.T) {
+	t.Parallel()
+	tc, other := newTestCluster(t, clusterSpec{}), newTestCluster(t, clusterSpec{})
+	dir := t.TempDir()
+	take := func(c *testCluster, path string) {
+		t.Helper()
+		o := c.options("1.34")
+		o.Snapshot = path
+		if rb := mustCheck(t, Run(t.Context(), o), CheckRollbackPoint); rb.Verdict != Go {
+			t.Fatalf("snapshot %s: %s (%s)", path, rb.Verdict, rb.Summary)
+		}
+	}
+	mine, theirs := filepath.Join(dir, "mine.snapshot"), filepath.Join(t.TempDir(), "theirs.snapshot")
+	take(tc, mine)
+	take(other, theirs)
+	junk := make([]byte, 1024)
+	if _, err := rand.Read(junk); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(junk)
+	forged := filepath.Join(t.TempDir(), "forged.snapshot")
+	if err := os.WriteFile(forged, append(junk, sum[:]...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	last := func(paths ...string) Check {
+		t.Helper()
+		o := tc.options("1.34")
+		o.LastSnapshots = paths
+		return mustCheck(t, Run(t.Context(), o), CheckRollbackPoint)
+	}
+	if c := last(forged); c.Verdict != NoGo {
+		t.Errorf("random bytes under their own sha256: %s (%s)", c.Verdict, c.Summary)
+	}
+	if c := last(theirs); c.Verdict != NoGo || !strings.Contains(c.Summary, "another cluster") {
+		t.Errorf("another cluster's snapshot: %s (%s)", c.Verdict, c.Summary)
+	}
+	// A checksum file, newer than the snapshot, beside it.
+	time.Sleep(10 * time.Millisecond)
+	if err := os.WriteFile(mine+".sha256", []byte("0123abcd  mine.snapshot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := last(dir); c.Verdict != Go || !strings.Contains(c.Summary, "mine.snapshot") {
+		t.Errorf("a checksum file beside the snapshot: %s (%s)", c.Verdict, c.Summary)
 	}
 }

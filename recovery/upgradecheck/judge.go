@@ -880,38 +880,6 @@ func judgeStored(f *facts) Check {
 	return c
 }
 
-func judgeRollback(f *facts, o *Options) Check {
-	c := Check{ID: CheckRollbackPoint, Title: Title(CheckRollbackPoint)}
-	s := f.snapshot
-	switch {
-	case s == nil:
-		c.Verdict = Warn
-		c.Summary = "no rollback point: no etcd snapshot taken now or named"
-		c.Fix = []string{"take one with the check: breakglass " + contextFlag(f) + "upgrade-check --to " + minorString(f.to) + " --snapshot FILE (or name the last one with --last-snapshot FILE)"}
-	case s.Taken && s.Err != nil:
-		c.Verdict, c.Summary = NoGo, "the snapshot could not be taken: "+errLine(s.Err)
-		c.Fix = hintsOf(s.Err)
-	case s.Taken:
-		c.Verdict = Go
-		c.Summary = fmt.Sprintf("a verified snapshot taken now: %s", termsafe.String(s.Info.Path))
-		c.Evidence = []string{fmt.Sprintf("%s, sha256 %s, from %s", etcd.FormatBytes(s.Info.Size), s.Info.SHA256, termsafe.String(s.Source))}
-	case s.Err != nil && s.Path == "":
-		c.Verdict, c.Summary = NoGo, "no snapshot named could be used: "+errLine(s.Err)
-	case s.Err != nil:
-		c.Verdict, c.Summary = NoGo, fmt.Sprintf("the newest snapshot named, %s, fails verification: %s", termsafe.String(s.Path), errLine(s.Err))
-		c.Fix = []string{"take a new one: --snapshot FILE"}
-	case s.Age > o.MaxSnapshotAge:
-		c.Verdict = Warn
-		c.Summary = fmt.Sprintf("the newest snapshot named, %s, is %s old (more than %s): what changed since would be lost", termsafe.String(s.Path), roundAge(s.Age), o.MaxSnapshotAge)
-		c.Fix = []string{"take a new one: --snapshot FILE"}
-	default:
-		c.Verdict = Go
-		c.Summary = fmt.Sprintf("the newest snapshot named, %s, verifies and is %s old", termsafe.String(s.Path), roundAge(s.Age))
-		c.Evidence = []string{fmt.Sprintf("%s, sha256 %s; %d snapshot file(s) named", etcd.FormatBytes(s.Info.Size), s.Info.SHA256, s.Candidates)}
-	}
-	return c
-}
-
 // roundAge is an age to the second, or the minute past an hour.
 func roundAge(d time.Duration) string {
 	if d >= time.Hour {

@@ -172,21 +172,26 @@ func TestJudgeKubeletSkew(t *testing.T) {
 
 func TestJudgeRollback(t *testing.T) {
 	o := &Options{MaxSnapshotAge: DefaultMaxSnapshotAge}
-	info := &etcd.SnapshotInfo{Path: "/b/s", Size: 4096, SHA256: "ab"}
+	copyOf := &etcd.CopyFacts{SnapshotInfo: etcd.SnapshotInfo{Path: "/b/s", Size: 4096, SHA256: "ab"}, Snapshot: true, Revision: 812, ClusterUID: "0b8d6f2e"}
+	foreign := &etcd.ForeignCopyError{Path: "/b/t", Reason: "it is another cluster's data"}
 	for _, tc := range []struct {
 		name string
 		s    *snapshotFacts
 		want Verdict
+		says string
 	}{
-		{"none", nil, Warn},
-		{"taken", &snapshotFacts{Taken: true, Info: info}, Go},
-		{"taking failed", &snapshotFacts{Taken: true, Err: errors.New("disk full")}, NoGo},
-		{"fresh", &snapshotFacts{Path: "/b/s", Info: info, Age: time.Hour, Candidates: 2}, Go},
-		{"old", &snapshotFacts{Path: "/b/s", Info: info, Age: 3 * 24 * time.Hour}, Warn},
-		{"corrupt", &snapshotFacts{Path: "/b/s", Err: errors.New("sha256 mismatch")}, NoGo},
-		{"none found", &snapshotFacts{Err: errors.New("no snapshot file")}, NoGo},
+		{"none", nil, Warn, "no rollback point"},
+		{"taken", &snapshotFacts{Taken: true, Path: "/b/s", Copy: copyOf}, Go, "a verified snapshot of this cluster taken now"},
+		{"taking failed", &snapshotFacts{Taken: true, Err: errors.New("disk full")}, NoGo, "could not be taken: disk full"},
+		{"taken, of another cluster", &snapshotFacts{Taken: true, Path: "/b/s", Copy: copyOf, Err: foreign}, NoGo, "no rollback point: /b/t is not a copy of this cluster"},
+		{"fresh", &snapshotFacts{Path: "/b/s", Copy: copyOf, Age: time.Hour, Candidates: 2}, Go, "a verified snapshot of this cluster, 1h0m0s old"},
+		{"old", &snapshotFacts{Path: "/b/s", Copy: copyOf, Age: 3 * 24 * time.Hour}, Warn, "72h0m0s old"},
+		{"a newer one passed over", &snapshotFacts{Path: "/b/s", Copy: copyOf, Age: time.Hour, Passed: []string{"/b/u: cut short"}}, Warn, "passed over"},
+		{"corrupt", &snapshotFacts{Path: "/b/s", Err: errors.New("sha256 mismatch")}, NoGo, "the newest, /b/s: sha256 mismatch"},
+		{"another cluster's", &snapshotFacts{Path: "/b/t", Err: foreign}, NoGo, "another cluster's data"},
+		{"none found", &snapshotFacts{Err: errors.New("no etcd snapshot")}, NoGo, "no snapshot named could be used"},
 	} {
-		if c := judgeRollback(&facts{snapshot: tc.s, to: 34}, o); c.Verdict != tc.want {
+		if c := judgeRollback(&facts{snapshot: tc.s, to: 34}, o); c.Verdict != tc.want || !strings.Contains(c.Summary, tc.says) {
 			t.Errorf("%s: %s (%s)", tc.name, c.Verdict, c.Summary)
 		}
 	}

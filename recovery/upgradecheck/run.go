@@ -3,14 +3,9 @@ package upgradecheck
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -81,13 +76,11 @@ func Run(ctx context.Context, o Options) *Report {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
-	f, tc := gather(ctx, &o)
-	if tc != nil {
-		defer tc.Close()
-	}
+	f, conns := gather(ctx, &o)
+	defer conns.close()
 	if o.Snapshot != "" || len(o.LastSnapshots) > 0 {
 		o.event(f.cluster, "rollback point")
-		f.snapshot = rollbackPoint(ctx, &o, f)
+		f.snapshot = rollbackPoint(ctx, &o, f, conns.etcd)
 	}
 	if o.Replay != nil && f.gathered != nil && f.from != 0 && f.to == f.from+1 {
 		o.event(f.cluster, "replaying the upgrade on the lab's real binaries")
@@ -129,68 +122,4 @@ func RunFleet(ctx context.Context, opts []Options) *Fleet {
 	}
 	fl.Elapsed = time.Since(start)
 	return fl
-}
-
-// rollbackPoint takes a verified snapshot now, or finds the newest one
-// named and verifies it.
-func rollbackPoint(ctx context.Context, o *Options, f *facts) *snapshotFacts {
-	if o.Snapshot != "" {
-		s := &snapshotFacts{Taken: true, Path: o.Snapshot}
-		var cps []string
-		for _, n := range f.nodes {
-			if n.ControlPlane {
-				cps = append(cps, n.Addr)
-			}
-		}
-		if f.talosErr != nil || len(cps) == 0 {
-			s.Err = errors.New("no control plane was reached")
-			return s
-		}
-		t := o.Talos
-		t.Nodes = cps
-		s.Info, s.Source, s.Err = recovery.SaveSnapshot(ctx, o.Etcd, t, recovery.Live(nil), o.Snapshot)
-		return s
-	}
-	s := &snapshotFacts{}
-	var newest string
-	var newestAt time.Time
-	for _, p := range o.LastSnapshots {
-		st, err := os.Stat(p)
-		if err != nil {
-			s.Err = err
-			continue
-		}
-		consider := func(path string, info fs.FileInfo) {
-			if !info.Mode().IsRegular() {
-				return
-			}
-			s.Candidates++
-			if info.ModTime().After(newestAt) {
-				newest, newestAt = path, info.ModTime()
-			}
-		}
-		if !st.IsDir() {
-			consider(p, st)
-			continue
-		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			s.Err = err
-			continue
-		}
-		for _, e := range entries {
-			if info, err := e.Info(); err == nil {
-				consider(filepath.Join(p, e.Name()), info)
-			}
-		}
-	}
-	if newest == "" {
-		if s.Err == nil {
-			s.Err = fmt.Errorf("no snapshot file in %v", o.LastSnapshots)
-		}
-		return s
-	}
-	s.Path, s.Age, s.Err = newest, o.now().Sub(newestAt), nil
-	s.Info, s.Err = etcd.VerifySnapshotFile(newest)
-	return s
 }

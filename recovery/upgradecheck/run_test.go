@@ -72,7 +72,7 @@ func TestHealthyClusterIsGo(t *testing.T) {
 	}
 	// Named, it is the rollback point of the next run: verified, its age said.
 	o.Snapshot, o.LastSnapshots, o.Strict = "", []string{filepath.Dir(o.Snapshot)}, false
-	if c := mustCheck(t, Run(t.Context(), o), CheckRollbackPoint); c.Verdict != Go || !strings.Contains(c.Summary, "verifies") {
+	if c := mustCheck(t, Run(t.Context(), o), CheckRollbackPoint); c.Verdict != Go || !strings.Contains(c.Summary, "is a verified snapshot of this cluster") {
 		t.Errorf("last snapshot: %s (%s)", c.Verdict, c.Summary)
 	}
 	// A snapshot that does not verify is no rollback point.
