@@ -85,6 +85,13 @@ func (c *Client) Status(ctx context.Context) ([]MemberStatus, error) {
 	return out, nil
 }
 
+// StatusOf reads the status of the member at endpoint, which need not be
+// one of the client's (a member the member list names); Error says why it
+// could not be read, at once when nothing listens there.
+func (c *Client) StatusOf(ctx context.Context, endpoint string) MemberStatus {
+	return c.status(ctx, endpoint)
+}
+
 func (c *Client) status(ctx context.Context, ep string) MemberStatus {
 	m := MemberStatus{Endpoint: ep}
 	// A member that does not listen (its etcd stopped, its node rebooting)
