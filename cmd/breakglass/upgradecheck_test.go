@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +18,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
@@ -39,11 +43,12 @@ func TestUpgradeCheckScripts(t *testing.T) {
 }
 
 // gatecluster [-k8s VERSION] [-evil] starts one control plane running
-// kube-apiserver VERSION (default 1.33.13) and its etcd; sets TALOSCONFIG
-// (os:admin, its context "gate", and a context "lost" whose endpoint
-// accepts connections and never answers), NODE1 and GATE_ETCD. -evil adds
-// a context of the same cluster whose name holds a carriage return, and
-// erase-line and conceal sequences: EVIL_CONTEXT.
+// kube-apiserver VERSION (default 1.33.13) and machined's etcd service
+// around a real member at NODE:2379, as on Talos, holding the kube-system
+// namespace; sets TALOSCONFIG (os:admin, its context "gate", and a context
+// "lost" whose endpoint accepts connections and never answers), NODE1 and
+// GATE_ETCD. -evil adds a context of the same cluster whose name holds a
+// carriage return, and erase-line and conceal sequences (evilContext).
 func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
 	fs := flag.NewFlagSet("gatecluster", flag.ContinueOnError)
 	k8s := fs.String("k8s", "1.33.13", "kube-apiserver's version")
@@ -51,33 +56,25 @@ func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(fs.Parse(args))
 	bundle, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
 	ts.Check(err)
-	ca, err := etcdtest.LoadCA(bundle.Certs.Etcd.Crt, bundle.Certs.Etcd.Key)
-	ts.Check(err)
-	// The member listens where a Talos node's does, NODE:2379, on a
-	// loopback address of its own (another script may hold another).
-	var srv *etcdtest.Server
-	var ip string
-	for attempt := 0; srv == nil; attempt++ {
-		ip = fmt.Sprintf("127.77.%d.%d", rand.IntN(250)+1, rand.IntN(250)+1)
-		srv, err = etcdtest.Start(ts.MkAbs(fmt.Sprintf("etcd%d", attempt)), etcdtest.WithCA(ca), etcdtest.WithHost(ip), etcdtest.WithClientPort(2379))
+	// The node on a loopback address of its own (another script may hold
+	// another), its member at NODE:2379.
+	var c *talostest.Cluster
+	for attempt := 0; c == nil; attempt++ {
+		ip := fmt.Sprintf("127.77.%d.%d", rand.IntN(250)+1, rand.IntN(250)+1)
+		c, err = talostest.NewCluster(context.Background(), talostest.ClusterOptions{Dir: ts.MkAbs(fmt.Sprintf("talos%d", attempt)), Secrets: bundle, KubernetesVersion: *k8s,
+			ClusterName: "gate", IPs: []string{ip}, Etcd: &talostest.EtcdOptions{ClientPort: 2379}, Kubelet: talostest.KubeletOptions{TimeScale: 0.02}})
 		if err != nil && attempt == 9 {
-			ts.Fatalf("etcd on a loopback address's port 2379: %v", err)
+			ts.Fatalf("a node with its etcd at a loopback address's port 2379: %v", err)
 		}
 	}
-	ts.Defer(srv.Close)
-	kv, err := srv.Client()
+	ts.Defer(c.Close)
+	endpoint := c.Nodes[0].EtcdEndpoint()
+	kv, err := etcdClient(bundle, endpoint)
 	ts.Check(err)
+	ts.Defer(func() { kv.Close() })
 	// kube-apiserver made the kube-system namespace at its first start.
 	_, err = kv.Put(context.Background(), "/registry/namespaces/kube-system", string(etcdtest.Namespace("kube-system", "5f0c1d2e-3a4b-4c5d-8e6f-7a8b9c0d1e2f")))
-	kv.Close()
 	ts.Check(err)
-	c, err := talostest.NewCluster(context.Background(), talostest.ClusterOptions{Dir: ts.MkAbs("talos"), Secrets: bundle, KubernetesVersion: *k8s, ClusterName: "gate", IPs: []string{ip},
-		EtcdMember: func(*talostest.Node) (talostest.EtcdAccess, error) {
-			tlsConf, err := srv.ClientTLS()
-			return talostest.EtcdAccess{Endpoint: srv.Endpoints[0], TLS: tlsConf}, err
-		}})
-	ts.Check(err)
-	ts.Defer(c.Close)
 	path, err := c.Talosconfig(role.Admin)
 	ts.Check(err)
 	cfg, err := config.Open(path)
@@ -106,11 +103,32 @@ func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
 	final := ts.MkAbs("talosconfig")
 	ts.Check(cfg.Save(final))
 	ts.Setenv("TALOSCONFIG", final)
-	ts.Setenv("GATE_ETCD", srv.Endpoints[0])
+	ts.Setenv("GATE_ETCD", endpoint)
 	ts.Setenv("NODE1", c.Nodes[0].IP)
 	ts.Value(clusterKey).(*clusterHolder).c = c
-	gateServers.Store(srv.Endpoints[0], srv)
-	ts.Defer(func() { gateServers.Delete(srv.Endpoints[0]) })
+	gateClients.Store(endpoint, kv)
+	ts.Defer(func() { gateClients.Delete(endpoint) })
+}
+
+// etcdClient is a client of the member at endpoint, its certificate signed
+// by the cluster's etcd CA.
+func etcdClient(bundle *secrets.Bundle, endpoint string) (*clientv3.Client, error) {
+	ca, err := etcdtest.LoadCA(bundle.Certs.Etcd.Crt, bundle.Certs.Etcd.Key)
+	if err != nil {
+		return nil, err
+	}
+	crt, key, err := ca.IssueClient("gate-script", time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(bundle.Certs.Etcd.Crt)
+	return clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}})
 }
 
 // evilContext is a context name that, printed raw, moves the cursor to the
@@ -123,22 +141,19 @@ func cmdGateWebhook(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: gatewebhook NAME")
 	}
-	v, ok := gateServers.Load(ts.Getenv("GATE_ETCD"))
+	v, ok := gateClients.Load(ts.Getenv("GATE_ETCD"))
 	if !ok {
 		ts.Fatalf("no gatecluster")
 	}
-	kv, err := v.(*etcdtest.Server).Client()
-	ts.Check(err)
-	defer kv.Close()
 	b, err := etcdtest.EncodeProtobuf(etcdtest.FailClosedWebhook(args[0], "https://127.0.0.1:1/validate"), admissionregistrationv1.SchemeGroupVersion)
 	ts.Check(err)
-	_, err = kv.Put(context.Background(), "/registry/validatingwebhookconfigurations/"+args[0], string(b))
+	_, err = v.(*clientv3.Client).Put(context.Background(), "/registry/validatingwebhookconfigurations/"+args[0], string(b))
 	ts.Check(err)
 }
 
-// gateServers are the gateclusters' etcds by endpoint: scripts run in
-// parallel in one process.
-var gateServers sync.Map
+// gateClients are the gateclusters' etcd clients by endpoint: scripts run
+// in parallel in one process.
+var gateClients sync.Map
 
 // rawTerminal keeps every byte written to a terminal.
 type rawTerminal struct {

@@ -9,13 +9,16 @@
 //
 // # Checks
 //
-//	access           the Talos API of every node named, the control planes' machine
-//	                 configs (os:admin) and etcd (a client certificate minted from the
-//	                 etcd CA, or the one given)
+//	access           the Talos API of every node the context names and of every control
+//	                 plane the cluster's membership names (etcd's member list, Talos
+//	                 discovery: membership.go), their machine configs (os:admin), and
+//	                 etcd (a client certificate minted from the etcd CA, or the one
+//	                 given; endpoints given must be the members the Talos API reports)
 //	upgrade-path     from -> to is one minor, or a patch (talosctl upgrade-k8s refuses
 //	                 anything else: github.com/siderolabs/go-kubernetes
 //	                 kubernetes/upgrade/path.go IsSupported); from is the lowest minor
-//	                 the control planes' kube-apiserver images name, as talosctl detects it
+//	                 the control planes' kube-apiserver images name, as talosctl detects it;
+//	                 a --from they contradict is no-go
 //	talos-support    Talos on every node runs the target (the machinery's support matrix,
 //	                 talos.SupportsKubernetes: the table upgrade-k8s checks; the nodes
 //	                 the talosconfig does not name by the OS image their kubelet
@@ -32,9 +35,12 @@
 //	apiserver-flags  every control plane's cluster.apiServer.extraArgs against what the
 //	                 target's binary accepts (audit.CheckExtraArgs, the recorded flags):
 //	                 refused is no-go, a warning is warn; the fix is the talosctl patch
-//	etcd-members     every member healthy; the quorum margin: with a member down and no
-//	                 margin left (3 members, 1 down) no-go, with margin warn; a single
-//	                 member is go (no margin by design)
+//	etcd-members     the margin counted on the control planes: healthy voters minus
+//	                 quorum, where a control plane without a voting member, a learner and
+//	                 a member down each count as not healthy; no margin with 3+ control
+//	                 planes no-go, two control planes warn (by design), one go; quorum
+//	                 lost no-go (within seconds: what needs etcd's keys is not read);
+//	                 the member list, discovery and the Node objects disagreeing warn
 //	etcd-alarms      no alarm (NOSPACE, CORRUPT)
 //	etcd-space       each member's database under its quota by the room the upgrade
 //	                 needs: what the pair's target wrote to etcd when recorded, times the
@@ -45,8 +51,10 @@
 //	stored-versions  every built-in object stored at an API version the target's binary
 //	                 registers (it cannot read the others: no-go), and the manifests
 //	                 kubectl last applied (kubent's source) in served versions (warn)
-//	rollback-point   a verified snapshot taken now (--snapshot), or the newest one named
-//	                 (--last-snapshot) verified and younger than a day; none is warn
+//	rollback-point   a snapshot of this cluster taken now (--snapshot), or the newest one
+//	                 named (--last-snapshot) younger than a day: read as etcd's database
+//	                 and its kube-system UID and revision checked against the cluster's
+//	                 (snapshot.go); none is warn
 //	replay           optional: the upgrade replayed on the lab's real binaries with this
 //	                 cluster's admission objects and flags (breakglass-lab replay,
 //	                 handed over by the command); it settles an admission verdict the

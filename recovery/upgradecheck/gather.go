@@ -2,13 +2,11 @@ package upgradecheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -27,6 +25,8 @@ type facts struct {
 	// talosErr: the talosconfig context could not be used at all.
 	talosErr error
 	role     string
+	// nodes are every node read: those the talosconfig context names, and
+	// every control plane the membership names (membership.go).
 	nodes    []*nodeFacts
 	from, to int // minors; from 0: not told
 	// fromEvidence says where from came from: the control planes'
@@ -38,16 +38,19 @@ type facts struct {
 	fromGivenText string
 	recorded      *startupwrites.Recording // the pair's recording, nil when modelled
 
-	etcdErr    error // etcd not reached directly
-	members    []*memberFacts
-	membersErr error
-	alarms     []etcd.Alarm
-	alarmsErr  error
-	alarmsFrom string
-	usage      *etcd.Usage
-	usageErr   error
-	versions   *etcd.StoredVersions
-	kubeNodes  []etcd.NodeInfo
+	membership
+
+	etcdErr error // etcd not reached directly
+	// etcdReached is the etcd reached directly: its cluster ID and member.
+	etcdReached *etcd.ClusterInfo
+	etcdMembers []etcd.ListedMember // the members it lists
+	alarms      []etcd.Alarm
+	alarmsErr   error
+	alarmsFrom  string
+	usage       *etcd.Usage
+	usageErr    error
+	versions    *etcd.StoredVersions
+	kubeNodes   []etcd.NodeInfo
 
 	gathered  *audit.Gathered
 	gatherErr error
@@ -68,26 +71,42 @@ type facts struct {
 
 // nodeFacts are one node's answers through the Talos API.
 type nodeFacts struct {
-	Addr     string
+	Addr string
+	// Found says how the gate came to read it: the talosconfig context
+	// named it, or the membership ("etcd member cp-2", "discovery").
+	Found    string
 	Talos    string // its Talos version, "v1.13.8"
 	TalosErr error
+	// Name is its node name (hostname), as Talos tells it.
+	Name string
 	// What its machine config says (os:admin); ConfigErr when it could not be read.
-	ConfigErr    error
+	ConfigErr error
+	// ControlPlane: its machine config says so, or (unread) the membership.
 	ControlPlane bool
 	Image        string // cluster.apiServer.image
 	Minor        int    // the image's minor, 0 without a tag
 	Config       []byte
 	EtcdCA       bool  // cluster.etcd.ca present
 	EtcdQuota    int64 // cluster.etcd.extraArgs quota-backend-bytes, 0 unset
+	// Etcd is its own member's status through its Talos API (control
+	// planes), EtcdErr why it could not be read; Member the member matched
+	// to it (membership.go).
+	Etcd    *talos.EtcdMemberStatus
+	EtcdErr error
+	Member  *memberFacts
 }
+
+// foundByContext is how a node the talosconfig context (or -n) names was found.
+const foundByContext = "the talosconfig context"
 
 // memberFacts are one etcd member and its status.
 type memberFacts struct {
 	ID         etcd.ID
 	Name       string
+	PeerURLs   []string
 	ClientURLs []string
 	Learner    bool
-	Node       string // the control plane whose Talos API answered for it
+	Node       string // the control plane it runs on (membership.go), "" if none read
 	Status     *etcd.MemberStatus
 	StatusErr  string
 }
@@ -115,8 +134,11 @@ func (c *conns) close() {
 	}
 }
 
-// gather reads the cluster: the nodes, etcd, the admission objects and
-// flags; it stops early only when nothing else can be read.
+// gather reads the cluster: the nodes the context names, then every
+// control plane its membership names, etcd, the admission objects and
+// flags. Without etcd's quorum only what a member answers alone is read;
+// the rest is said not read. It stops early only when nothing else can be
+// read.
 func gather(ctx context.Context, o *Options) (*facts, *conns) {
 	f := &facts{cluster: o.Talos.Context}
 	to, _ := minorNumber(o.To)
@@ -133,83 +155,98 @@ func gather(ctx context.Context, o *Options) (*facts, *conns) {
 	if f.cluster == "" {
 		f.cluster = tc.ContextName()
 	}
-	f.nodes = readNodes(ctx, tc)
-	var cps []string
-	var configs []audit.NodeConfig
-	for _, n := range f.nodes {
-		if n.ControlPlane {
-			cps = append(cps, n.Addr)
-			configs = append(configs, audit.NodeConfig{Node: n.Addr, Image: n.Image, Data: n.Config})
-		}
-	}
-	f.setFrom(o.From)
-	if len(cps) == 0 {
+	f.nodes = readNodes(ctx, tc, tc.Nodes(), foundByContext)
+
+	o.event(f.cluster, "reading the cluster's membership (etcd's members, Talos discovery)")
+	f.readMembership(ctx, tc)
+	if len(controlPlanes(f.nodes)) == 0 {
+		f.setFrom(o.From)
 		return f, cs
 	}
-	cpc := tc.WithNodes(cps)
 
 	o.event(f.cluster, "reading etcd")
-	ec, err := recovery.ConnectEtcd(ctx, cpc, o.Etcd)
-	if err != nil {
-		f.etcdErr = err
-	} else {
-		cs.etcd = ec
+	cs.etcd = f.connectEtcd(ctx, tc, o.Etcd)
+	if f.members == nil && cs.etcd != nil {
+		f.listMembersFromEtcd() // no leader: machined cannot list them, a member still can
+		f.readNewControlPlanes(ctx, tc)
 	}
-	f.readMembers(ctx, cpc, cps, ec)
-	f.readAlarms(ctx, cpc, cps, ec)
-	if ec != nil {
-		o.event(f.cluster, "reading every key of etcd (sizes, stored versions, nodes)")
-		tally := etcd.NewVersionTally(ec.Prefix())
-		nodesKey := strings.TrimSuffix(ec.Prefix(), "/") + "/" + etcd.NodesResource + "/"
-		f.usage, f.usageErr = ec.Usage(ctx, etcd.UsageOptions{Visit: func(k, v []byte) {
-			tally.Add(k, v)
-			if strings.HasPrefix(string(k), nodesKey) {
-				if n, ok := etcd.ReadNode(v); ok {
-					f.kubeNodes = append(f.kubeNodes, n)
-				}
+	f.matchMembers()
+	f.setFrom(o.From)
+	f.readMemberStatus(ctx, cs.etcd)
+	f.judgeQuorum()
+	if f.quorumLost || cs.etcd == nil {
+		// Without quorum etcd answers no read of its keys: what needs them
+		// is said not read. The flags are in the machine configs.
+		f.readAudit(ctx, nil, f.nodeConfigs())
+		return f, cs
+	}
+	ec := cs.etcd
+	f.readAlarms(ctx, tc, ec)
+	o.event(f.cluster, "reading every key of etcd (sizes, stored versions, nodes)")
+	tally := etcd.NewVersionTally(ec.Prefix())
+	nodesKey := strings.TrimSuffix(ec.Prefix(), "/") + "/" + etcd.NodesResource + "/"
+	f.usage, f.usageErr = ec.Usage(ctx, etcd.UsageOptions{Visit: func(k, v []byte) {
+		tally.Add(k, v)
+		if strings.HasPrefix(string(k), nodesKey) {
+			if n, ok := etcd.ReadNode(v); ok {
+				f.kubeNodes = append(f.kubeNodes, n)
 			}
-		}})
-		if f.usageErr == nil {
-			f.versions = tally.Result()
 		}
-		o.event(f.cluster, "auditing admission objects and kube-apiserver flags")
-		f.readAudit(ctx, ec, configs)
+	}})
+	if f.usageErr == nil {
+		f.versions = tally.Result()
 	}
+	o.event(f.cluster, "auditing admission objects and kube-apiserver flags")
+	f.readAudit(ctx, ec, f.nodeConfigs())
 	return f, cs
 }
 
-// callTimeout bounds each call to a node or an etcd member: one that
-// stalls (a member down behind a node that still answers) is said, and
-// costs the check no more than this.
-const callTimeout = 15 * time.Second
-
-// readNodes asks every node for its Talos version, then its machine config.
-func readNodes(ctx context.Context, tc *talos.Client) []*nodeFacts {
-	nodes := tc.Nodes()
-	out := make([]*nodeFacts, len(nodes))
-	var wg sync.WaitGroup
-	for i, addr := range nodes {
-		out[i] = &nodeFacts{Addr: addr}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := out[i]
-			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			defer cancel()
-			if n.Talos, n.TalosErr = tc.Version(cctx, addr); n.TalosErr != nil {
-				return
-			}
-			mc, facts, err := tc.ReadConfigFacts(cctx, addr)
-			if err != nil {
-				n.ConfigErr = err
-				return
-			}
-			n.Config, n.ControlPlane, n.Image, n.EtcdCA = mc.Bytes, facts.IsControlPlane(), facts.APIServerImage, len(facts.EtcdCACert) > 0
-			n.Minor, _ = minorNumber(imageTag(facts.APIServerImage))
-			n.EtcdQuota = etcdQuota(mc.Bytes)
-		}()
+// nodeConfigs are the control planes' machine configs read.
+func (f *facts) nodeConfigs() []audit.NodeConfig {
+	var configs []audit.NodeConfig
+	for _, n := range controlPlanes(f.nodes) {
+		if n.Config != nil {
+			configs = append(configs, audit.NodeConfig{Node: n.Addr, Image: n.Image, Data: n.Config})
+		}
 	}
-	wg.Wait()
+	return configs
+}
+
+// callTimeout bounds each node's reads (its version and machine config):
+// one that stalls is said, and costs the check no more than this.
+const callTimeout = 10 * time.Second
+
+// readNodes asks every node for its Talos version, then its machine
+// config; a control plane also for its name and its etcd member's status.
+func readNodes(ctx context.Context, tc *talos.Client, addrs []string, found string) []*nodeFacts {
+	out, _ := talos.EachNode(addrs, func(addr string) (*nodeFacts, error) {
+		n := &nodeFacts{Addr: addr, Found: found}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		if n.Talos, n.TalosErr = tc.Version(cctx, addr); n.TalosErr != nil {
+			return n, nil
+		}
+		mc, facts, err := tc.ReadConfigFacts(cctx, addr)
+		if err != nil {
+			n.ConfigErr = err
+			return n, nil
+		}
+		n.Config, n.ControlPlane, n.Image, n.EtcdCA = mc.Bytes, facts.IsControlPlane(), facts.APIServerImage, len(facts.EtcdCACert) > 0
+		n.Minor, _ = minorNumber(imageTag(facts.APIServerImage))
+		n.EtcdQuota = etcdQuota(mc.Bytes)
+		if n.ControlPlane {
+			n.Name, _ = tc.NodeName(cctx, addr)
+			ectx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+			defer cancel()
+			st, err := tc.EtcdStatus(ectx, addr)
+			if err != nil {
+				n.EtcdErr = err
+			} else {
+				n.Etcd = &st
+			}
+		}
+		return n, nil
+	})
 	return out
 }
 
@@ -244,118 +281,15 @@ func (f *facts) setFrom(given string) {
 	}
 }
 
-// readMembers lists the members (through the Talos API of a control
-// plane, as talosctl etcd members) and reads each one's status: through
-// the Talos API of the node it runs on, etcd's own status when etcd is
-// reached (quota and revision), and straight at its client URL for a
-// member none of the nodes runs.
-func (f *facts) readMembers(ctx context.Context, tc *talos.Client, cps []string, ec *etcd.Client) {
-	var list []talos.EtcdMember
-	var errs []error
-	for _, cp := range cps {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		l, err := tc.EtcdMembers(cctx, cp)
-		cancel()
-		if err == nil {
-			list = l
-			break
-		}
-		errs = append(errs, err)
-	}
-	if list == nil {
-		f.membersErr = errors.Join(errs...)
-		return
-	}
-	for _, m := range list {
-		f.members = append(f.members, &memberFacts{ID: etcd.ID(m.ID), Name: m.Hostname, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
-	}
-	// Each member's status two ways at once, merged after: through the
-	// Talos API of the node it runs on, and from etcd itself (the quota and
-	// revision the Talos API does not carry, and the members no node of the
-	// talosconfig runs). A member that stalls costs callTimeout, once.
-	viaTalos := make(map[etcd.ID]*etcd.MemberStatus)
-	talosNode := make(map[etcd.ID]string)
-	direct := make(map[etcd.ID]*etcd.MemberStatus)
-	directErr := make(map[etcd.ID]string)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, cp := range cps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			defer cancel()
-			st, err := tc.EtcdStatus(cctx, cp)
-			if err != nil {
-				return // said by the member's own status below, or by its absence
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			id := etcd.ID(st.MemberID)
-			talosNode[id] = cp
-			viaTalos[id] = &etcd.MemberStatus{Endpoint: "Talos API of " + cp, MemberID: id, Leader: etcd.ID(st.Leader),
-				IsLeader: st.IsLeader(), Learner: st.IsLearner, Version: st.ProtocolVersion, DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse,
-				RaftIndex: st.RaftIndex, RaftAppliedIndex: st.RaftAppliedIndex, RaftTerm: st.RaftTerm, Errors: st.Errors}
-		}()
-	}
-	for _, m := range f.members {
-		if ec == nil || len(m.ClientURLs) == 0 {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, callTimeout)
-			defer cancel()
-			r, err := ec.KV().Status(sctx, m.ClientURLs[0])
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				directErr[m.ID] = fmt.Sprintf("%s did not answer: %v", m.ClientURLs[0], err)
-				return
-			}
-			st := &etcd.MemberStatus{Endpoint: m.ClientURLs[0], MemberID: m.ID, Leader: etcd.ID(r.Leader), IsLeader: r.Header != nil && r.Header.MemberId == r.Leader,
-				Learner: r.IsLearner, Version: r.Version, DBSize: r.DbSize, DBSizeInUse: r.DbSizeInUse, Errors: r.Errors, Quota: r.DbSizeQuota,
-				RaftIndex: r.RaftIndex, RaftAppliedIndex: r.RaftAppliedIndex, RaftTerm: r.RaftTerm}
-			if r.Header != nil {
-				st.Revision = r.Header.Revision
-			}
-			direct[m.ID] = st
-		}()
-	}
-	wg.Wait()
-	for _, m := range f.members {
-		t, d := viaTalos[m.ID], direct[m.ID]
-		m.Node = talosNode[m.ID]
-		switch {
-		case t != nil:
-			m.Status = t
-			if d != nil {
-				m.Status.Quota, m.Status.Revision = d.Quota, d.Revision
-			}
-		case d != nil:
-			m.Status = d
-		case ec == nil:
-			m.StatusErr = "its node's Talos API did not answer for it, and etcd was not reached directly"
-		case len(m.ClientURLs) == 0:
-			m.StatusErr = "it has no client URL (a learner still joining?)"
-		default:
-			m.StatusErr = directErr[m.ID]
-		}
-	}
-}
-
 // readAlarms lists the cluster's alarms: from etcd, else through the
 // Talos API of a control plane.
-func (f *facts) readAlarms(ctx context.Context, tc *talos.Client, cps []string, ec *etcd.Client) {
-	if ec != nil {
-		if f.alarms, f.alarmsErr = ec.Alarms(ctx); f.alarmsErr == nil {
-			f.alarmsFrom = "etcd"
-			return
-		}
+func (f *facts) readAlarms(ctx context.Context, tc *talos.Client, ec *etcd.Client) {
+	if f.alarms, f.alarmsErr = ec.Alarms(ctx); f.alarmsErr == nil {
+		f.alarmsFrom = "etcd"
+		return
 	}
-	for _, cp := range cps {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	for _, cp := range controlPlaneAddrs(f.nodes) {
+		cctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
 		as, err := tc.EtcdAlarms(cctx, cp)
 		cancel()
 		if err != nil {
@@ -375,7 +309,7 @@ func (f *facts) readAlarms(ctx context.Context, tc *talos.Client, cps []string, 
 // readAudit audits the admission objects in etcd against the target's
 // start-up writes, and the control planes' extraArgs against its binary.
 func (f *facts) readAudit(ctx context.Context, ec *etcd.Client, configs []audit.NodeConfig) {
-	g, err := audit.Gather(ctx, audit.Inputs{FromEtcd: true, Nodes: len(configs) > 0}, recovery.AuditReadersOpen(ec, configs))
+	g, err := audit.Gather(ctx, audit.Inputs{FromEtcd: ec != nil, Nodes: len(configs) > 0}, recovery.AuditReadersOpen(ec, configs))
 	if err != nil {
 		f.gatherErr = err
 		return
@@ -404,11 +338,13 @@ func (f *facts) readAudit(ctx context.Context, ec *etcd.Client, configs []audit.
 	if f.from > f.to {
 		return
 	}
-	rep, err := audit.AuditContext(ctx, g.Configurations, audit.Options{FromVersion: from, ToVersion: to, Unreadable: g.Unreadable})
-	if err != nil {
-		f.auditErr = err
-	} else {
-		f.admission = &rep
+	if ec != nil { // without etcd's objects, the admission check says not read
+		rep, err := audit.AuditContext(ctx, g.Configurations, audit.Options{FromVersion: from, ToVersion: to, Unreadable: g.Unreadable})
+		if err != nil {
+			f.auditErr = err
+		} else {
+			f.admission = &rep
+		}
 	}
 	if len(g.ExtraArgs) > 0 {
 		f.args, f.argsErr = audit.CheckExtraArgs(g.ExtraArgs, from, to)

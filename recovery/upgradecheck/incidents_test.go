@@ -5,16 +5,22 @@ package upgradecheck
 // planes each run a real etcd member, and what it must say instead.
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/role"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
+	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -58,6 +64,97 @@ func lockedGate(cfg string) string {
 	return strings.Replace(cfg, "\n    apiServer:\n", "\n    apiServer:\n        extraArgs:\n            feature-gates: MultiCIDRServiceAllocator=false\n", 1)
 }
 
+// The on-call context names one control plane of three. A flag 1.34
+// refuses on the second and a half-done upgrade on the third were never
+// read: exit 0, while etcd's own member list, read in the same run, named
+// three. The gate reads every control plane the membership names.
+func TestEveryControlPlaneIsRead(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, clusterSpec{controlPlanes: 3})
+	cps := tc.cluster.ControlPlanes()
+	tc.edit(t, cps[1], lockedGate)
+	tc.edit(t, cps[2], func(cfg string) string {
+		return strings.Replace(cfg, "kube-apiserver:v1.33.13", "kube-apiserver:v1.34.4", 1)
+	})
+	o := tc.options("1.34")
+	o.Talos.Talosconfig = tc.contextOf(t, cps[0])
+	r := Run(t.Context(), o)
+	for _, n := range cps {
+		if !slices.Contains(r.Nodes, n.IP) {
+			t.Errorf("control plane %s not read: the report names %v", n.IP, r.Nodes)
+		}
+	}
+	if c := mustCheck(t, r, CheckAPIServerFlags); c.Verdict != NoGo || !strings.Contains(strings.Join(c.Evidence, "\n"), cps[1].IP) {
+		t.Errorf("flags on %s: %s (%s) %v", cps[1].IP, c.Verdict, c.Summary, c.Evidence)
+	}
+	if c := mustCheck(t, r, CheckUpgradePath); c.Verdict == Go || !strings.Contains(c.Summary, "different minors") {
+		t.Errorf("the half-done upgrade on %s: %s (%s)", cps[2].IP, c.Verdict, c.Summary)
+	}
+	if r.Verdict != NoGo {
+		t.Errorf("verdict %s", r.Verdict)
+	}
+}
+
+// Three control planes and two etcd members (the third removed and not
+// back): "2 of 2 members healthy, 0 can fail" was a go. Then the third
+// back as a learner that never caught up: a warning. Both are no-gos: the
+// cluster cannot lose a control plane.
+func TestMarginCountsControlPlanes(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, clusterSpec{controlPlanes: 3})
+	third := tc.cluster.ControlPlanes()[2]
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	list, err := tc.kv.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id uint64
+	var peer []string
+	for _, m := range list.Members {
+		if m.Name == third.Name {
+			id, peer = m.ID, m.PeerURLs
+		}
+	}
+	if id == 0 {
+		t.Fatalf("no member named %s in %v", third.Name, list.Members)
+	}
+	tc.removeMember(t, id)
+	r := Run(t.Context(), tc.options("1.34"))
+	c := mustCheck(t, r, CheckEtcdMembers)
+	if c.Verdict != NoGo || !strings.Contains(c.Summary, third.IP) {
+		t.Errorf("a control plane without its member: %s (%s)\n%s", c.Verdict, c.Summary, strings.Join(c.Evidence, "\n"))
+	}
+	if _, err := tc.kv.MemberAddAsLearner(ctx, peer); err != nil {
+		t.Fatal(err)
+	}
+	c = mustCheck(t, Run(t.Context(), tc.options("1.34")), CheckEtcdMembers)
+	if c.Verdict != NoGo || !strings.Contains(c.Summary, "learner") {
+		t.Errorf("two voters and a learner: %s (%s)\n%s", c.Verdict, c.Summary, strings.Join(c.Evidence, "\n"))
+	}
+}
+
+// removeMember removes a member, as talosctl etcd remove-member does. etcd
+// refuses until the others have been connected for a while (its strict
+// reconfiguration check); the member removed may answer "server stopped"
+// when the request went to it.
+func (tc *testCluster) removeMember(t *testing.T, id uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for {
+		_, err := tc.kv.MemberRemove(ctx, id)
+		if err != nil && ctx.Err() != nil {
+			t.Fatalf("remove member %x: %v", id, err)
+		}
+		list, lerr := tc.kv.MemberList(ctx)
+		if lerr == nil && !slices.ContainsFunc(list.Members, func(m *etcdserverpb.Member) bool { return m.ID == id }) {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // --from 1.35 --to 1.36 on control planes whose images all say v1.34.4
 // was a go: the gate trusted the flag over what it read.
 func TestFromAgainstTheImages(t *testing.T) {
@@ -68,6 +165,34 @@ func TestFromAgainstTheImages(t *testing.T) {
 	c := mustCheck(t, Run(t.Context(), o), CheckUpgradePath)
 	if c.Verdict != NoGo || !strings.Contains(c.Summary, "--from 1.35") || !strings.Contains(c.Summary, "v1.34.4") {
 		t.Errorf("%s: %s", c.Verdict, c.Summary)
+	}
+}
+
+// --etcd-endpoints of another cluster's etcd (another cluster ID, no
+// member in common with those the Talos API reports) was a go, and the
+// fail-closed webhook in the real cluster's etcd was never seen.
+func TestAnotherClustersEtcd(t *testing.T) {
+	t.Parallel()
+	tc, other := newTestCluster(t, clusterSpec{}), newTestCluster(t, clusterSpec{})
+	b, err := etcdtest.EncodeProtobuf(etcdtest.FailClosedWebhook("policy-engine", "https://127.0.0.1:1/validate"), admissionregistrationv1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.put(t, "/registry/validatingwebhookconfigurations/policy-engine", b)
+	o := tc.options("1.34")
+	o.Etcd = recovery.EtcdOptions{Endpoints: []string{other.cluster.ControlPlanes()[0].EtcdEndpoint()}}
+	r := Run(t.Context(), o)
+	a := mustCheck(t, r, CheckAccess)
+	if r.Verdict != NoGo || a.Verdict != NoGo || !strings.Contains(a.Summary, "not this cluster's") {
+		t.Errorf("another cluster's etcd: %s, access %s (%s)", r.Verdict, a.Verdict, a.Summary)
+	}
+	if c := mustCheck(t, r, CheckAdmission); c.Verdict == Go {
+		t.Errorf("admission judged on another cluster's etcd: %s", c.Summary)
+	}
+	// Its own etcd, named: the same cluster, go on.
+	o.Etcd = recovery.EtcdOptions{Endpoints: []string{tc.cluster.ControlPlanes()[0].EtcdEndpoint()}}
+	if c := mustCheck(t, Run(t.Context(), o), CheckAdmission); c.Verdict != NoGo || !strings.Contains(c.Summary, "policy-engine") {
+		t.Errorf("its own etcd named: admission %s (%s)", c.Verdict, c.Summary)
 	}
 }
 
@@ -117,5 +242,44 @@ func TestRollbackPointIsThisClustersSnapshot(t *testing.T) {
 	}
 	if c := last(dir); c.Verdict != Go || !strings.Contains(c.Summary, "mine.snapshot") {
 		t.Errorf("a checksum file beside the snapshot: %s (%s)", c.Verdict, c.Summary)
+	}
+}
+
+// A lost quorum (two members of three lost their data): the gate sat on
+// "reading etcd" for its whole 10-minute cluster timeout, then said "etcd
+// reached" and "kubelets within the skew" for what it could not read.
+func TestLostQuorumIsANoGoWithin30s(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, clusterSpec{controlPlanes: 3})
+	cps := tc.cluster.ControlPlanes()
+	for _, n := range cps[1:] {
+		if err := n.DestroyEtcdData(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := tc.options("1.34")
+	o.Timeout = 10 * time.Minute // the command's default --cluster-timeout
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	r := Run(ctx, o)
+	took := time.Since(start)
+	t.Logf("no-go after %s", took.Round(time.Millisecond))
+	if took > 30*time.Second {
+		t.Errorf("the gate took %s on a lost quorum", took.Round(time.Second))
+	}
+	m := mustCheck(t, r, CheckEtcdMembers)
+	if r.Verdict != NoGo || m.Verdict != NoGo || !strings.Contains(m.Summary, "quorum") {
+		t.Errorf("%s; etcd-members %s (%s)", r.Verdict, m.Verdict, m.Summary)
+	}
+	for _, c := range r.Checks {
+		if strings.Contains(c.Summary, "etcd reached") || strings.Contains(c.Summary, "kubelets within the skew") {
+			t.Errorf("%s says what it could not read: %s", c.ID, c.Summary)
+		}
+	}
+	for _, id := range []string{CheckAdmission, CheckStoredVersions, CheckEtcdSpace} {
+		if c := mustCheck(t, r, id); !c.NotChecked {
+			t.Errorf("%s judged without quorum: %s (%s)", id, c.Verdict, c.Summary)
+		}
 	}
 }

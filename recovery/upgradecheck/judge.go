@@ -52,6 +52,28 @@ func judge(f *facts, o *Options) []Check {
 	return out
 }
 
+// etcdUnread says why etcd's keys were not read ("" when they were).
+func (f *facts) etcdUnread() string {
+	switch {
+	case f.etcdErr != nil:
+		return "etcd was not reached (see access)"
+	case f.quorumLost:
+		return "etcd has lost its quorum, and serves no read of its keys (see etcd-members)"
+	}
+	return ""
+}
+
+// configsUnread names the control planes whose machine config was not read.
+func configsUnread(f *facts) []string {
+	var out []string
+	for _, n := range controlPlanes(f.nodes) {
+		if n.Config == nil {
+			out = append(out, n.label())
+		}
+	}
+	return out
+}
+
 // answered are the nodes whose Talos API answered.
 func answered(ns []*nodeFacts) []*nodeFacts {
 	var out []*nodeFacts
@@ -93,51 +115,80 @@ func judgeAccess(f *facts) Check {
 		return c
 	}
 	var down, noConfig []string
+	found := 0
 	for _, n := range f.nodes {
+		who := "node " + n.Addr
+		if n.Found != foundByContext {
+			who += " (not in the talosconfig context: " + n.Found + ")"
+			found++
+		}
 		switch {
 		case n.TalosErr != nil:
 			down = append(down, n.Addr)
-			c.Evidence = append(c.Evidence, "node "+n.Addr+": "+errLine(n.TalosErr))
+			c.Evidence = append(c.Evidence, who+": "+errLine(n.TalosErr))
 			c.Fix = appendNew(c.Fix, hintsOf(n.TalosErr)...)
 		case n.ConfigErr != nil:
 			noConfig = append(noConfig, n.Addr)
-			c.Evidence = append(c.Evidence, "node "+n.Addr+" (Talos "+n.Talos+"): its machine config: "+errLine(n.ConfigErr))
+			c.Evidence = append(c.Evidence, who+" (Talos "+n.Talos+"): its machine config: "+errLine(n.ConfigErr))
 			c.Fix = appendNew(c.Fix, hintsOf(n.ConfigErr)...)
 		default:
 			role := "worker"
 			if n.ControlPlane {
 				role = "control plane, kube-apiserver " + orUnknown(imageTag(n.Image))
 			}
-			c.Evidence = append(c.Evidence, fmt.Sprintf("node %s: Talos %s, %s", n.Addr, n.Talos, role))
+			c.Evidence = append(c.Evidence, fmt.Sprintf("%s: Talos %s, %s", who, n.Talos, role))
 		}
 	}
+	c.Evidence = append(c.Evidence, f.etcdEvidence()...)
 	cps := controlPlanes(f.nodes)
 	switch {
 	case len(down) == len(f.nodes):
 		c.Verdict, c.Summary = NoGo, fmt.Sprintf("the Talos API did not answer for any node (%s)", strings.Join(down, ", "))
 		return c
 	case len(down) > 0:
-		c.Verdict, c.Summary = NoGo, fmt.Sprintf("node(s) %s did not answer: talosctl upgrade-k8s needs every node", strings.Join(down, ", "))
+		c.Verdict, c.Summary = NoGo, fmt.Sprintf("node(s) %s did not answer: the gate reads every control plane, and talosctl upgrade-k8s needs every node", strings.Join(down, ", "))
 	case len(noConfig) > 0:
 		c.Verdict, c.Summary = NoGo, fmt.Sprintf("the machine configs of %s could not be read: the gate reads them (os:admin) for the flags, the running version and etcd's CA", strings.Join(noConfig, ", "))
 		if f.role != "" && f.role != "os:admin" {
 			c.Fix = appendNew(c.Fix, "this talosconfig has role "+f.role+": use an os:admin talosconfig (--talosconfig PATH)")
 		}
 	case len(cps) == 0:
-		c.Verdict, c.Summary = NoGo, "no control plane among the nodes: name them with -n CP1,CP2,CP3 (or in the talosconfig context)"
+		c.Verdict, c.Summary = NoGo, "no control plane among the nodes, and Talos discovery named none: name one with -n CP (or in the talosconfig context)"
 		return c
 	case f.etcdErr != nil:
 		c.Verdict, c.Summary = NoGo, "etcd not reached: "+errLine(f.etcdErr)
 		c.Fix = appendNew(c.Fix, hintsOf(f.etcdErr)...)
+	case f.quorumLost:
+		c.Verdict, c.Summary = NoGo, "etcd answers, but has lost its quorum: none of its keys can be read (see etcd-members)"
 	default:
 		c.Verdict = Go
 		c.Summary = fmt.Sprintf("%d node(s) answered (%d control plane(s)); etcd reached with a client certificate", len(f.nodes), len(cps))
+		if found > 0 {
+			c.Summary = fmt.Sprintf("%d node(s) answered: the %d control plane(s) of the cluster's membership, %d of them not in the talosconfig context; etcd reached with a client certificate", len(f.nodes), len(cps), found)
+		}
 	}
 	if f.timedOut {
 		c.Verdict = NoGo
 		c.Summary = "the check of this cluster ran out of time (--cluster-timeout) before it read everything; " + c.Summary
 	}
 	return c
+}
+
+// etcdEvidence says which etcd was reached, so that a person can tell
+// it is the cluster's, and whether the Talos API vouched for it.
+func (f *facts) etcdEvidence() []string {
+	if f.etcdReached == nil {
+		return nil
+	}
+	var listed []etcd.ID
+	for _, m := range f.etcdMembers {
+		listed = append(listed, m.ID)
+	}
+	line := fmt.Sprintf("etcd reached: cluster %s, through member %s, listing members %s", f.etcdReached.ClusterID, f.etcdReached.MemberID, idList(listed))
+	if f.members == nil && !slices.ContainsFunc(f.nodes, func(n *nodeFacts) bool { return n.Etcd != nil }) {
+		line += " (the Talos API reported no member to compare them with: tell by these that it is this cluster's)"
+	}
+	return []string{line}
 }
 
 func appendNew(list []string, items ...string) []string {
@@ -269,6 +320,15 @@ func judgeTalosSupport(f *facts) Check {
 	}
 	kubelets, skew := kubeletSkew(f)
 	c.Evidence = append(c.Evidence, kubelets...)
+	kubeletsUnread := ""
+	switch {
+	case f.etcdUnread() != "":
+		kubeletsUnread = f.etcdUnread()
+	case f.usage == nil && f.usageErr != nil:
+		kubeletsUnread = "etcd's keys could not be read: " + errLine(f.usageErr)
+	case f.usage == nil:
+		kubeletsUnread = "etcd's keys were not read"
+	}
 	switch {
 	case len(refused) > 0:
 		c.Verdict = NoGo
@@ -282,6 +342,9 @@ func judgeTalosSupport(f *facts) Check {
 		c.Verdict = NoGo
 		c.Summary = strings.Join(skew, "; ")
 		c.Fix = append(c.Fix, "upgrade (or drain and remove) those nodes' kubelets first: kubelets may be up to three minors older than kube-apiserver, never newer")
+	case kubeletsUnread != "":
+		c.Verdict = NoGo
+		c.Summary = fmt.Sprintf("the kubelets' versions were not read (the Node objects are in etcd): %s", kubeletsUnread)
 	case len(unknown) > 0:
 		c.Verdict = Warn
 		c.Summary = fmt.Sprintf("the Talos version of %s is not in this breakglass's table: check it at talos.dev/latest/introduction/support-matrix/", strings.Join(unknown, ", "))
@@ -349,8 +412,10 @@ func contextFlag(f *facts) string {
 func judgeAdmission(f *facts, o *Options) Check {
 	c := Check{ID: CheckAdmission, Title: Title(CheckAdmission)}
 	switch {
-	case f.etcdErr != nil:
-		return notChecked(c, "etcd was not reached (see access)")
+	case f.etcdUnread() != "":
+		return notChecked(c, f.etcdUnread())
+	case len(configsUnread(f)) > 0:
+		return notChecked(c, "the static admission manifests of "+strings.Join(configsUnread(f), ", ")+" were not read: their machine configs could not be (see access)")
 	case f.gatherErr != nil:
 		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "the admission objects in etcd could not be read: "+errLine(f.gatherErr)
 		c.Fix = hintsOf(f.gatherErr)
@@ -496,6 +561,8 @@ func findingLine(fd audit.Finding) string {
 func judgeFlags(f *facts) Check {
 	c := Check{ID: CheckAPIServerFlags, Title: Title(CheckAPIServerFlags)}
 	switch {
+	case len(configsUnread(f)) > 0:
+		return notChecked(c, "the extraArgs of "+strings.Join(configsUnread(f), ", ")+" were not read: their machine configs could not be (see access)")
 	case f.gatherErr != nil:
 		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "the machine configs' extraArgs could not be read: "+errLine(f.gatherErr)
 		return c
@@ -594,27 +661,41 @@ func isList(f *facts, a audit.ArgFinding) bool {
 	return false
 }
 
+// judgeMembers counts etcd's margin on the control planes: over the
+// voting members, healthy voters minus quorum, where a control plane
+// without a voting member, a learner and a member down each count as not
+// healthy. No margin with three or more control planes is a no-go; two
+// cannot lose either by design (a warning); one is the cluster.
 func judgeMembers(f *facts) Check {
 	c := Check{ID: CheckEtcdMembers, Title: Title(CheckEtcdMembers)}
-	if f.membersErr != nil {
+	if f.members == nil {
 		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "the etcd member list could not be read: "+errLine(f.membersErr)
 		c.Fix = hintsOf(f.membersErr)
+		if f.quorumLost {
+			c.NotChecked, c.Summary = false, "etcd has lost quorum: "+f.quorumWhy
+			c.Fix = []string{quorumFix(f)}
+		}
 		return c
 	}
-	voting, healthy, learners := 0, 0, 0
-	var down []string
+	c.Evidence = append(c.Evidence, "the members as "+f.membersFrom+" lists them")
+	voting, healthy := 0, 0
+	var notHealthy []string
 	leaders := map[etcd.ID]bool{}
 	for _, m := range f.members {
 		name := memberName(m)
+		if m.Node == "" {
+			name += " (on no control plane read)"
+		} else {
+			name += " on " + m.Node
+		}
 		if m.Learner {
-			learners++
+			notHealthy = append(notHealthy, name+" is a learner, not voting yet")
 			c.Evidence = append(c.Evidence, name+": a learner (not voting yet)")
 			continue
 		}
 		voting++
-		problems := memberProblems(m)
-		if len(problems) > 0 {
-			down = append(down, name)
+		if problems := memberProblems(m); len(problems) > 0 {
+			notHealthy = append(notHealthy, name+" is down")
 			c.Evidence = append(c.Evidence, name+": "+strings.Join(problems, "; "))
 			continue
 		}
@@ -626,34 +707,99 @@ func judgeMembers(f *facts) Check {
 		}
 		c.Evidence = append(c.Evidence, fmt.Sprintf("%s: healthy, %s, etcd %s, raft term %d", name, role, m.Status.Version, m.Status.RaftTerm))
 	}
+	cps := controlPlanes(f.nodes)
+	seats := len(cps) // the control planes: those read, and members on none of them
+	for _, n := range cps {
+		if n.Member == nil {
+			notHealthy = append(notHealthy, "control plane "+n.label()+" has no etcd member")
+			c.Evidence = append(c.Evidence, "control plane "+n.label()+": no etcd member runs there")
+		}
+	}
+	for _, m := range f.members {
+		if m.Node == "" {
+			seats++
+		}
+	}
+	disagree := append(append([]string(nil), f.disagree...), f.nodeObjectsDisagree()...)
+	c.Evidence = append(c.Evidence, disagree...)
 	quorum := voting/2 + 1
 	margin := healthy - quorum
-	c.Evidence = append(c.Evidence, fmt.Sprintf("%d voting member(s), %d healthy, quorum %d, margin %d", voting, healthy, quorum, margin))
+	c.Evidence = append(c.Evidence, fmt.Sprintf("%d control plane(s), %d voting member(s), %d healthy, quorum %d, margin %d", seats, voting, healthy, quorum, margin))
 	switch {
 	case voting == 0:
 		c.Verdict, c.Summary = NoGo, "etcd lists no voting member"
 	case healthy < quorum:
 		c.Verdict = NoGo
-		c.Summary = fmt.Sprintf("etcd has lost quorum: %d of %d voting members healthy (%s down)", healthy, voting, strings.Join(down, ", "))
-		c.Fix = []string{"recover etcd first (talosctl bootstrap --recover-from a snapshot): nothing else works until it has quorum"}
-	case len(down) > 0 && margin <= 0:
-		c.Verdict = NoGo
-		c.Summary = fmt.Sprintf("%s down: etcd keeps quorum with no margin (%d of %d): one more failure during the upgrade stops it", strings.Join(down, ", "), healthy, voting)
-		c.Fix = []string{"bring the member back, or replace it (talosctl etcd remove-member ID, then wipe its node's EPHEMERAL and let it rejoin), before the upgrade"}
-	case len(down) > 0:
-		c.Verdict = Warn
-		c.Summary = fmt.Sprintf("%s down; quorum holds with a margin of %d", strings.Join(down, ", "), margin)
-		c.Fix = []string{"bring the member back, or replace it, before the upgrade"}
+		c.Summary = fmt.Sprintf("etcd has lost quorum: %d of %d voting members healthy (%s)", healthy, voting, strings.Join(notHealthy, "; "))
+		c.Fix = []string{quorumFix(f)}
 	case len(leaders) > 1:
 		c.Verdict, c.Summary = NoGo, "the members disagree on the leader: etcd is electing, or split"
-	case learners > 0:
-		c.Verdict, c.Summary = Warn, fmt.Sprintf("%d learner(s) still joining: wait until they are promoted", learners)
-	case voting == 1:
+	case seats >= 3 && margin <= 0:
+		c.Verdict = NoGo
+		c.Summary = fmt.Sprintf("no margin: %d of %d control planes have a healthy voting member, and etcd needs %d: one more failure during the upgrade stops it (%s)", healthy, seats, quorum, strings.Join(notHealthy, "; "))
+		c.Fix = memberFixes(f, notHealthy)
+	case seats == 2 && len(notHealthy) > 0:
+		c.Verdict = NoGo
+		c.Summary = fmt.Sprintf("two control planes, not both healthy voting members: %s", strings.Join(notHealthy, "; "))
+		c.Fix = memberFixes(f, notHealthy)
+	case seats == 2:
+		c.Verdict = Warn
+		c.Summary = "two control planes, both healthy voting members: etcd cannot lose either during the upgrade (two members have no margin, by design, not a fault)"
+		c.Fix = []string{"a third control plane gives etcd a margin of one"}
+	case seats <= 1:
 		c.Verdict, c.Summary = Go, "one member, healthy (a single member has no margin by design: its node is the cluster)"
+	case len(notHealthy) > 0:
+		c.Verdict = Warn
+		c.Summary = fmt.Sprintf("%s; quorum holds with a margin of %d", strings.Join(notHealthy, "; "), margin)
+		c.Fix = memberFixes(f, notHealthy)
 	default:
-		c.Verdict, c.Summary = Go, fmt.Sprintf("%d of %d members healthy, one leader; %d can fail and etcd keeps quorum", healthy, voting, margin)
+		c.Verdict = Go
+		c.Summary = fmt.Sprintf("%d of %d members healthy, one on each control plane, one leader; %d can fail and etcd keeps quorum", healthy, voting, margin)
+	}
+	if c.Verdict == Go && len(disagree) > 0 {
+		c.Verdict = Warn
+		c.Summary += fmt.Sprintf("; but the membership does not agree everywhere: %s", strings.Join(firstN(disagree, 2), "; "))
 	}
 	return c
+}
+
+func quorumFix(f *facts) string {
+	return "recover etcd first: breakglass " + contextFlag(f) + "recover (runbook etcd-quorum-lost: a copy of the most advanced member, then Talos's bootstrap from it); nothing else works until etcd has quorum"
+}
+
+func memberFixes(f *facts, notHealthy []string) []string {
+	var out []string
+	for _, h := range notHealthy {
+		if strings.Contains(h, "learner") {
+			out = appendNew(out, "wait until the learner is promoted (talosctl "+contextFlag(f)+"etcd members shows it a voter), then check again")
+		} else {
+			out = appendNew(out, "bring the member back, or replace it: breakglass "+contextFlag(f)+"recover (runbook etcd-member-lost), or talosctl etcd remove-member ID, then reset its node's EPHEMERAL and let it join again")
+		}
+	}
+	return out
+}
+
+// nodeObjectsDisagree are where the Node objects in etcd and Talos
+// discovery do not say the same: a Node no node of the cluster answers to
+// (stale), a control plane with no Node (its kubelet never registered).
+func (f *facts) nodeObjectsDisagree() []string {
+	if len(f.kubeNodes) == 0 || len(f.discovered) == 0 {
+		return nil // no kubelet registered at all: kubeletSkew says so
+	}
+	var out []string
+	for _, kn := range f.kubeNodes {
+		if !slices.ContainsFunc(f.discovered, func(d talos.DiscoveredMember) bool {
+			return d.ID == kn.Name || d.Hostname == kn.Name || slices.Contains(d.Addresses, kn.InternalIP)
+		}) {
+			out = append(out, fmt.Sprintf("Node %s (%s) is in etcd, but Talos discovery lists no node of that name or address: a stale Node", termsafe.String(kn.Name), termsafe.String(kn.InternalIP)))
+		}
+	}
+	for _, n := range controlPlanes(f.nodes) {
+		if !slices.ContainsFunc(f.kubeNodes, func(kn etcd.NodeInfo) bool { return kn.Name == n.Name || kn.InternalIP == hostOf(n.Addr) }) {
+			out = append(out, fmt.Sprintf("control plane %s has no Node object in etcd: its kubelet has not registered", n.label()))
+		}
+	}
+	return out
 }
 
 func memberName(m *memberFacts) string {
@@ -684,6 +830,9 @@ func memberProblems(m *memberFacts) []string {
 
 func judgeAlarms(f *facts) Check {
 	c := Check{ID: CheckEtcdAlarms, Title: Title(CheckEtcdAlarms)}
+	if why := f.etcdUnread(); why != "" && f.alarmsFrom == "" {
+		return notChecked(c, why)
+	}
 	if f.alarmsErr != nil && f.alarmsFrom == "" {
 		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "etcd's alarms could not be read: "+errLine(f.alarmsErr)
 		return c
@@ -722,6 +871,9 @@ const defaultQuota = 2 << 30
 
 func judgeSpace(f *facts) Check {
 	c := Check{ID: CheckEtcdSpace, Title: Title(CheckEtcdSpace)}
+	if f.quorumLost {
+		return notChecked(c, f.etcdUnread())
+	}
 	cps := controlPlanes(f.nodes)
 	writes := int64(modelledUpgradeBytes)
 	how := "an assumed " + etcd.FormatBytes(writes) + " (this pair was not recorded)"
@@ -803,8 +955,8 @@ func pluralS(n int) string {
 func judgeStored(f *facts) Check {
 	c := Check{ID: CheckStoredVersions, Title: Title(CheckStoredVersions)}
 	switch {
-	case f.etcdErr != nil:
-		return notChecked(c, "etcd was not reached (see access)")
+	case f.etcdUnread() != "":
+		return notChecked(c, f.etcdUnread())
 	case f.usageErr != nil:
 		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "etcd's keys could not be read: "+errLine(f.usageErr)
 		return c

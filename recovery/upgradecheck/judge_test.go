@@ -2,6 +2,8 @@ package upgradecheck
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,18 +12,14 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/startupwrites"
 )
 
-// members builds n voting members, the first the leader; down are the
-// indexes without a status.
+// members builds n voting members, the first the leader, member i on
+// 10.5.0.(2+i) named cp-(i+1); down are the indexes without a status.
 func members(n int, down ...int) []*memberFacts {
 	var out []*memberFacts
 	for i := range n {
-		m := &memberFacts{ID: etcd.ID(i + 1), Name: "cp-" + string(rune('1'+i)), ClientURLs: []string{"https://10.5.0.1:2379"}}
-		isDown := false
-		for _, d := range down {
-			isDown = isDown || d == i
-		}
-		if isDown {
-			m.StatusErr = "https://10.5.0.1:2379 did not answer: context deadline exceeded"
+		m := &memberFacts{ID: etcd.ID(i + 1), Name: fmt.Sprintf("cp-%d", i+1), ClientURLs: []string{fmt.Sprintf("https://10.5.0.%d:2379", 2+i)}}
+		if slices.Contains(down, i) {
+			m.StatusErr = m.ClientURLs[0] + " did not answer: context deadline exceeded"
 		} else {
 			m.Status = &etcd.MemberStatus{MemberID: m.ID, Leader: 1, IsLeader: i == 0, Version: "3.6.5", DBSize: 40 << 20, DBSizeInUse: 30 << 20, Quota: 2 << 30}
 		}
@@ -30,38 +28,61 @@ func members(n int, down ...int) []*memberFacts {
 	return out
 }
 
-// The quorum margin: a member down with no margin left is a no-go (the
-// issue's 3-member case), with margin a warning, quorum lost a no-go; one
-// member is go by design.
+// onControlPlanes is a cluster of n control planes (10.5.0.2.., cp-1..)
+// whose members are ms, matched to them as the gate matches them.
+func onControlPlanes(n int, ms []*memberFacts) *facts {
+	f := &facts{membership: membership{members: ms, membersFrom: "the Talos API of 10.5.0.2"}}
+	for i := range n {
+		f.nodes = append(f.nodes, &nodeFacts{Addr: fmt.Sprintf("10.5.0.%d", 2+i), Name: fmt.Sprintf("cp-%d", i+1), ControlPlane: true, Found: foundByContext})
+	}
+	f.matchMembers()
+	return f
+}
+
+// The quorum margin, counted on the control planes: a control plane
+// without a voting member, a learner and a member down each count as not
+// healthy. No margin with three or more is a no-go, two cannot lose either
+// by design (a warning), one is the cluster.
 func TestJudgeMembers(t *testing.T) {
-	learner := members(3)
-	learner = append(learner, &memberFacts{ID: 9, Name: "cp-4", Learner: true})
+	learner := func(voters, cps int) *facts {
+		ms := members(voters)
+		ms = append(ms, &memberFacts{ID: 9, Name: fmt.Sprintf("cp-%d", voters+1), Learner: true, PeerURLs: []string{fmt.Sprintf("https://10.5.0.%d:2380", 2+voters)}})
+		return onControlPlanes(cps, ms)
+	}
+	stray := members(3)
+	stray = append(stray, &memberFacts{ID: 7, Name: "old", ClientURLs: []string{"https://10.9.9.9:2379"}, Status: &etcd.MemberStatus{MemberID: 7, Leader: 1}})
 	for _, tc := range []struct {
-		name    string
-		members []*memberFacts
-		want    Verdict
-		says    string
+		name string
+		f    *facts
+		want Verdict
+		says string
 	}{
-		{"one", members(1), Go, "one member"},
-		{"three", members(3), Go, "3 of 3 members healthy, one leader; 1 can fail"},
-		{"three, one down", members(3, 2), NoGo, "no margin"},
-		{"three, two down", members(3, 1, 2), NoGo, "lost quorum"},
-		{"five, one down", members(5, 4), Warn, "margin of 1"},
-		{"five, two down", members(5, 3, 4), NoGo, "no margin"},
-		{"a learner joining", learner, Warn, "learner"},
+		{"one", onControlPlanes(1, members(1)), Go, "one member"},
+		{"three", onControlPlanes(3, members(3)), Go, "3 of 3 members healthy, one on each control plane, one leader; 1 can fail"},
+		{"three, one down", onControlPlanes(3, members(3, 2)), NoGo, "no margin"},
+		{"three, two down", onControlPlanes(3, members(3, 1, 2)), NoGo, "lost quorum"},
+		{"five, one down", onControlPlanes(5, members(5, 4)), Warn, "margin of 1"},
+		{"five, two down", onControlPlanes(5, members(5, 3, 4)), NoGo, "no margin"},
+		{"three control planes, two members", onControlPlanes(3, members(2)), NoGo, "control plane cp-3 (10.5.0.4) has no etcd member"},
+		{"three control planes, two voters and a learner", learner(2, 3), NoGo, "member 9 (cp-3) on 10.5.0.4 is a learner"},
+		{"five control planes, a learner joining", learner(4, 5), Warn, "learner, not voting yet; quorum holds with a margin of 1"},
+		{"two control planes", onControlPlanes(2, members(2)), Warn, "cannot lose either"},
+		{"two control planes, one member", onControlPlanes(2, members(1)), NoGo, "not both healthy voting members: control plane cp-2 (10.5.0.3) has no etcd member"},
+		{"a member on no control plane", onControlPlanes(3, stray), Warn, "etcd member 7 (old) runs on no control plane the gate could read"},
+		{"no list, no leader", &facts{membership: membership{membersErr: errors.New("etcdserver: no leader"), quorumLost: true, quorumWhy: "no control plane's member knows a leader"}}, NoGo, "lost quorum"},
 	} {
-		c := judgeMembers(&facts{members: tc.members})
+		c := judgeMembers(tc.f)
 		if c.Verdict != tc.want || !strings.Contains(c.Summary, tc.says) {
-			t.Errorf("%s: %s (%s), want %s saying %q", tc.name, c.Verdict, c.Summary, tc.want, tc.says)
+			t.Errorf("%s: %s (%s), want %s saying %q\n%s", tc.name, c.Verdict, c.Summary, tc.want, tc.says, strings.Join(c.Evidence, "\n"))
 		}
 	}
 	// Two leaders known: electing or split.
 	split := members(3)
 	split[2].Status.Leader = 3
-	if c := judgeMembers(&facts{members: split}); c.Verdict != NoGo {
+	if c := judgeMembers(onControlPlanes(3, split)); c.Verdict != NoGo {
 		t.Errorf("split leadership: %s", c.Verdict)
 	}
-	if c := judgeMembers(&facts{membersErr: errors.New("boom")}); c.Verdict != NoGo || !c.NotChecked {
+	if c := judgeMembers(&facts{membership: membership{membersErr: errors.New("boom")}}); c.Verdict != NoGo || !c.NotChecked {
 		t.Errorf("unreadable: %+v", c)
 	}
 }
@@ -90,7 +111,7 @@ func TestJudgeSpace(t *testing.T) {
 		ms[0].Status.DBSize, ms[0].Status.DBSizeInUse, ms[0].Status.Quota = tc.size, tc.size/2, tc.quota
 		nodes := append([]*nodeFacts(nil), cp...)
 		nodes[0] = &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, EtcdQuota: tc.configQuota}
-		c := judgeSpace(&facts{members: ms, nodes: nodes, recorded: rec})
+		c := judgeSpace(&facts{membership: membership{members: ms}, nodes: nodes, recorded: rec})
 		ev := strings.Join(c.Evidence, "\n")
 		if c.Verdict != tc.want || !strings.Contains(c.Summary, tc.says) || !strings.Contains(ev, tc.quotaB) {
 			t.Errorf("%s: %s (%s)\n%s", tc.name, c.Verdict, c.Summary, ev)
@@ -153,20 +174,25 @@ func TestJudgeKubeletSkew(t *testing.T) {
 		for i, v := range tc.kubelets {
 			kn = append(kn, etcd.NodeInfo{Name: "w" + itoa(i), KubeletVersion: v, OSImage: "Talos (v1.13.8)", InternalIP: "10.5.1." + itoa(i)})
 		}
-		c := judgeTalosSupport(&facts{nodes: []*nodeFacts{node}, to: 34, kubeNodes: kn})
+		c := judgeTalosSupport(&facts{nodes: []*nodeFacts{node}, to: 34, kubeNodes: kn, usage: &etcd.Usage{}})
 		if c.Verdict != tc.want {
 			t.Errorf("%v: %s (%s)", tc.kubelets, c.Verdict, c.Summary)
 		}
 	}
 	// A worker the talosconfig does not name is judged by its kubelet's OS image.
-	c := judgeTalosSupport(&facts{nodes: []*nodeFacts{node}, to: 34, kubeNodes: []etcd.NodeInfo{{Name: "old", InternalIP: "10.5.1.9", KubeletVersion: "v1.33.1", OSImage: "Talos (v1.10.2)"}}})
+	c := judgeTalosSupport(&facts{nodes: []*nodeFacts{node}, to: 34, usage: &etcd.Usage{}, kubeNodes: []etcd.NodeInfo{{Name: "old", InternalIP: "10.5.1.9", KubeletVersion: "v1.33.1", OSImage: "Talos (v1.10.2)"}}})
 	if c.Verdict != NoGo || !strings.Contains(strings.Join(c.Evidence, "\n"), "node old (10.5.1.9): Talos v1.10.2 (its kubelet's OS image in etcd)") {
 		t.Errorf("worker by OS image: %s %v", c.Verdict, c.Evidence)
 	}
 	// A Talos newer than the table: not known, a warning.
-	c = judgeTalosSupport(&facts{nodes: []*nodeFacts{{Addr: "10.5.0.2", Talos: "v1.14.1"}}, to: 34})
+	c = judgeTalosSupport(&facts{nodes: []*nodeFacts{{Addr: "10.5.0.2", Talos: "v1.14.1"}}, to: 34, usage: &etcd.Usage{}})
 	if c.Verdict != Warn {
 		t.Errorf("Talos 1.14: %s (%s)", c.Verdict, c.Summary)
+	}
+	// The Node objects not read (etcd without quorum): never "within the skew".
+	c = judgeTalosSupport(&facts{nodes: []*nodeFacts{node}, to: 34, membership: membership{quorumLost: true}})
+	if c.Verdict != NoGo || strings.Contains(c.Summary, "within the skew") || !strings.Contains(c.Summary, "kubelets' versions were not read") {
+		t.Errorf("kubelets not read: %s (%s)", c.Verdict, c.Summary)
 	}
 }
 

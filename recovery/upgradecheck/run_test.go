@@ -38,7 +38,7 @@ func mustCheck(t *testing.T, r *Report, id string) Check {
 
 func TestHealthyClusterIsGo(t *testing.T) {
 	t.Parallel()
-	tc := newTestCluster(t, clusterSpec{controlPlanes: 2})
+	tc := newTestCluster(t, clusterSpec{controlPlanes: 3})
 	r := Run(t.Context(), tc.options("1.34"))
 	want := map[string]Verdict{CheckAccess: Go, CheckUpgradePath: Go, CheckTalosSupport: Go, CheckAdmission: Go, CheckAPIServerFlags: Go,
 		CheckEtcdMembers: Go, CheckEtcdAlarms: Go, CheckEtcdSpace: Go, CheckStoredVersions: Go, CheckRollbackPoint: Warn}

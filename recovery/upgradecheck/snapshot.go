@@ -67,6 +67,10 @@ func rollbackPoint(ctx context.Context, o *Options, f *facts, ec *etcd.Client) *
 	}
 	if o.Snapshot != "" {
 		s := &snapshotFacts{Taken: true, Path: o.Snapshot}
+		if f.quorumLost {
+			s.Err = errors.New("not taken: etcd has lost its quorum (see etcd-members)")
+			return s
+		}
 		var cps []string
 		for _, n := range controlPlanes(f.nodes) {
 			cps = append(cps, n.Addr)
