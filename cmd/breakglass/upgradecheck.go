@@ -10,7 +10,6 @@ import (
 
 	"github.com/breakglass-dev/breakglass/third_party/forked/urfave/cli"
 
-	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
@@ -135,16 +134,18 @@ func upgradeCheckOptions(c *cli.Context, s streams) ([]upgradecheck.Options, err
 	if err != nil {
 		return nil, err
 	}
-	to := c.String("to")
-	if to == "" {
+	if c.String("to") == "" {
 		return nil, failure.Input("breakglass upgrade-check --to 1.NN (the version talosctl upgrade-k8s --to will name)", "upgrade-check needs the version to upgrade to")
 	}
-	if _, err := audit.NormalizeVersion(to); err != nil {
-		return nil, failure.Input("give it as talosctl upgrade-k8s does: --to 1.35 or --to 1.35.0 (1.32 to 1.37)", "--to %s: %v", to, err)
+	known := fmt.Sprintf("(%s to %s)", upgradecheck.MinKnown, upgradecheck.MaxKnown)
+	to, err := upgradecheck.ParseMinor(c.String("to"))
+	if err != nil {
+		return nil, failure.Input("give it as talosctl upgrade-k8s does: --to 1.35 or --to 1.35.0 "+known, "--to %s: %v", c.String("to"), err)
 	}
-	if from := c.String("from"); from != "" {
-		if _, err := audit.NormalizeVersion(from); err != nil {
-			return nil, failure.Input("give it as talosctl upgrade-k8s does: --from 1.34 (1.32 to 1.37)", "--from %s: %v", from, err)
+	var from upgradecheck.Minor
+	if c.String("from") != "" {
+		if from, err = upgradecheck.ParseMinor(c.String("from")); err != nil {
+			return nil, failure.Input("give it as talosctl upgrade-k8s does: --from 1.34 "+known, "--from %s: %v", c.String("from"), err)
 		}
 	}
 	contexts := flaglist.Split(g.Context)
@@ -207,7 +208,7 @@ func upgradeCheckOptions(c *cli.Context, s streams) ([]upgradecheck.Options, err
 		if fleet {
 			t.Progress = nil // the live lines say it
 		}
-		o := upgradecheck.Options{Talos: t, Etcd: eo, From: c.String("from"), To: to, MaxSnapshotAge: c.Duration("max-snapshot-age"),
+		o := upgradecheck.Options{Talos: t, Etcd: eo, From: from, To: to, MaxSnapshotAge: c.Duration("max-snapshot-age"),
 			Replay: replay, ReplayTimeout: c.Duration("replay-timeout"), Strict: c.Bool("strict"), Timeout: c.Duration("cluster-timeout")}
 		if snapshot != "" {
 			o.Snapshot = snapshot

@@ -135,7 +135,16 @@ func membersClient(t *testing.T, c *talostest.Cluster) *clientv3.Client {
 // talosconfig, and nothing of etcd (NODE:2379, a certificate minted from
 // the machine config's etcd CA).
 func (tc *testCluster) options(to string) Options {
-	return Options{Talos: talos.Options{Talosconfig: tc.talosconfig, ConnectTimeout: 5 * time.Second}, To: to}
+	return Options{Talos: talos.Options{Talosconfig: tc.talosconfig, ConnectTimeout: 5 * time.Second}, To: minor(to)}
+}
+
+// minor is a version the test knows to be good.
+func minor(v string) Minor {
+	m, err := ParseMinor(v)
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
 
 func (tc *testCluster) put(t *testing.T, key string, value []byte) {

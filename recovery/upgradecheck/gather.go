@@ -3,7 +3,6 @@ package upgradecheck
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,15 +27,13 @@ type facts struct {
 	// nodes are every node read: those the talosconfig context names, and
 	// every control plane the membership names (membership.go).
 	nodes    []*nodeFacts
-	from, to int // minors; from 0: not told
+	from, to Minor // from 0: not told
 	// fromEvidence says where from came from: the control planes'
-	// images (imagesFrom, their lowest minor), else --from.
+	// images (imagesFrom, their lowest minor), else --from (fromGiven).
 	fromEvidence string
-	imagesFrom   int
-	// fromGiven is --from's minor (0: not given), as given in fromGivenText.
-	fromGiven     int
-	fromGivenText string
-	recorded      *startupwrites.Recording // the pair's recording, nil when modelled
+	imagesFrom   Minor
+	fromGiven    Minor
+	recorded     *startupwrites.Recording // the pair's recording, nil when modelled
 
 	membership
 
@@ -84,7 +81,7 @@ type nodeFacts struct {
 	// ControlPlane: its machine config says so, or (unread) the membership.
 	ControlPlane bool
 	Image        string // cluster.apiServer.image
-	Minor        int    // the image's minor, 0 without a tag
+	Minor        Minor  // the image's minor, 0 without a tag
 	Config       []byte
 	EtcdCA       bool  // cluster.etcd.ca present
 	EtcdQuota    int64 // cluster.etcd.extraArgs quota-backend-bytes, 0 unset
@@ -140,9 +137,7 @@ func (c *conns) close() {
 // the rest is said not read. It stops early only when nothing else can be
 // read.
 func gather(ctx context.Context, o *Options) (*facts, *conns) {
-	f := &facts{cluster: o.Talos.Context}
-	to, _ := minorNumber(o.To)
-	f.to = to
+	f := &facts{cluster: o.Talos.Context, to: o.To}
 	o.event(f.cluster, "connecting to the Talos API")
 	cs := &conns{}
 	tc, err := talos.Connect(ctx, o.Talos)
@@ -232,7 +227,7 @@ func readNodes(ctx context.Context, tc *talos.Client, addrs []string, found stri
 			return n, nil
 		}
 		n.Config, n.ControlPlane, n.Image, n.EtcdCA = mc.Bytes, facts.IsControlPlane(), facts.APIServerImage, len(facts.EtcdCACert) > 0
-		n.Minor, _ = minorNumber(imageTag(facts.APIServerImage))
+		n.Minor, _ = minorOf(imageTag(facts.APIServerImage))
 		n.EtcdQuota = etcdQuota(mc.Bytes)
 		if n.ControlPlane {
 			n.Name, _ = tc.NodeName(cctx, addr)
@@ -254,7 +249,7 @@ func readNodes(ctx context.Context, tc *talos.Client, addrs []string, found stri
 // planes' kube-apiserver images name (as talosctl upgrade-k8s detects
 // it), or --from where no image has a tag. --from that contradicts the
 // images is judged by the upgrade path.
-func (f *facts) setFrom(given string) {
+func (f *facts) setFrom(given Minor) {
 	var imgs []string
 	for _, n := range f.nodes {
 		if !n.ControlPlane || n.Minor == 0 {
@@ -268,16 +263,12 @@ func (f *facts) setFrom(given string) {
 	if f.imagesFrom != 0 {
 		f.fromEvidence = "the lowest kube-apiserver image of the control planes (" + strings.Join(imgs, ", ") + ")"
 	}
-	f.from = f.imagesFrom
-	if given != "" {
-		f.fromGiven, _ = minorNumber(given)
-		f.fromGivenText = given
-		if f.from == 0 {
-			f.from, f.fromEvidence = f.fromGiven, "--from "+given
-		}
+	f.from, f.fromGiven = f.imagesFrom, given
+	if f.from == 0 && given != 0 {
+		f.from, f.fromEvidence = given, "--from "+given.String()
 	}
 	if f.from != 0 && f.to != 0 {
-		f.recorded, _ = startupwrites.For(f.from, f.to)
+		f.recorded, _ = startupwrites.For(int(f.from), int(f.to))
 	}
 }
 
@@ -334,7 +325,7 @@ func (f *facts) readAudit(ctx context.Context, ec *etcd.Client, configs []audit.
 	if f.from == 0 || f.to == 0 {
 		return // the upgrade path says why
 	}
-	from, to := minorString(f.from), minorString(f.to)
+	from, to := f.from.String(), f.to.String()
 	if f.from > f.to {
 		return
 	}
@@ -376,20 +367,6 @@ func etcdQuota(config []byte) int64 {
 		}
 	}
 }
-
-// minorNumber is 34 of "1.34", "v1.34.4", "1.34.4-rc.1" (any 1.NN: what
-// audit does not model is the upgrade path's to say).
-func minorNumber(v string) (int, error) {
-	m := minorShape.FindStringSubmatch(strings.TrimSpace(v))
-	if m == nil {
-		return 0, fmt.Errorf("%q is not a Kubernetes version 1.NN or 1.NN.P", v)
-	}
-	return strconv.Atoi(m[1])
-}
-
-var minorShape = regexp.MustCompile(`^v?1\.([0-9]{1,3})(?:\.[0-9]+(?:[-+][0-9A-Za-z.+-]*)?)?$`)
-
-func minorString(m int) string { return "1." + strconv.Itoa(m) }
 
 // imageTag is the tag of an image reference ("" without one).
 func imageTag(image string) string {

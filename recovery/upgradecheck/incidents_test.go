@@ -161,7 +161,7 @@ func TestFromAgainstTheImages(t *testing.T) {
 	t.Parallel()
 	tc := newTestCluster(t, clusterSpec{kubernetes: "1.34.4"})
 	o := tc.options("1.36")
-	o.From = "1.35"
+	o.From = minor("1.35")
 	c := mustCheck(t, Run(t.Context(), o), CheckUpgradePath)
 	if c.Verdict != NoGo || !strings.Contains(c.Summary, "--from 1.35") || !strings.Contains(c.Summary, "v1.34.4") {
 		t.Errorf("%s: %s", c.Verdict, c.Summary)

@@ -207,14 +207,10 @@ func orUnknown(s string) string {
 	return s
 }
 
-// The minors breakglass knows: the lab's binaries, their recorded flags
-// and start-up writes.
-const minKnown, maxKnown = 32, 37
-
 func judgeUpgradePath(f *facts) Check {
 	c := Check{ID: CheckUpgradePath, Title: Title(CheckUpgradePath)}
-	to := minorString(f.to)
-	var minors []int
+	to := f.to.String()
+	var minors []Minor
 	for _, n := range controlPlanes(f.nodes) {
 		c.Evidence = append(c.Evidence, fmt.Sprintf("node %s runs kube-apiserver %s", n.Addr, orUnknown(imageTag(n.Image))))
 		if n.Minor != 0 && !slices.Contains(minors, n.Minor) {
@@ -222,53 +218,53 @@ func judgeUpgradePath(f *facts) Check {
 		}
 	}
 	if f.fromGiven != 0 {
-		c.Evidence = append(c.Evidence, "upgraded from "+minorString(f.from)+" ("+f.fromEvidence+"); --from "+f.fromGivenText)
+		c.Evidence = append(c.Evidence, "upgraded from "+f.from.String()+" ("+f.fromEvidence+"); --from "+f.fromGiven.String())
 	}
 	switch {
 	case f.fromGiven != 0 && f.imagesFrom != 0 && f.fromGiven != f.imagesFrom:
 		c.Verdict = NoGo
-		c.Summary = fmt.Sprintf("--from %s contradicts what the control planes run: %s", f.fromGivenText, f.fromEvidence)
+		c.Summary = fmt.Sprintf("--from %s contradicts what the control planes run: %s", f.fromGiven, f.fromEvidence)
 		c.Fix = []string{"leave --from out (the gate reads the version from the images, as talosctl upgrade-k8s does), or check it against the cluster you meant: talosctl " + contextFlag(f) + "get staticpods -o yaml"}
 		return c
 	case f.from == 0:
 		c.Verdict, c.Summary = NoGo, "cannot tell the version the control planes run (their kube-apiserver images have no tag)"
 		c.Fix = []string{"name it: --from 1.NN"}
 		return c
-	case f.from < minKnown || f.from > maxKnown:
-		c.Verdict, c.Summary = NoGo, fmt.Sprintf("%s is outside what breakglass knows (1.%d to 1.%d): its flags and start-up writes were never recorded", minorString(f.from), minKnown, maxKnown)
+	case !f.from.Known():
+		c.Verdict, c.Summary = NoGo, fmt.Sprintf("%s is outside what breakglass knows (%s to %s): its flags and start-up writes were never recorded", f.from, MinKnown, MaxKnown)
 		return c
 	case f.to < f.from:
-		c.Verdict, c.Summary = NoGo, fmt.Sprintf("%s -> %s is a downgrade, which kube-apiserver does not support", minorString(f.from), to)
+		c.Verdict, c.Summary = NoGo, fmt.Sprintf("%s -> %s is a downgrade, which kube-apiserver does not support", f.from, to)
 		c.Fix = []string{"restore the etcd snapshot taken before the upgrade instead (talosctl bootstrap --recover-from)"}
 		return c
 	case f.to > f.from+1:
-		skipped := minorString(f.from + 1)
+		skipped := (f.from + 1).String()
 		c.Verdict = NoGo
-		c.Summary = fmt.Sprintf("%s -> %s skips %s: kube-apiserver upgrades one minor at a time, and talosctl upgrade-k8s refuses the path", minorString(f.from), to, skipped)
+		c.Summary = fmt.Sprintf("%s -> %s skips %s: kube-apiserver upgrades one minor at a time, and talosctl upgrade-k8s refuses the path", f.from, to, skipped)
 		c.Fix = []string{"upgrade to " + skipped + " first: breakglass upgrade-check --to " + skipped + ", then talosctl upgrade-k8s --to " + skipped + ".x; then this upgrade"}
 	case f.to == f.from:
 		c.Verdict, c.Summary = Go, "a patch upgrade within "+to
 	default:
-		c.Verdict, c.Summary = Go, fmt.Sprintf("%s -> %s: one minor, as talosctl upgrade-k8s requires", minorString(f.from), to)
+		c.Verdict, c.Summary = Go, fmt.Sprintf("%s -> %s: one minor, as talosctl upgrade-k8s requires", f.from, to)
 	}
 	if len(minors) > 1 {
-		sort.Ints(minors)
+		slices.Sort(minors)
 		c.Verdict = worse(c.Verdict, Warn)
 		c.Summary += fmt.Sprintf("; the control planes run different minors (%s): a previous upgrade did not finish", joinMinors(minors))
 		c.Fix = appendNew(c.Fix, "find out why the last upgrade stopped (talosctl upgrade-k8s --dry-run shows what it would still do) before going on")
 	}
 	if f.recorded != nil {
-		c.Evidence = append(c.Evidence, fmt.Sprintf("what %s writes at start after %s was recorded from the real binaries (%s -> %s)", to, minorString(f.from), f.recorded.From, f.recorded.To))
+		c.Evidence = append(c.Evidence, fmt.Sprintf("what %s writes at start after %s was recorded from the real binaries (%s -> %s)", to, f.from, f.recorded.From, f.recorded.To))
 	} else if f.to > f.from {
-		c.Evidence = append(c.Evidence, fmt.Sprintf("no recording of %s -> %s: the admission check uses the model", minorString(f.from), to))
+		c.Evidence = append(c.Evidence, fmt.Sprintf("no recording of %s -> %s: the admission check uses the model", f.from, to))
 	}
 	return c
 }
 
-func joinMinors(ms []int) string {
+func joinMinors(ms []Minor) string {
 	var s []string
 	for _, m := range ms {
-		s = append(s, minorString(m))
+		s = append(s, m.String())
 	}
 	return strings.Join(s, ", ")
 }
@@ -287,7 +283,7 @@ func talosMinorsFor(kubernetes string) []string {
 
 func judgeTalosSupport(f *facts) Check {
 	c := Check{ID: CheckTalosSupport, Title: Title(CheckTalosSupport), Verdict: Go}
-	to := minorString(f.to)
+	to := f.to.String()
 	type row struct{ who, version, how string }
 	var rows []row
 	asked := map[string]bool{}
@@ -380,14 +376,14 @@ func kubeletSkew(f *facts) (evidence, problems []string) {
 	for _, v := range versions {
 		names := byVersion[v]
 		evidence = append(evidence, fmt.Sprintf("kubelet %s on %d node(s): %s", orUnknown(termsafe.String(v)), len(names), firstFew(names, 5)))
-		m, err := minorNumber(v)
+		m, err := minorOf(v)
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%d kubelet(s) report no readable version (%s)", len(names), firstFew(names, 3)))
 		case m > f.to:
-			problems = append(problems, fmt.Sprintf("kubelet %s on %s is newer than kube-apiserver %s", v, firstFew(names, 3), minorString(f.to)))
+			problems = append(problems, fmt.Sprintf("kubelet %s on %s is newer than kube-apiserver %s", v, firstFew(names, 3), f.to))
 		case m < f.to-3:
-			problems = append(problems, fmt.Sprintf("kubelet %s on %s is more than three minors older than %s", v, firstFew(names, 3), minorString(f.to)))
+			problems = append(problems, fmt.Sprintf("kubelet %s on %s is more than three minors older than %s", v, firstFew(names, 3), f.to))
 		}
 	}
 	return evidence, problems
@@ -572,7 +568,7 @@ func judgeFlags(f *facts) Check {
 	case f.args == nil:
 		return notChecked(c, "the upgrade path is not one breakglass can check (see upgrade-path)")
 	}
-	to := minorString(f.to)
+	to := f.to.String()
 	rec, _ := apiserverargs.For(to)
 	binary := "kube-apiserver " + to
 	if rec != nil {
@@ -963,7 +959,7 @@ func judgeStored(f *facts) Check {
 	case f.versions == nil:
 		return notChecked(c, "etcd's keys were not read")
 	}
-	to := minorString(f.to)
+	to := f.to.String()
 	target, err := apiserverargs.For(to)
 	if err != nil {
 		return notChecked(c, "no kube-apiserver "+to+" was recorded")

@@ -124,7 +124,7 @@ func TestJudgeSpace(t *testing.T) {
 
 func TestJudgeUpgradePath(t *testing.T) {
 	cp := func(minor int) *nodeFacts {
-		return &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, Image: "registry.k8s.io/kube-apiserver:v1." + itoa(minor) + ".4", Minor: minor}
+		return &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, Image: "registry.k8s.io/kube-apiserver:v1." + itoa(minor) + ".4", Minor: Minor(minor)}
 	}
 	noTag := &nodeFacts{Addr: "10.5.0.2", ControlPlane: true, Image: "kube-apiserver"}
 	for _, tc := range []struct {
@@ -147,8 +147,12 @@ func TestJudgeUpgradePath(t *testing.T) {
 		{"--from contradicts the images", []*nodeFacts{cp(34)}, 36, "1.35", NoGo, "--from 1.35 contradicts what the control planes run: the lowest kube-apiserver image of the control planes (10.5.0.2 v1.34.4)"},
 		{"--from above a half-done upgrade", []*nodeFacts{cp(33), cp(34)}, 35, "1.34", NoGo, "contradicts"},
 	} {
-		f := &facts{nodes: tc.nodes, to: tc.to}
-		f.setFrom(tc.given)
+		f := &facts{nodes: tc.nodes, to: Minor(tc.to)}
+		var given Minor
+		if tc.given != "" {
+			given = minor(tc.given)
+		}
+		f.setFrom(given)
 		c := judgeUpgradePath(f)
 		if c.Verdict != tc.want || !strings.Contains(c.Summary, tc.says) {
 			t.Errorf("%s: %s (%s)", tc.name, c.Verdict, c.Summary)

@@ -70,12 +70,12 @@ type replayFacts struct {
 // replay builds the request from what was read and runs it.
 func replay(ctx context.Context, o *Options, f *facts) *replayFacts {
 	rf := &replayFacts{req: ReplayRequest{Cluster: f.cluster, Timeout: o.ReplayTimeout}}
-	from, err := apiserverargs.For(minorString(f.from))
+	from, err := apiserverargs.For(f.from.String())
 	if err != nil {
 		rf.err = err
 		return rf
 	}
-	to, err := apiserverargs.For(minorString(f.to))
+	to, err := apiserverargs.For(f.to.String())
 	if err != nil {
 		rf.err = err
 		return rf

@@ -18,9 +18,9 @@ type Options struct {
 	// Etcd says how to reach etcd (default: https://NODE:2379 of the
 	// control planes, a client certificate minted from the etcd CA).
 	Etcd recovery.EtcdOptions
-	// To is the Kubernetes version upgraded to ("1.35", "v1.35.4"); From
-	// the one upgraded from ("": the lowest the control planes run).
-	From, To string
+	// To is the Kubernetes minor upgraded to; From the one upgraded from
+	// (0: the lowest the control planes run). ParseMinor reads them.
+	From, To Minor
 	// Snapshot is a new file to take a verified etcd snapshot into, now:
 	// the rollback point.
 	Snapshot string
@@ -87,11 +87,9 @@ func Run(ctx context.Context, o Options) *Report {
 		f.replay = replay(ctx, &o, f)
 	}
 	f.timedOut = o.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded)
-	r := &Report{Cluster: f.cluster, Nodes: sortedNodes(f.nodes), To: minorString(f.to), FromEvidence: f.fromEvidence,
+	r := &Report{Cluster: f.cluster, Nodes: sortedNodes(f.nodes), To: f.to.String(), FromEvidence: f.fromEvidence,
 		Checks: judge(f, &o), Started: start}
-	if f.from != 0 {
-		r.From = minorString(f.from)
-	}
+	r.From = f.from.String()
 	r.finish(o.Strict)
 	r.Elapsed = o.now().Sub(start)
 	if o.Events != nil {

@@ -160,7 +160,7 @@ func judgeRollback(f *facts, o *Options) Check {
 	case s == nil:
 		c.Verdict = Warn
 		c.Summary = "no rollback point: no etcd snapshot taken now or named"
-		c.Fix = []string{"take one with the check: breakglass " + contextFlag(f) + "upgrade-check --to " + minorString(f.to) + " --snapshot FILE (or name the last one with --last-snapshot FILE)"}
+		c.Fix = []string{"take one with the check: breakglass " + contextFlag(f) + "upgrade-check --to " + f.to.String() + " --snapshot FILE (or name the last one with --last-snapshot FILE)"}
 	case s.Taken && s.Copy == nil:
 		c.Verdict, c.Summary = NoGo, "the snapshot could not be taken: "+errLine(s.Err)
 		c.Fix = hintsOf(s.Err)
