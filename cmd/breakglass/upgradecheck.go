@@ -38,33 +38,7 @@ func upgradeCheckCommand(s streams) *cli.Command {
 		Usage: "go or no-go before talosctl upgrade-k8s: every known way the upgrade can kill kube-apiserver, checked on the live cluster",
 		Description: "Reads the cluster through the Talos API and etcd only (kube-apiserver need not run) and gives one verdict\n" +
 			"per check, go, warn or no-go, each with its evidence (-v) and its fix:\n" +
-			"  access           the Talos API of every node the context names and of every control plane the\n" +
-			"                   cluster's membership names (etcd's members, Talos discovery), their machine\n" +
-			"                   configs (os:admin), etcd (--etcd-endpoints must be the members Talos reports)\n" +
-			"  upgrade-path     from -> to is one minor (or a patch), as talosctl upgrade-k8s requires; from is the\n" +
-			"                   lowest minor the control planes' kube-apiserver images name (a --from they\n" +
-			"                   contradict is a no-go)\n" +
-			"  talos-support    Talos on every node runs the target (Talos's support matrix, the table upgrade-k8s\n" +
-			"                   checks); every kubelet within the skew the target allows\n" +
-			"  admission        every webhook, admission policy and binding in etcd, and in the static manifests the\n" +
-			"                   machine configs load (1.36+), against the writes the target makes at its first start\n" +
-			"                   after from, recorded from the real binaries for that pair\n" +
-			"  apiserver-flags  cluster.apiServer.extraArgs of every control plane against what the target's binary\n" +
-			"                   accepts (flags, feature gates, runtime-config), with the talosctl patch that fixes it\n" +
-			"  etcd-members     the margin on the control planes: healthy voting members minus quorum (a control\n" +
-			"                   plane without a voting member, a learner, a member down: not healthy); none\n" +
-			"                   with 3+ control planes: no-go; two: a warning (by design); quorum lost: no-go\n" +
-			"  etcd-alarms      no NOSPACE or CORRUPT alarm\n" +
-			"  etcd-space       each member under its quota by the room the upgrade's writes need, with what\n" +
-			"                   compaction and defragmentation would free\n" +
-			"  stored-versions  objects stored at API versions the target cannot read (no-go), manifests kubectl\n" +
-			"                   last applied in versions it no longer serves (warn): kubent's check, from etcd\n" +
-			"  rollback-point   an etcd snapshot of this cluster (its content read as etcd's database, its\n" +
-			"                   kube-system UID the cluster's) taken now (--snapshot) or the newest named\n" +
-			"                   (--last-snapshot), younger than --max-snapshot-age; none is a warning\n" +
-			"  replay           with --replay: the real target kube-apiserver started by the lab (breakglass-lab,\n" +
-			"                   beside breakglass or on PATH) with this cluster's admission objects and flags,\n" +
-			"                   every webhook backend down; it settles what the audit cannot decide offline\n" +
+			upgradecheck.ChecksHelp(104) +
 			"A check that could not run is a no-go. Warnings fail only with --strict.\n" +
 			"Several clusters: --context a,b,c or --all-contexts (every context of the talosconfig), checked side\n" +
 			"by side, a live line each on a terminal, then each cluster's checks and a summary; one that cannot\n" +

@@ -193,3 +193,22 @@ func (r *rawTerminal) String() string {
 	defer r.mu.Unlock()
 	return r.b.String()
 }
+
+// upgrade-check --help lists the checks as the gate's table says them,
+// every one, in its order.
+func TestUpgradeCheckHelpIsTheTable(t *testing.T) {
+	var out strings.Builder
+	run(context.Background(), []string{"breakglass", "upgrade-check", "--help"}, streams{In: strings.NewReader(""), Out: &out, Err: &out})
+	var want []string
+	for _, line := range strings.Split(strings.TrimRight(upgradecheck.ChecksHelp(104), "\n"), "\n") {
+		want = append(want, "   "+line) // the help's indent
+	}
+	if !strings.Contains(out.String(), strings.Join(want, "\n")+"\n") {
+		t.Errorf("the help does not list the checks as the table says them:\n%s", out.String())
+	}
+	for _, id := range []string{upgradecheck.CheckAccess, upgradecheck.CheckEtcdMembers, upgradecheck.CheckReplay} {
+		if !strings.Contains(out.String(), "     "+id+" ") {
+			t.Errorf("%s not in the help", id)
+		}
+	}
+}

@@ -169,7 +169,7 @@ func gather(ctx context.Context, o *Options) (*facts, *conns) {
 	f.setFrom(o.From)
 	f.readMemberStatus(ctx, cs.etcd)
 	f.judgeQuorum()
-	if f.quorumLost || cs.etcd == nil {
+	if f.quorumLost {
 		// Without quorum etcd answers no read of its keys: what needs them
 		// is said not read. The flags are in the machine configs.
 		f.readAudit(ctx, nil, f.nodeConfigs())
@@ -177,6 +177,10 @@ func gather(ctx context.Context, o *Options) (*facts, *conns) {
 	}
 	ec := cs.etcd
 	f.readAlarms(ctx, tc, ec)
+	if ec == nil {
+		f.readAudit(ctx, nil, f.nodeConfigs())
+		return f, cs
+	}
 	o.event(f.cluster, "reading every key of etcd (sizes, stored versions, nodes)")
 	tally := etcd.NewVersionTally(ec.Prefix())
 	nodesKey := strings.TrimSuffix(ec.Prefix(), "/") + "/" + etcd.NodesResource + "/"
@@ -275,9 +279,11 @@ func (f *facts) setFrom(given Minor) {
 // readAlarms lists the cluster's alarms: from etcd, else through the
 // Talos API of a control plane.
 func (f *facts) readAlarms(ctx context.Context, tc *talos.Client, ec *etcd.Client) {
-	if f.alarms, f.alarmsErr = ec.Alarms(ctx); f.alarmsErr == nil {
-		f.alarmsFrom = "etcd"
-		return
+	if ec != nil {
+		if f.alarms, f.alarmsErr = ec.Alarms(ctx); f.alarmsErr == nil {
+			f.alarmsFrom = "etcd"
+			return
+		}
 	}
 	for _, cp := range controlPlaneAddrs(f.nodes) {
 		cctx, cancel := context.WithTimeout(ctx, memberReadTimeout)

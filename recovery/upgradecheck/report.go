@@ -37,44 +37,6 @@ func worse(a, b Verdict) Verdict {
 	return a
 }
 
-// The checks, by ID (stable: JSON, JUnit test case names).
-const (
-	CheckAccess         = "access"
-	CheckUpgradePath    = "upgrade-path"
-	CheckTalosSupport   = "talos-support"
-	CheckAdmission      = "admission"
-	CheckAPIServerFlags = "apiserver-flags"
-	CheckEtcdMembers    = "etcd-members"
-	CheckEtcdAlarms     = "etcd-alarms"
-	CheckEtcdSpace      = "etcd-space"
-	CheckStoredVersions = "stored-versions"
-	CheckRollbackPoint  = "rollback-point"
-	CheckReplay         = "replay"
-)
-
-// checkOrder is the order checks are run and listed in (before the
-// verdicts sort them): what everything else needs first.
-var checkOrder = []string{CheckAccess, CheckUpgradePath, CheckTalosSupport, CheckAdmission, CheckAPIServerFlags,
-	CheckEtcdMembers, CheckEtcdAlarms, CheckEtcdSpace, CheckStoredVersions, CheckRollbackPoint, CheckReplay}
-
-// checkTitles say what each check is about, in a few words.
-var checkTitles = map[string]string{
-	CheckAccess:         "Talos API and etcd reached",
-	CheckUpgradePath:    "one minor at a time",
-	CheckTalosSupport:   "Talos and kubelets support the target",
-	CheckAdmission:      "admission against the target's start-up writes",
-	CheckAPIServerFlags: "kube-apiserver flags the target accepts",
-	CheckEtcdMembers:    "every etcd member healthy, quorum margin",
-	CheckEtcdAlarms:     "no etcd alarm",
-	CheckEtcdSpace:      "etcd room for the upgrade's writes",
-	CheckStoredVersions: "stored objects the target can read",
-	CheckRollbackPoint:  "a verified etcd snapshot",
-	CheckReplay:         "the upgrade replayed on the real binary",
-}
-
-// Title is what a check is about ("" for an unknown ID).
-func Title(id string) string { return checkTitles[id] }
-
 // Check is one check's verdict, with its evidence and its fix.
 type Check struct {
 	ID      string  `json:"id"`
@@ -156,7 +118,7 @@ func (r *Report) finish(strict bool) {
 	for i := range r.Checks {
 		r.Checks[i].safe()
 	}
-	index := func(id string) int { return slices.Index(checkOrder, id) }
+	index := func(id string) int { return slices.IndexFunc(checks, func(d *checkDef) bool { return d.ID == id }) }
 	slices.SortStableFunc(r.Checks, func(a, b Check) int {
 		return cmp.Or(cmp.Compare(b.Verdict.rank(), a.Verdict.rank()), cmp.Compare(index(a.ID), index(b.ID)))
 	})
