@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -117,18 +115,11 @@ func etcdClient(bundle *secrets.Bundle, endpoint string) (*clientv3.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	crt, key, err := ca.IssueClient("gate-script", time.Hour)
+	tlsConf, err := ca.ClientTLS("gate-script")
 	if err != nil {
 		return nil, err
 	}
-	pair, err := tls.X509KeyPair(crt, key)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(bundle.Certs.Etcd.Crt)
-	return clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	return clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: tlsConf})
 }
 
 // evilContext is a context name that, printed raw, moves the cursor to the

@@ -2,8 +2,6 @@ package upgradecheck
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -108,22 +107,15 @@ func membersClient(t *testing.T, c *talostest.Cluster) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crt, key, err := ca.IssueClient("upgradecheck-test", time.Hour)
+	tlsConf, err := ca.ClientTLS("upgradecheck-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := tls.X509KeyPair(crt, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(c.EtcdCA().Crt)
 	var endpoints []string
 	for _, n := range c.ControlPlanes() {
 		endpoints = append(endpoints, n.EtcdEndpoint())
 	}
-	kv, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	kv, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, TLS: tlsConf, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
