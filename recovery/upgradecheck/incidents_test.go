@@ -93,6 +93,12 @@ func TestEveryControlPlaneIsRead(t *testing.T) {
 	if r.Verdict != NoGo {
 		t.Errorf("verdict %s", r.Verdict)
 	}
+	// A control plane the context does not name, whose Talos API does not
+	// answer: a no-go of access that names it, not a go for the others.
+	cps[2].Stop()
+	if c := mustCheck(t, Run(t.Context(), o), CheckAccess); c.Verdict != NoGo || !strings.Contains(c.Summary, cps[2].IP+" did not answer") {
+		t.Errorf("control plane %s away: access %s (%s)", cps[2].IP, c.Verdict, c.Summary)
+	}
 }
 
 // Three control planes and two etcd members (the third removed and not
