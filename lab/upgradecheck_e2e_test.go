@@ -360,7 +360,7 @@ func TestUpgradeGateMemberDown(t *testing.T) {
 	}
 	r := g.run("", append([]string{"upgrade-check", "--to", b.To}, g.etcdFlags()...)...)
 	t.Logf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	line := regexp.MustCompile(`(?m)^no-go +etcd-members +member \S+ \(cp-3\) down: etcd keeps quorum with no margin \(2 of 3\): one more failure during the upgrade stops it`)
+	line := regexp.MustCompile(`(?m)^no-go +etcd-members +no margin: 2 of 3 control planes have a healthy voting member, and etcd needs 2: one more failure during the upgrade stops it \(member \S+ \(cp-3\) on \S+ is down\)`)
 	if r.code != 40 || !line.MatchString(r.stdout) {
 		t.Fatalf("want exit 40 naming the member down; got exit %d", r.code)
 	}
