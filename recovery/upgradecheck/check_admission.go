@@ -28,12 +28,9 @@ func judgeAdmission(f *facts, o *Options) Check {
 	var c Check
 	switch {
 	case f.gatherErr != nil:
-		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "the admission objects in etcd could not be read: "+errLine(f.gatherErr)
-		c.Fix = hintsOf(f.gatherErr)
-		return c
+		return unread("the admission objects in etcd could not be read", f.gatherErr)
 	case f.auditErr != nil:
-		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "the audit failed: "+errLine(f.auditErr)
-		return c
+		return unread("the audit failed", f.auditErr)
 	case f.admission == nil:
 		return notChecked(c, "the admission objects were not audited")
 	}

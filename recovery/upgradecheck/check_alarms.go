@@ -17,11 +17,10 @@ var alarmsCheck = &checkDef{
 }
 
 func judgeAlarms(f *facts) Check {
-	var c Check
 	if f.alarmsErr != nil && f.alarmsFrom == "" {
-		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "etcd's alarms could not be read: "+errLine(f.alarmsErr)
-		return c
+		return unread("etcd's alarms could not be read", f.alarmsErr)
 	}
+	var c Check
 	if len(f.alarms) == 0 {
 		c.Verdict, c.Summary = Go, "no alarm raised"
 		c.Evidence = []string{"alarms read from " + f.alarmsFrom}

@@ -29,11 +29,9 @@ func judgeFlags(f *facts) Check {
 	var c Check
 	switch {
 	case f.gatherErr != nil:
-		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "the machine configs' extraArgs could not be read: "+errLine(f.gatherErr)
-		return c
+		return unread("the machine configs' extraArgs could not be read", f.gatherErr)
 	case f.argsErr != nil:
-		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "the flags could not be checked: "+errLine(f.argsErr)
-		return c
+		return unread("the flags could not be checked", f.argsErr)
 	case f.args == nil:
 		return notChecked(c, "the flags were not checked")
 	}

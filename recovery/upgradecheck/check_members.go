@@ -33,14 +33,12 @@ var membersCheck = &checkDef{
 // cannot lose either by design (a warning); one is the cluster.
 func judgeMembers(f *facts) Check {
 	var c Check
-	if f.members == nil {
-		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "the etcd member list could not be read: "+errLine(f.membersErr)
-		c.Fix = hintsOf(f.membersErr)
-		if f.quorumLost {
-			c.NotChecked, c.Summary = false, "etcd has lost quorum: "+f.quorumWhy
-			c.Fix = []string{quorumFix(f)}
-		}
+	switch {
+	case f.members == nil && f.quorumLost:
+		c.Verdict, c.Summary, c.Fix = NoGo, "etcd has lost quorum: "+f.quorumWhy, []string{quorumFix(f)}
 		return c
+	case f.members == nil:
+		return unread("the etcd member list could not be read", f.membersErr)
 	}
 	c.Evidence = append(c.Evidence, "the members as "+f.membersFrom+" lists them")
 	voting, healthy := 0, 0

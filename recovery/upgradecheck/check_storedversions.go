@@ -29,8 +29,7 @@ func judgeStored(f *facts) Check {
 	var c Check
 	switch {
 	case f.usageErr != nil:
-		c.Verdict, c.NotChecked, c.Summary = NoGo, true, "etcd's keys could not be read: "+errLine(f.usageErr)
-		return c
+		return unread("etcd's keys could not be read", f.usageErr)
 	case f.versions == nil:
 		return notChecked(c, "etcd's keys were not read")
 	}

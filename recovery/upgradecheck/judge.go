@@ -102,6 +102,12 @@ func notChecked(c Check, why string) Check {
 	return c
 }
 
+// unread is the check of something that could not be read: a no-go, not
+// checked, saying what and why, with the error's hints.
+func unread(what string, err error) Check {
+	return Check{Verdict: NoGo, NotChecked: true, Summary: what + ": " + errLine(err), Fix: hintsOf(err)}
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
