@@ -45,7 +45,7 @@ func (s State) PlanClose(id, why string) (*Closing, error) {
 	last, state := incidentState(entries)
 	switch {
 	case meta.DryRun:
-		return nil, failure.Input("", "incident %s was a dry run: there is nothing to close", meta.ID)
+		return nil, failure.Input("a rehearsal changed nothing and is never resumed: leave it, or list the others: breakglass journal list", "incident %s was a dry run: there is nothing to close", meta.ID)
 	case finished(state):
 		return nil, failure.Input("see it with: breakglass journal show "+meta.ID, "incident %s ended %s already: there is nothing to close", meta.ID, state)
 	}
