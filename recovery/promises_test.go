@@ -811,3 +811,47 @@ func (e *engineEnv) colleagueDeletesAKey() (kept func() bool) {
 		return err == nil && len(resp.Kvs) == 0
 	}
 }
+
+// nodeGoneBound is how long a run may take, once a control plane stopped
+// answering in the middle of it, to end: only a bound that keeps a wait
+// without a deadline from passing unseen.
+const nodeGoneBound = 3 * time.Minute
+
+// A control plane stops answering between the plan and the act (its
+// network gone, as the operator confirms the first change): no read waits
+// for it for ever. The run ends within its deadlines, not completed, and
+// says which node.
+func TestPromiseNodeGoneEndsWithinDeadlines(t *testing.T) {
+	forEveryType(t, func(t *testing.T, c incidentCase) {
+		env := c.make(t)
+		gone := env.cluster.ControlPlanes()[1]
+		var stopped atomic.Value
+		stop := func() {
+			if stopped.Load() == nil {
+				stopped.Store(time.Now())
+				gone.Stop()
+			}
+		}
+		res, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{
+			confirm:     func(string) error { stop(); return nil },
+			confirmText: func(string, string) error { stop(); return nil },
+		}})
+		at, ok := stopped.Load().(time.Time)
+		if !ok {
+			t.Fatalf("the run asked nothing: %+v", res.Steps)
+		}
+		if took := time.Since(at); took > nodeGoneBound {
+			t.Errorf("the run ended %s after node %s stopped answering; the bound is %s", took.Round(time.Second), gone.IP, nodeGoneBound)
+		}
+		if err == nil || res.Outcome == "completed" {
+			t.Fatalf("the run %s (error %v) with node %s not answering", res.Outcome, err, gone.IP)
+		}
+		said := err.Error() + "\n" + strings.Join(res.Next, "\n")
+		for _, s := range res.Steps {
+			said += "\n" + s.Message
+		}
+		if !strings.Contains(said, gone.IP) {
+			t.Errorf("nothing the run said names node %s:\n%s", gone.IP, said)
+		}
+	})
+}

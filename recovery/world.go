@@ -36,7 +36,7 @@ func shortBoot(id string) string {
 // (healthy or not, and which). It holds while both are so.
 func (r *run) nodeFact(n diagnose.NodeMember, boot string) Fact {
 	return Fact{
-		Says: fmt.Sprintf("node %s in boot %s, its etcd: %s", n.Node, shortBoot(boot), n.State()),
+		Says: fmt.Sprintf("node %s in boot %s, its etcd %s", n.Node, shortBoot(boot), briefState(n)),
 		Holds: func(ctx context.Context) error {
 			now, err := r.tc.BootID(ctx, n.Node)
 			if err != nil {
@@ -59,6 +59,22 @@ func (r *run) nodeFact(n diagnose.NodeMember, boot string) Fact {
 			return nil
 		},
 	}
+}
+
+// briefState is a node's etcd as a fact says it: healthy or not, which
+// member (the service's own words are in the plan above it).
+func briefState(n diagnose.NodeMember) string {
+	switch {
+	case n.Healthy():
+		return fmt.Sprintf("member %s healthy", n.MemberID)
+	case n.MemberID != 0:
+		return fmt.Sprintf("member %s not healthy", n.MemberID)
+	case n.Service == "Running":
+		return "service Running, its member not answering"
+	case n.Service != "":
+		return "service " + n.Service + ", no member running"
+	}
+	return "not read"
 }
 
 // nodeFacts are the nodes' facts, each with its boot read now.
