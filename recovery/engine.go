@@ -201,6 +201,7 @@ func (r *run) step(ctx context.Context, s Step) (*Plan, Result, string, error) {
 	if plan == nil {
 		return nil, nil, "", err
 	}
+	plan.View.Foot += factsText(plan.Facts)
 	if !plan.View.empty() {
 		r.ui.Show(plan.View)
 	}
@@ -221,11 +222,15 @@ func (r *run) step(ctx context.Context, s Step) (*Plan, Result, string, error) {
 		if err := r.confirm(ctx, s, plan); err != nil {
 			return plan, plan.Result, "", err
 		}
+		// The plan may be minutes old: what it acts on is read again.
+		if err := r.stillSo(ctx, s, plan.Facts); err != nil {
+			return plan, plan.Result, "", err
+		}
 		// No change whose record cannot be written (stdout or stderr failing).
 		if err := outputFailing(r.ui); err != nil {
 			return plan, plan.Result, "", err
 		}
-		apply := Entry{Kind: "apply", Step: s.Name, Action: s.Action(), Undo: plan.Undo}
+		apply := Entry{Kind: "apply", Step: s.Name, Action: s.Action(), Undo: plan.Undo, Facts: factLines(plan.Facts)}
 		if plan.Record != nil {
 			if apply.Data, err = json.Marshal(plan.Record); err != nil {
 				return plan, plan.Result, "", fmt.Errorf("journal: %w", err)
@@ -240,6 +245,9 @@ func (r *run) step(ctx context.Context, s Step) (*Plan, Result, string, error) {
 	out, err := plan.Apply(ctx)
 	if out == nil {
 		out = plan.Result
+	}
+	if plan.Change && noneApplied(err) {
+		r.unapply(s, err)
 	}
 	if plan.Change && r.lock.deferred && ctx.Err() == nil {
 		// etcd may take writes again now.
@@ -411,6 +419,9 @@ func (r *run) next(res *RecoverResult, runErr error) []string {
 		out = append(out, "run it for real: "+orDefault(r.opts.CommandLine, "the same command without --dry-run"))
 	case len(r.undone) > 0:
 		out = append(out, r.undone...)
+	case isMoved(runErr):
+		m, _ := moved(runErr)
+		out = append(out, m.Hints()...)
 	case runErr != nil && !r.changed():
 		// Refused or failed before any change was applied (the lock held by
 		// someone else, preflight, diagnose, a declined confirmation).

@@ -35,6 +35,7 @@ type engineHooks struct {
 	confirmText func(question, word string) error
 	progress    func(node, msg string)
 	show        func(text string) // a plan shown before its question
+	outputErr   func() error      // whether standard output and error still take writes (nil: they do)
 }
 
 // testUI is a recovery.UI that answers through hooks and remembers the
@@ -97,6 +98,15 @@ func (u *testUI) Confirm(ctx context.Context, q recovery.Question) error {
 	return nil
 }
 
+// OutputErr is the loop's check before each change that the output still
+// takes writes.
+func (u *testUI) OutputErr() error {
+	if u.hooks.outputErr != nil {
+		return u.hooks.outputErr()
+	}
+	return nil
+}
+
 func (u *testUI) steps() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -147,6 +157,7 @@ type recoverRequest struct {
 	KeepDisabled bool            // --keep-disabled
 	Nodes        []string        // -n; default every node
 	StateDir     string          // --state-dir; default the env's (another's: another operator)
+	NodesGone    []string        // --nodes-gone
 	Hooks        engineHooks
 }
 
@@ -178,7 +189,7 @@ func recoverRun(t *testing.T, env *engineEnv, req recoverRequest) (runOutcome, e
 		ctx = t.Context()
 	}
 	opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb), KeepDisabled: req.KeepDisabled,
-		Delete: req.Delete, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover"}
+		Delete: req.Delete, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover", NodesGone: req.NodesGone}
 	tc, state := env.tc, env.state()
 	if req.Nodes != nil {
 		tc = tc.WithNodes(req.Nodes)

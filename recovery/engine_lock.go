@@ -94,7 +94,14 @@ func (r *run) acquire(ctx context.Context, ec *etcd.Client) (warning string, err
 		cancel()
 	}
 	if why := unwritable(err); why != "" && ctx.Err() == nil {
-		if h, rerr := ec.ReadLock(ctx); rerr == nil && h != nil && h.Incident != holder.Incident {
+		h, rerr := ec.ReadLock(ctx)
+		var unreadable *etcd.UnreadableLockError
+		switch {
+		case errors.As(rerr, &unreadable):
+			// Someone's lock, in words breakglass cannot read: as on an etcd
+			// that takes writes, nothing goes past it.
+			return "", rerr
+		case rerr == nil && h != nil && h.Incident != holder.Incident:
 			return "", &etcd.LockHeldError{Holder: *h}
 		}
 		r.lock.deferred = true

@@ -293,7 +293,8 @@ func (e *engineEnv) memberIDs() []string {
 // the reset's typed confirmation while another (its own state directory:
 // another laptop) recovers etcd; the first then confirms. Its reset must not
 // wipe the recovered cluster: the members are read again after the
-// confirmation, and the reset is refused while etcd has its quorum.
+// confirmation (each node's boot and member, where the plan saw them), and
+// the reset is refused, nothing done.
 func TestEngineQuorumLostRecoveredByAnotherBeforeConfirmation(t *testing.T) {
 	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
 	env.loseMembers(2)
@@ -309,8 +310,8 @@ func TestEngineQuorumLostRecoveredByAnotherBeforeConfirmation(t *testing.T) {
 		},
 	}})
 	wantOutcome(t, out, err, "failed", true)
-	if !errors.Is(err, recovery.ErrConflict) || !strings.Contains(err.Error(), "quorum again") || !strings.Contains(err.Error(), "nothing was reset") {
-		t.Errorf("the stale reset: %v; want a conflict saying etcd has its quorum again and nothing was reset", err)
+	if !errors.Is(err, recovery.ErrConflict) || !strings.Contains(err.Error(), "nothing was done") {
+		t.Errorf("the stale reset: %v; want a conflict saying what moved and that nothing was done", err)
 	}
 	for _, n := range env.cluster.ControlPlanes() {
 		if st := n.EtcdState().State; st == talostest.ServicePreparing {
@@ -364,15 +365,15 @@ func TestEngineMemberLostResetNeverSentIsAskedAgain(t *testing.T) {
 func TestGatherMembersOfSomeNodes(t *testing.T) {
 	env := newEngineEnv(t, envOptions{controlPlanes: 3, members: true})
 	one := env.tc.WithNodes([]string{env.cluster.ControlPlanes()[0].IP})
-	ev := diagnose.GatherMembers(t.Context(), one, nil)
+	ev := diagnose.GatherMembers(t.Context(), one, nil, diagnose.MemberReads{})
 	lost, unanswered := ev.Lost()
 	if ev.QuorumLost() || len(lost)+len(unanswered) > 0 {
 		t.Fatalf("a healthy etcd read through one node: quorum lost %v, lost %v, unanswered %v", ev.QuorumLost(), lost, unanswered)
 	}
 	env.loseMembers(2)
 	deadline := time.Now().Add(time.Minute) // until the survivor's leader is gone
-	for ev = diagnose.GatherMembers(t.Context(), one, nil); !ev.QuorumLost() && time.Now().Before(deadline); time.Sleep(time.Second) {
-		ev = diagnose.GatherMembers(t.Context(), one, nil)
+	for ev = diagnose.GatherMembers(t.Context(), one, nil, diagnose.MemberReads{}); !ev.QuorumLost() && time.Now().Before(deadline); time.Sleep(time.Second) {
+		ev = diagnose.GatherMembers(t.Context(), one, nil, diagnose.MemberReads{})
 	}
 	if !ev.QuorumLost() {
 		t.Errorf("two of three members lost, read through the survivor: quorum not lost: %+v", ev)

@@ -85,6 +85,13 @@ type engineEnv struct {
 	// full: etcd has a small quota, and a kube-apiserver fails /readyz
 	// while its NOSPACE alarm is raised (engine_space_test.go).
 	full bool
+	// seen is what a test saw before the world moved (promises_test.go):
+	// the nodes' boots, etcd's members.
+	seenBoots   map[string]string
+	seenMembers []string
+	// perNodeMembers: each control plane runs an etcd member of its own
+	// (envOptions.members).
+	perNodeMembers bool
 }
 
 type envOptions struct {
@@ -158,8 +165,10 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 	}
 	if o.members {
 		env.reachMembers(bundle)
+		env.perNodeMembers = true
 	}
 	t.Cleanup(env.cluster.Close)
+	env.putKubeSystem()
 	path, err := env.cluster.Talosconfig(role.Admin)
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +190,26 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 	}
 	env.waitSettled()
 	return env
+}
+
+// clusterUID is the engine tests' cluster: its kube-system namespace's UID.
+const clusterUID = "5eed0000-engine-test-kube-system"
+
+// putKubeSystem stores the kube-system namespace as kube-apiserver makes
+// it on its first start: what tells a copy of etcd's data to be of this
+// cluster.
+func (e *engineEnv) putKubeSystem() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.kv.Put(ctx, "/registry/namespaces/kube-system", string(etcdtest.Namespace("kube-system", clusterUID))); err != nil {
+		e.t.Fatal(err)
+	}
+	// A key a colleague deletes once an incident changed something
+	// (promises_test.go): what the incident does next must keep that.
+	if _, err := e.kv.Put(ctx, "/registry/configmaps/default/colleague-deletes-me", "stale"); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // putWebhook stores the incident's webhook configuration (failurePolicy

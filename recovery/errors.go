@@ -76,8 +76,11 @@ func (e *NodeFailures) Unwrap() []error {
 // where it went through, where not, and where it had failed first. Nothing
 // is said failed that did not fail.
 type NodesInterrupted struct {
-	Cause      error
-	Applied    []string // the node took the change (it may not have been waited for)
+	Cause   error
+	Applied []string // the node took the change (it may not have been waited for)
+	// Asked: the node was asked, and its answer was not seen (it may have
+	// taken the change).
+	Asked      []string
 	NotApplied []string
 	Failed     []error
 }
@@ -86,6 +89,9 @@ func (e *NodesInterrupted) Error() string {
 	var parts []string
 	if len(e.Applied) > 0 {
 		parts = append(parts, "the change was applied on "+strings.Join(e.Applied, ", "))
+	}
+	if len(e.Asked) > 0 {
+		parts = append(parts, "asked of "+strings.Join(e.Asked, ", ")+", its answer not seen (it may have taken it)")
 	}
 	if len(e.NotApplied) > 0 {
 		parts = append(parts, "not applied on "+strings.Join(e.NotApplied, ", "))

@@ -111,7 +111,12 @@ func (r *run) bind(ctx context.Context, o IncidentOptions, verb string) error {
 	if len(targets) > 0 && r.tc != nil {
 		r.tc = r.tc.WithNodes(targets)
 	}
-	r.target.Nodes, r.gone = targets, o.NodesGone
+	if r.tc != nil {
+		if err := checkGone(ctx, r.tc, o.NodesGone, verb); err != nil {
+			return err
+		}
+	}
+	r.target.Nodes, r.gone = targets, union(r.opts.NodesGone, o.NodesGone)
 	if len(targets) == 0 {
 		r.target.Nodes = r.tc.Nodes()
 	}
@@ -129,6 +134,14 @@ func (r *run) bind(ctx context.Context, o IncidentOptions, verb string) error {
 		}
 		info, err := ec.Cluster(ctx)
 		if err == nil && info.ClusterID.String() != want {
+			// The same Kubernetes cluster (its kube-system namespace) in a
+			// new etcd: bootstrapped again from a copy, not by this incident.
+			if id := r.identity(); id.ClusterUID != "" {
+				if now, err := ec.Identity(ctx); err == nil && now.ClusterUID == id.ClusterUID {
+					return failure.Hinted(fmt.Errorf("%w: incident %s recorded etcd cluster %s; etcd runs as cluster %s now, of the same Kubernetes cluster (kube-system %s): it was bootstrapped again since, and not by this incident (another operator's recovery?); nothing was done",
+						ErrConflict, meta.ID, want, info.ClusterID, id.ClusterUID), r.movedHints()[0], "if another run recovered etcd, close this incident as superseded: breakglass journal close "+meta.ID)
+				}
+			}
 			return failure.Input("reach the incident's etcd: its endpoints, or -n with its nodes",
 				"incident %s recorded etcd cluster %s; the etcd reached now is cluster %s", meta.ID, want, info.ClusterID)
 		}

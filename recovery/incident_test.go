@@ -154,9 +154,17 @@ func TestIncidentOtherClusterRefused(t *testing.T) {
 	}
 	recorded := string(b[i+len(`"etcdClusterID":"`):][:bytes.IndexByte(b[i+len(`"etcdClusterID":"`):], '"')])
 	rewriteJournal(t, env, id, `"etcdClusterID":"`+recorded+`"`, `"etcdClusterID":"feedfacefeedface"`)
+	rewriteJournal(t, env, id, `"clusterUID":"`+clusterUID+`"`, `"clusterUID":"another-kube-system"`)
 	_, err = revertRun(t, env, id, false, false, engineHooks{})
 	if failure.Code(err) != int(failure.BadInput) || !strings.Contains(fmt.Sprint(err), "recorded etcd cluster feedfacefeedface") || !strings.Contains(fmt.Sprint(err), "cluster "+recorded) {
 		t.Fatalf("revert through another etcd: %v (exit %d)", err, failure.Code(err))
+	}
+	// Another etcd cluster holding this Kubernetes cluster (its kube-system
+	// namespace): etcd bootstrapped again from a copy, by another run.
+	rewriteJournal(t, env, id, `"clusterUID":"another-kube-system"`, `"clusterUID":"`+clusterUID+`"`)
+	_, err = revertRun(t, env, id, false, false, engineHooks{})
+	if failure.Code(err) != int(failure.Conflict) || !strings.Contains(fmt.Sprint(err), "bootstrapped again") || !strings.Contains(strings.Join(failure.Hints(err), "\n"), "breakglass journal close "+id) {
+		t.Fatalf("revert through this cluster's etcd bootstrapped again: %v (exit %d, hints %q)", err, failure.Code(err), failure.Hints(err))
 	}
 	env.assertPodsDisable(true)
 	if info.State != "aborted" {
@@ -170,6 +178,7 @@ func TestIncidentNodesGoneLeftBehind(t *testing.T) {
 	env := newEngineEnv(t, envOptions{controlPlanes: 2, deadlock: true})
 	id := interruptedAfterDisable(t, env, false)
 	n1, n2 := env.cluster.Nodes[0], env.cluster.Nodes[1]
+	n2.Stop() // gone: its Talos API does not answer
 	res, err := resumeWith(t, env, resumeRequest{ID: id, Nodes: []string{n1.IP}, NodesGone: []string{n2.IP}})
 	wantOutcome(t, res, err, "completed", false)
 	env.assertConfigsOriginal(n2.IP)

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 )
@@ -149,6 +150,10 @@ type DiagnoseResult struct {
 	Summary  string    `json:"summary,omitempty"`
 	Culprits any       `json:"culprits"`
 	Decision *Decision `json:"decision,omitempty"`
+	// Cluster is the cluster the diagnosis read (its kube-system
+	// namespace's UID): a copy of etcd's data is checked against it before
+	// any step uses it.
+	Cluster *etcd.Identity `json:"cluster,omitempty"`
 }
 
 // decision is what the incident's diagnosis decided: this run's, or the

@@ -44,7 +44,7 @@ type IncidentMeta struct {
 // Entry is one journal record.
 type Entry struct {
 	Time    time.Time       `json:"time"`
-	Kind    string          `json:"kind"` // incident, begin, apply, end, note, finish
+	Kind    string          `json:"kind"` // incident, begin, apply, unapplied, end, note, finish
 	Step    string          `json:"step,omitempty"`
 	Action  string          `json:"action,omitempty"`
 	Outcome string          `json:"outcome,omitempty"` // ok, skipped, failed, aborted (end records)
@@ -53,7 +53,10 @@ type Entry struct {
 	Elapsed Duration        `json:"elapsed,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"` // the step's typed result: backup paths, config hashes, nodes
 	Undo    *Undo           `json:"undo,omitempty"` // apply records: what can be done about the change afterwards
-	Meta    *IncidentMeta   `json:"meta,omitempty"` // kind incident only
+	// Facts (apply records) are what the change acted on, read again just
+	// before it and found still so.
+	Facts []string      `json:"facts,omitempty"`
+	Meta  *IncidentMeta `json:"meta,omitempty"` // kind incident only
 }
 
 // Step outcomes.
@@ -392,7 +395,7 @@ func CompletedSteps(entries []Entry) map[string]bool {
 // finished tells whether an incident in this state has nothing left to
 // resume: it completed, or its diagnosis stopped it before any change.
 func finished(state string) bool {
-	return state == "completed" || state == "nothing-to-do" || state == "stopped" || state == "reverted"
+	return state == "completed" || state == "nothing-to-do" || state == "stopped" || state == "reverted" || state == closedOutcome
 }
 
 // resumable is the newest incident that started a step and did not

@@ -43,6 +43,10 @@ type RecoverOptions struct {
 	// CommandLine is the command as typed, without --dry-run: what a dry
 	// run says to run for real.
 	CommandLine string `json:"commandLine,omitempty"`
+	// NodesGone are control planes the operator says are gone for good
+	// (recover --nodes-gone): checked not to answer, left out of -n, and
+	// their etcd members lost with them.
+	NodesGone []string `json:"nodesGone,omitempty"`
 }
 
 // StepResult is the outcome of one step.
@@ -145,8 +149,13 @@ type Decision struct {
 	Steps []Step `json:"steps,omitempty"`
 }
 
-// LostMember is an etcd member the diagnosis found lost, and its node.
+// LostMember is an etcd member the diagnosis found lost, its node, and
+// what says it will not come back by itself.
 type LostMember struct {
 	Node     string `json:"node,omitempty"`     // "" when no node given runs it
 	MemberID string `json:"memberID,omitempty"` // hex, as etcd writes it; "" when its status could not be read
+	Why      string `json:"why,omitempty"`
+	// Gone: its node is gone for good (--nodes-gone, checked not to answer):
+	// the member is removed, and nothing is reset.
+	Gone bool `json:"gone,omitempty"`
 }

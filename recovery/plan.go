@@ -67,6 +67,12 @@ type Plan struct {
 	// the apply record: revert and the commands offered after a stop read
 	// it there. Every Change says it (a test holds every incident type to it).
 	Undo *Undo
+	// Facts are what the change acts on, as the plan read them (a member
+	// lost and why, a node's boot and etcd, the copy's size, sha256 and
+	// owner): the loop shows them with the plan and reads each again after
+	// the confirmation, just before Apply; one that moved stops the step,
+	// nothing done (facts.go).
+	Facts []Fact
 	// Finish is the command that does what the step would have done, for a
 	// step the operator asked for by name that fails or is declined.
 	Finish string

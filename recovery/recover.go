@@ -27,6 +27,14 @@ func Recover(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI,
 		return nil, err
 	}
 	opts.Steps, opts.DryRun = steps, fx.DryRun()
+	for _, g := range opts.NodesGone {
+		if slices.Contains(tc.Nodes(), g) {
+			return nil, failure.Input("name it in one of them", "%s is both in -n and in --nodes-gone", g)
+		}
+	}
+	if err := checkGone(ctx, tc, opts.NodesGone, "recover"); err != nil {
+		return nil, err
+	}
 	rawOpts, err := json.Marshal(opts)
 	if err != nil {
 		return nil, err

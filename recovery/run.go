@@ -35,6 +35,7 @@ type run struct {
 	entries []Entry         // the journal before this run (resume, revert)
 	results []StepResult    // this run's steps so far
 	applies []Entry         // this run's apply records
+	notes   []Entry         // this run's notes of where it left nodes (resetBack)
 	// planned are the actions whose change this dry run planned without
 	// applying: a later step cannot find what they would have recorded.
 	planned map[runbooks.Action]bool
@@ -44,7 +45,7 @@ type run struct {
 
 func newRun(tc *talos.Client, st State, fx Effects, ui UI, opts RecoverOptions, j *Journal, entries []Entry) *run {
 	return &run{tc: tc, st: st, fx: fx, ui: ui, opts: opts, journal: j, entries: entries, done: CompletedSteps(entries),
-		planned: map[runbooks.Action]bool{}, target: Target{Context: j.Meta().Context, Nodes: tc.Nodes()}}
+		planned: map[runbooks.Action]bool{}, target: Target{Context: j.Meta().Context, Nodes: tc.Nodes()}, gone: opts.NodesGone}
 }
 
 // earlier is the newest result of an action's step that ended well: this
@@ -74,9 +75,12 @@ func (r *run) appliedChanges() []Entry {
 	var out []Entry
 	applyRecords := len(r.entries) > 0 && r.entries[0].Meta != nil && r.entries[0].Meta.JournalVersion >= 2
 	for _, e := range r.entries {
+		switch {
 		// A journal from before apply records: a changing step begun.
-		if e.Kind == "apply" || !applyRecords && e.Kind == "begin" && changesCluster(e.Action) {
+		case e.Kind == "apply" || !applyRecords && e.Kind == "begin" && changesCluster(e.Action):
 			out = append(out, e)
+		case e.Kind == "unapplied" && len(out) > 0 && out[len(out)-1].Step == e.Step:
+			out = out[:len(out)-1] // stopped before any of it was applied
 		}
 	}
 	return append(out, r.applies...)

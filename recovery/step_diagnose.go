@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -19,7 +21,7 @@ func (d *DiagnoseResult) decided() *Decision { return d.Decision }
 // restarts, log signatures, and the admission objects in etcd. What it
 // finds fixes the plan (Decision) before the first change.
 func (r *run) diagnoseCluster(ctx context.Context, s Step, p *runbooks.DiagnoseParams) (*Plan, error) {
-	opts := diagnose.Options{Tail: p.TailLines, Health: ReadyzForDiagnose(r.tc)}
+	opts := diagnose.Options{Tail: p.TailLines, Health: ReadyzForDiagnose(r.tc), Gone: r.gone, LostAfter: lostAfter, Progress: r.progress}
 	ec, err := r.etcdClient(ctx)
 	if err != nil {
 		opts.EtcdError = err // not fatal: the logs still name the webhook
@@ -31,7 +33,7 @@ func (r *run) diagnoseCluster(ctx context.Context, s Step, p *runbooks.DiagnoseP
 	}
 	// The diagnosis's own next commands are left out: this run is the next
 	// command, and its decision below says what it will do.
-	res := &DiagnoseResult{Verdict: string(report.Verdict), Summary: report.Summary, Culprits: report.Culprits}
+	res := &DiagnoseResult{Verdict: string(report.Verdict), Summary: report.Summary, Culprits: report.Culprits, Cluster: clusterIdentity(ctx, ec)}
 	plan := &Plan{View: View{Head: diagnose.Brief(report), Detail: diagnose.EvidenceText(report)}, Result: res}
 	d, err := decide(report, r.opts)
 	if err != nil {
@@ -62,4 +64,24 @@ func ReadyzForDiagnose(tc *talos.Client) func(context.Context) ([]diagnose.Ready
 		}
 		return out, err
 	}
+}
+
+// lostAfter is how long the diagnosis watches an etcd member down before it
+// counts as lost (diagnose.LostAfter; tests shorten it).
+var lostAfter = diagnose.LostAfter
+
+// clusterIdentity is the cluster etcd holds (its kube-system namespace's
+// UID, and the revision), read from the member reached without quorum too;
+// nil when it cannot be read.
+func clusterIdentity(ctx context.Context, ec *etcd.Client) *etcd.Identity {
+	if ec == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	id, err := ec.Identity(ctx)
+	if err != nil || id.ClusterUID == "" {
+		return nil
+	}
+	return &id
 }

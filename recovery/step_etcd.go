@@ -37,11 +37,15 @@ type EtcdRestoreParams struct {
 
 func (*EtcdRestoreParams) Action() runbooks.Action { return ActionEtcdRestore }
 
-// SnapshotResult is a verified full etcd snapshot.
+// SnapshotResult is a verified full etcd snapshot, and what it is (read
+// back as etcd reads it): its size, sha256, revision and owner.
 type SnapshotResult struct {
 	said
-	Path   string `json:"snapshot"`
-	SHA256 string `json:"sha256,omitempty"`
+	Path       string `json:"snapshot"`
+	SHA256     string `json:"sha256,omitempty"`
+	Size       int64  `json:"size,omitempty"`
+	Revision   int64  `json:"revision,omitempty"`
+	ClusterUID string `json:"clusterUID,omitempty"`
 }
 
 // snapshot saves a full etcd snapshot through the Talos API into the
@@ -53,11 +57,11 @@ func (r *run) snapshot(_ context.Context, _ Step, p *runbooks.EtcdSnapshotParams
 	}
 	path := filepath.Join(r.journal.Dir, "etcd.snapshot")
 	if _, err := os.Stat(path); err == nil {
-		info, err := etcd.VerifySnapshotFile(path)
+		f, err := etcd.ReadCopy(path, true, r.etcdPrefix())
 		if err != nil {
 			return nil, fmt.Errorf("a snapshot from an earlier run is there but fails verification (%v): move %s away and resume", err, path)
 		}
-		return &Plan{Result: &SnapshotResult{said: said(fmt.Sprintf("snapshot already taken: %s (%d bytes, verified)", path, info.Size)), Path: path}}, nil
+		return &Plan{Result: &SnapshotResult{said: said(fmt.Sprintf("snapshot already taken: %s (%d bytes, verified)", path, f.Size)), Path: path, SHA256: f.SHA256, Size: f.Size, Revision: f.Revision, ClusterUID: f.ClusterUID}}, nil
 	}
 	return &Plan{DryRun: "would take a full etcd snapshot to " + path, Apply: func(ctx context.Context) (Result, error) {
 		node := r.tc.Nodes()[0]
@@ -65,11 +69,14 @@ func (r *run) snapshot(_ context.Context, _ Step, p *runbooks.EtcdSnapshotParams
 			return nil, err
 		}
 		r.progress(node, "streaming an etcd snapshot through the Talos API")
-		info, err := snapshotThroughTalos(ctx, r.tc, node, path, r.fx.EtcdWriter(nil))
+		if _, err := snapshotThroughTalos(ctx, r.tc, node, path, r.fx.EtcdWriter(nil)); err != nil {
+			return nil, err
+		}
+		f, err := etcd.ReadCopy(path, true, r.etcdPrefix())
 		if err != nil {
 			return nil, err
 		}
-		return &SnapshotResult{said: said(fmt.Sprintf("full etcd snapshot: %s (%d bytes, verified)", path, info.Size)), Path: path, SHA256: info.SHA256}, nil
+		return &SnapshotResult{said: said(fmt.Sprintf("full etcd snapshot: %s (%d bytes, revision %d, verified)", path, f.Size, f.Revision)), Path: path, SHA256: f.SHA256, Size: f.Size, Revision: f.Revision, ClusterUID: f.ClusterUID}, nil
 	}}, nil
 }
 
@@ -176,6 +183,9 @@ func (r *run) planDelete(ctx context.Context, s Step, p *runbooks.EtcdDeletePara
 	}
 	res.Deleted = dry.Deleted
 	plan.Change, plan.DryRun = true, "would back up and remove "+safeJoin(dry.Deleted)
+	for _, o := range del.Objects {
+		plan.Facts = append(plan.Facts, objectFact(ec, o, names, resources))
+	}
 	plan.Undo = undoneBy(ActionEtcdRestore, "remove "+safeJoin(dry.Deleted)+" from etcd")
 	plan.Undo.Asked = "--objects"
 	for _, o := range del.Objects {
@@ -426,4 +436,28 @@ func modTime(path string) time.Time {
 		return time.Time{}
 	}
 	return info.ModTime()
+}
+
+// objectFact is an object to delete as the plan listed it: at its
+// revision. (The delete's transaction is guarded by it too; read again
+// before the backup, a change made since stops the step before anything.)
+func objectFact(ec *etcd.Client, o etcd.Object, names []string, resources []kinds.Kind) Fact {
+	return Fact{
+		Says: fmt.Sprintf("%s %s at revision %d", o.Kind, termsafe.String(o.Name), o.ModRevision),
+		Holds: func(ctx context.Context) error {
+			now, err := ec.PlanDelete(ctx, names, resources)
+			if err != nil {
+				return err
+			}
+			for _, n := range now.Objects {
+				if n.Key == o.Key && n.ModRevision != o.ModRevision {
+					return fmt.Errorf("%s %s was changed since the plan (revision %d now)", o.Kind, termsafe.String(o.Name), n.ModRevision)
+				}
+				if n.Key == o.Key {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s %s is no longer in etcd", o.Kind, termsafe.String(o.Name))
+		},
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -46,33 +47,57 @@ func (r *run) members(ctx context.Context) *diagnose.MembersEvidence {
 	if err == nil {
 		room = ec
 	}
-	return diagnose.GatherMembers(ctx, r.tc, room)
+	return diagnose.GatherMembers(ctx, r.tc, room, diagnose.MemberReads{Gone: r.gone})
 }
 
-// CopyResult is a verified copy of a member's data.
+// CopyResult is a verified copy of a member's data, and what it is: its
+// size, sha256, revision and owner (the cluster's kube-system namespace),
+// read from the file as etcd reads it when it was taken.
 type CopyResult struct {
 	said
-	Path   string `json:"path"`
-	Kind   string `json:"kind"` // snapshot, or db (a database file: its hash check is skipped at bootstrap)
-	Node   string `json:"node"` // where it was copied from
-	SHA256 string `json:"sha256"`
-	Size   int64  `json:"size"`
+	Path       string `json:"path"`
+	Kind       string `json:"kind"` // snapshot, or db (a database file: its hash check is skipped at bootstrap)
+	Node       string `json:"node"` // where it was copied from
+	SHA256     string `json:"sha256"`
+	Size       int64  `json:"size"`
+	Revision   int64  `json:"revision,omitempty"`
+	ClusterUID string `json:"clusterUID,omitempty"`
+	// Boots are each control plane's boot when the copy was taken: where
+	// this incident found them, before it reset any.
+	Boots map[string]string `json:"boots,omitempty"`
 }
 
 // copyEtcd saves a verified copy of the most advanced member's data: its
 // snapshot through the Talos API, or, when it serves none, its database
-// file. Nothing is reset before it is on disk.
+// file; read back as an etcd database of this cluster. Nothing is reset
+// before it is on disk.
 func (r *run) copyEtcd(ctx context.Context, _ Step, _ *runbooks.EtcdCopyParams) (*Plan, error) {
 	d := r.decision()
 	if d == nil || d.Source == "" {
 		return nil, fmt.Errorf("no member's data to copy: the diagnosis found no member that answers; copy a node's %s by hand (talosctl cp) and bootstrap from it with talosctl bootstrap --recover-from --recover-skip-hash-check", talos.EtcdDBPath)
 	}
 	snap, db := filepath.Join(r.journal.Dir, "etcd.snapshot"), filepath.Join(r.journal.Dir, "etcd.db")
-	if info, err := etcd.VerifySnapshotFile(snap); err == nil {
-		return &Plan{Result: &CopyResult{said: said("copied in an earlier run: " + snap), Path: snap, Kind: "snapshot", Node: d.Source, SHA256: info.SHA256, Size: info.Size}}, nil
+	taken := func(ctx context.Context, path, kind, how string) (Result, error) {
+		f, err := r.readCopy(ctx, path, kind == "snapshot")
+		if err != nil {
+			return nil, err
+		}
+		boots := map[string]string{}
+		for _, node := range r.tc.Nodes() {
+			if b, err := r.tc.BootID(ctx, node); err == nil {
+				boots[node] = b
+			}
+		}
+		return &CopyResult{said: said(fmt.Sprintf("%s: %s (%d bytes, revision %d, kube-system %s: this cluster's)", how, path, f.Size, f.Revision, f.ClusterUID)),
+			Path: path, Kind: kind, Node: d.Source, SHA256: f.SHA256, Size: f.Size, Revision: f.Revision, ClusterUID: f.ClusterUID, Boots: boots}, nil
 	}
-	if info, err := etcd.VerifyDBFile(db); err == nil {
-		return &Plan{Result: &CopyResult{said: said("copied in an earlier run: " + db), Path: db, Kind: "db", Node: d.Source, SHA256: info.SHA256, Size: info.Size}}, nil
+	// A run killed after its copy and before its end record left it there.
+	for _, c := range []struct{ path, kind string }{{snap, "snapshot"}, {db, "db"}} {
+		if _, err := etcd.ReadCopy(c.path, c.kind == "snapshot", r.etcdPrefix()); err == nil {
+			return &Plan{DryRun: "would use the copy an earlier run took: " + c.path, Apply: func(ctx context.Context) (Result, error) {
+				return taken(ctx, c.path, c.kind, "copied in an earlier run")
+			}}, nil
+		}
 	}
 	return &Plan{DryRun: "would copy the data of the member on " + d.Source + " to " + snap + " (or its database file to " + db + ")", Apply: func(ctx context.Context) (Result, error) {
 		w := r.fx.EtcdWriter(nil)
@@ -82,16 +107,15 @@ func (r *run) copyEtcd(ctx context.Context, _ Step, _ *runbooks.EtcdCopyParams) 
 			}
 		}
 		r.progress(d.Source, "streaming an etcd snapshot through the Talos API")
-		info, err := snapshotThroughTalos(ctx, r.tc, d.Source, snap, w)
+		_, err := snapshotThroughTalos(ctx, r.tc, d.Source, snap, w)
 		if err == nil {
-			return &CopyResult{said: said(fmt.Sprintf("snapshot of the member on %s: %s (%d bytes, verified)", d.Source, snap, info.Size)), Path: snap, Kind: "snapshot", Node: d.Source, SHA256: info.SHA256, Size: info.Size}, nil
+			return taken(ctx, snap, "snapshot", "snapshot of the member on "+d.Source)
 		}
 		r.progress(d.Source, "no snapshot ("+shortErr(err)+"): copying its database file "+talos.EtcdDBPath)
-		info, err = copyDBThroughTalos(ctx, r.tc, d.Source, db, w)
-		if err != nil {
+		if _, err = copyDBThroughTalos(ctx, r.tc, d.Source, db, w); err != nil {
 			return nil, err
 		}
-		return &CopyResult{said: said(fmt.Sprintf("database file of the member on %s: %s (%d bytes, verified; its hash check is skipped at bootstrap)", d.Source, db, info.Size)), Path: db, Kind: "db", Node: d.Source, SHA256: info.SHA256, Size: info.Size}, nil
+		return taken(ctx, db, "db", "database file of the member on "+d.Source+" (its hash check is skipped at bootstrap)")
 	}}, nil
 }
 
@@ -108,7 +132,8 @@ func copyDBThroughTalos(ctx context.Context, tc *talos.Client, node, path string
 
 // removeMembers removes the lost members the cluster still lists, through
 // a healthy member's node; never a healthy member, never one whose removal
-// would leave fewer healthy members than a quorum of those that remain.
+// would leave fewer healthy members than a quorum of those that remain. A
+// member the diagnosis found lost that is healthy again is left alone.
 func (r *run) removeMembers(ctx context.Context, _ Step, _ *runbooks.EtcdMemberRemoveParams) (*Plan, error) {
 	d := r.decision()
 	if d == nil || len(d.Lost) == 0 {
@@ -124,12 +149,25 @@ func (r *run) removeMembers(ctx context.Context, _ Step, _ *runbooks.EtcdMemberR
 	if len(healthy) == 0 {
 		return nil, fmt.Errorf("no healthy member answers to remove the lost one through: %s", strings.Join(stateLines(now), "; "))
 	}
-	var targets []diagnose.ListedMember
+	type target struct {
+		lm  diagnose.ListedMember
+		why string
+	}
+	var targets []target
+	var back []string
 	for _, lm := range now.Members {
-		if slices.ContainsFunc(d.Lost, func(l LostMember) bool { return l.MemberID == lm.ID.String() || l.MemberID == "" && l.Node == lm.Host }) &&
-			!slices.ContainsFunc(healthy, func(n diagnose.NodeMember) bool { return n.MemberID == lm.ID }) {
-			targets = append(targets, lm)
+		l, ok := d.lostMember(lm)
+		if !ok {
+			continue
 		}
+		if n, ok := now.NodeOf(lm); ok && n.Healthy() && n.MemberID == lm.ID {
+			back = append(back, fmt.Sprintf("member %s on %s is healthy again", lm.ID, n.Node))
+			continue
+		}
+		targets = append(targets, target{lm, l.Why})
+	}
+	if len(targets) == 0 && len(back) > 0 {
+		return nil, skip("%s: nothing to remove", strings.Join(back, "; "))
 	}
 	if len(targets) == 0 {
 		return nil, skip("no lost member is listed any more: removed already")
@@ -138,30 +176,49 @@ func (r *run) removeMembers(ctx context.Context, _ Step, _ *runbooks.EtcdMemberR
 		return nil, fmt.Errorf("%w: removing %d member(s) would leave %d healthy of %d: not a quorum; recover the quorum instead (runbook etcd-quorum-lost)", ErrConflict, len(targets), len(healthy), remain)
 	}
 	via := healthy[0].Node
+	facts, err := r.nodeFacts(ctx, now, r.tc.Nodes())
+	if err != nil {
+		return nil, err
+	}
 	var view strings.Builder
 	fmt.Fprintf(&view, "Plan: remove %d lost etcd member(s) through the member on %s (%d healthy of %d listed):\n", len(targets), via, len(healthy), len(now.Members))
 	var ids []string
 	for _, t := range targets {
-		fmt.Fprintf(&view, "  member %s (%s, %s): it can only come back as a new member, its node reset\n", t.ID, orDefault(t.Hostname, "no name"), orDefault(t.Host, "no address"))
-		ids = append(ids, t.ID.String())
+		fmt.Fprintf(&view, "  member %s (%s, %s): lost: %s; it can only come back as a new member, its node reset\n", t.lm.ID, orDefault(t.lm.Hostname, "no name"), orDefault(t.lm.Host, "no address"), orDefault(t.why, "the diagnosis says so"))
+		ids = append(ids, t.lm.ID.String())
+		facts = append(facts, r.listedFact(t.lm.ID, via))
+		if t.lm.Gone {
+			facts = append(facts, r.goneFact(orDefault(t.lm.Host, t.lm.Hostname)))
+		}
 	}
 	res := &MembersResult{Via: via}
-	return &Plan{View: Text(view.String()), Change: true, Result: res,
+	return &Plan{View: Text(view.String()), Change: true, Result: res, Facts: facts,
 		Ask:    []Question{{Text: fmt.Sprintf("remove etcd member(s) %s?", strings.Join(ids, ", "))}},
 		DryRun: "would remove member(s) " + strings.Join(ids, ", ") + "; nothing was removed",
 		Undo: irreversible("remove etcd member(s) "+strings.Join(ids, ", "), "their membership (a removed member never comes back with its old data)",
 			"their nodes join again as new members once reset"),
 		Apply: func(ctx context.Context) (Result, error) {
 			for _, t := range targets {
-				if err := r.tc.EtcdRemoveMember(ctx, via, uint64(t.ID)); err != nil {
+				if err := r.tc.EtcdRemoveMember(ctx, via, uint64(t.lm.ID)); err != nil {
 					return res, err
 				}
-				res.Removed = append(res.Removed, t.ID.String())
-				r.progress(via, "removed member "+t.ID.String())
+				res.Removed = append(res.Removed, t.lm.ID.String())
+				r.progress(via, "removed member "+t.lm.ID.String())
 			}
 			res.said = said("removed member(s) " + strings.Join(res.Removed, ", "))
 			return res, nil
 		}}, nil
+}
+
+// lostMember is the decision's lost member that the listed one is: by its
+// ID, or by its node.
+func (d *Decision) lostMember(lm diagnose.ListedMember) (LostMember, bool) {
+	for _, l := range d.Lost {
+		if l.MemberID == lm.ID.String() || l.MemberID == "" && l.Node != "" && (l.Node == lm.Host || l.Node == lm.Hostname) {
+			return l, true
+		}
+	}
+	return LostMember{}, false
 }
 
 // MembersResult is what a member step did.
@@ -194,20 +251,27 @@ func bumpedCopy(c *CopyResult, path string, w etcd.Writer) (*etcd.BumpInfo, erro
 
 // resetNodes resets the EPHEMERAL partition of the lost members' nodes (or
 // of every control plane), one at a time, each back and its etcd waiting
-// before the next. Never before a verified copy of the data is on disk.
+// before the next. Never before a verified copy of the data is on disk,
+// that copy read again (its size, sha256 and owner) before any reset.
 func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParams) (*Plan, error) {
 	d := r.decision()
-	copyPath, ok := r.verifiedCopy()
+	held, ok := r.incidentCopy()
+	copyPath := held.Path
 	switch {
 	case !ok && r.fx.DryRun():
 		copyPath = "the copy a real run takes in the step before" // a dry run plans the reset as a real run would
 	case !ok:
 		return nil, fmt.Errorf("%w: no verified copy of etcd's data is on disk in this incident: a reset would risk the only one", ErrConflict)
 	}
+	if ok {
+		if err := r.copyStillSo(held); err != nil {
+			return nil, r.copyGone(err)
+		}
+	}
 	// The nodes an earlier run of this incident asked to reset are waited
 	// back first: such a node may still answer, in the boot it ran, for
 	// seconds after it took the request, and must not be asked again.
-	back, err := r.backFromEarlierResets(ctx, p.Timeout.Std())
+	back, err := r.backFromEarlierResets(ctx, s, p.Timeout.Std())
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +291,17 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.Nodes == runbooks.ResetAll {
+		// Without quorum no lock keeps another operator out: every node
+		// must be where this incident left it, and etcd still without its
+		// quorum, or another run acted.
+		if err := r.whereLeft(ctx, s); err != nil {
+			return nil, err
+		}
+		if healthy := healthyCount(now); healthy > len(now.Nodes)/2 {
+			return nil, &MovedError{Step: s.Name, Fact: "etcd without its quorum (the diagnosis)", Now: fmt.Errorf("%d of %d members are healthy now: etcd has its quorum again (another operator recovered it, or its members came back)", healthy, len(now.Nodes)), hints: r.movedHints()}
+		}
 	}
 	var targets []string
 	for _, node := range r.tc.Nodes() {
@@ -249,7 +324,28 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 		return &Plan{Result: res}, nil
 	}
 	if len(targets) == 0 {
-		return nil, skip("no node left to reset: each is reset already or healthy")
+		return nil, skip("%s", r.nothingToReset(d))
+	}
+	// The facts: every node where the plan saw it (a reset of every
+	// control plane) or the lost members' nodes, the copy, and the etcd
+	// cluster the incident is bound to.
+	factNodes := targets
+	if p.Nodes == runbooks.ResetAll {
+		factNodes = r.tc.Nodes()
+	}
+	facts, err := r.nodeFacts(ctx, now, factNodes)
+	if err != nil {
+		return nil, err
+	}
+	perNode := map[string]Fact{}
+	for i, node := range factNodes {
+		perNode[node] = facts[i]
+	}
+	if ok {
+		facts = append(facts, r.copyFact(held))
+	}
+	if id := r.incidentEtcdCluster(); id != "" {
+		facts = append(facts, r.clusterFact(id))
 	}
 	// Without quorum every member is reset anyway: all at once, as Talos's
 	// guide does. A lost member's node is reset alone, each back before the next.
@@ -273,15 +369,21 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 		lost = "nothing of etcd's data: the healthy members hold it"
 	}
 	fmt.Fprintf(&view, "  lost: %s\n", lost)
-	return &Plan{View: Text(view.String()), Change: true, Result: res, Ask: ask,
+	return &Plan{View: Text(view.String()), Change: true, Result: res, Ask: ask, Facts: facts,
 		DryRun: "would reset " + strings.Join(targets, ", ") + "; nothing was reset",
 		Undo:   irreversible("reset EPHEMERAL of "+strings.Join(targets, ", "), "their EPHEMERAL partitions", "the verified copy "+copyPath),
 		Apply: func(ctx context.Context) (Result, error) {
-			if err := r.resetStillNeeded(ctx, p, targets); err != nil {
-				return res, err
-			}
 			boots := map[string]string{}
 			for i, node := range targets {
+				if i > 0 && !together {
+					// Minutes after the loop read them: this node's facts again.
+					if err := r.stillSo(ctx, s, []Fact{perNode[node]}); err != nil {
+						return res, nodesDone(ctx, targets, i, err)
+					}
+				}
+				if ctx.Err() != nil {
+					return res, nodesDone(ctx, targets, i, ctx.Err())
+				}
 				boot, err := r.tc.BootID(ctx, node)
 				if err == nil {
 					err = r.noteReset(s, resetAsked{Node: node, Boot: boot})
@@ -292,7 +394,7 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 				boots[node] = boot
 				r.progress(node, "resetting EPHEMERAL and rebooting")
 				if err := r.tc.ResetEphemeral(ctx, node); err != nil {
-					return res, nodesDone(ctx, targets, i, err)
+					return res, nodesAsked(ctx, targets, i, err)
 				}
 				if err := r.noteReset(s, resetAsked{Node: node, Boot: boot, Taken: true}); err != nil {
 					return res, nodesDone(ctx, targets, i+1, err)
@@ -302,13 +404,13 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 				if together {
 					continue
 				}
-				if err := r.backFromReset(ctx, node, boots[node], p.Timeout.Std()); err != nil {
+				if err := r.backFromReset(ctx, s, node, boots[node], p.Timeout.Std()); err != nil {
 					return res, nodesDone(ctx, targets, i+1, err)
 				}
 			}
 			if together {
 				for _, node := range targets {
-					if err := r.backFromReset(ctx, node, boots[node], p.Timeout.Std()); err != nil {
+					if err := r.backFromReset(ctx, s, node, boots[node], p.Timeout.Std()); err != nil {
 						return res, nodesDone(ctx, targets, len(targets), err)
 					}
 				}
@@ -318,33 +420,41 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 		}}, nil
 }
 
-// resetStillNeeded reads the members again once the reset is confirmed,
-// which may be minutes after its plan: without quorum no cluster lock keeps
-// a second operator out, and one may have recovered etcd meanwhile (on the
-// lab, a stale confirmation then wiped a recovered cluster). The reset goes
-// on only while the plan's premise holds.
-func (r *run) resetStillNeeded(ctx context.Context, p *runbooks.EtcdResetParams, targets []string) error {
-	now := r.members(ctx)
-	if ctx.Err() != nil {
-		return context.Cause(ctx) // interrupted: nothing read says anything
-	}
-	healthy := 0
-	for _, n := range now.Nodes {
-		if n.Healthy() {
-			healthy++
+// nothingToReset says why no node is left to reset: each is reset already
+// or healthy, or the lost member's node is gone for good.
+func (r *run) nothingToReset(d *Decision) string {
+	var gone []string
+	if d != nil {
+		for _, l := range d.Lost {
+			if l.Gone {
+				gone = append(gone, orDefault(l.Node, l.MemberID))
+			}
 		}
 	}
-	// Only members seen healthy count: a node that does not answer is no
-	// evidence that the quorum is back.
-	if p.Nodes == runbooks.ResetAll && healthy > len(now.Nodes)/2 {
-		return fmt.Errorf("%w: etcd has its quorum again since the plan was shown (another operator recovered it, or its members came back): nothing was reset; see what stands now: breakglass diagnose", ErrConflict)
+	if len(gone) > 0 {
+		return "the lost member's node " + strings.Join(gone, ", ") + " is gone for good: nothing to reset there (a new control plane joins by itself)"
 	}
-	for _, node := range targets {
-		if n, ok := now.Node(node); ok && p.Nodes == runbooks.ResetLost && n.Healthy() {
-			return fmt.Errorf("%w: the member on %s is healthy again since the plan was shown: nothing was reset; see what stands now: breakglass diagnose", ErrConflict, node)
+	return "no node left to reset: each is reset already or healthy"
+}
+
+func healthyCount(m *diagnose.MembersEvidence) int {
+	n := 0
+	for _, nm := range m.Nodes {
+		if nm.Healthy() {
+			n++
 		}
 	}
-	return nil
+	return n
+}
+
+// copyGone is the error of a step that cannot use the incident's copy: it
+// changed since it was taken, or is not this cluster's. What to do depends
+// on whether the nodes still hold the data.
+func (r *run) copyGone(err error) error {
+	if slices.ContainsFunc(r.appliedChanges(), func(e Entry) bool { return e.Action == string(runbooks.ActionEtcdReset) }) {
+		return failure.Hinted(err, "the control planes were reset by this incident: their etcd data is gone; bootstrap from another copy of this cluster by hand: talosctl -n NODE bootstrap --recover-from FILE")
+	}
+	return failure.Hinted(err, "nothing was reset: the members still hold the data; take the copy again from a new incident: breakglass journal close "+r.journal.ID+", then "+r.target.NodesCmd("recover"))
 }
 
 // resetAsked is journaled (a note) before and after each node's Reset: the
@@ -400,7 +510,7 @@ const resetTakesHold = time.Minute
 // reset is back from it, and names them. A node still in the same boot a
 // minute after a run stopped between the question and its answer never got
 // the request: it is left to be planned again.
-func (r *run) backFromEarlierResets(ctx context.Context, timeout time.Duration) ([]string, error) {
+func (r *run) backFromEarlierResets(ctx context.Context, s Step, timeout time.Duration) ([]string, error) {
 	var back []string
 	for _, a := range r.earlierResets() {
 		if !slices.Contains(r.tc.Nodes(), a.Node) {
@@ -420,7 +530,7 @@ func (r *run) backFromEarlierResets(ctx context.Context, timeout time.Duration) 
 				return nil, err
 			}
 		}
-		if err := r.backFromReset(ctx, a.Node, a.Boot, timeout); err != nil {
+		if err := r.backFromReset(ctx, s, a.Node, a.Boot, timeout); err != nil {
 			return nil, err
 		}
 		back = append(back, a.Node)
@@ -459,20 +569,6 @@ func (r *run) membersAnswering(ctx context.Context, timeout time.Duration) (*dia
 	return now, nil
 }
 
-// verifiedCopy is the verified copy of etcd's data this incident holds: the
-// copy step's, or the snapshot step's.
-func (r *run) verifiedCopy() (string, bool) {
-	if c, ok := earlier[*CopyResult](r, runbooks.ActionEtcdCopy); ok && fileExists(c.Path) {
-		return c.Path, true
-	}
-	if s, ok := earlier[*SnapshotResult](r, runbooks.ActionEtcdSnapshot); ok && fileExists(s.Path) {
-		if _, err := etcd.VerifySnapshotFile(s.Path); err == nil {
-			return s.Path, true
-		}
-	}
-	return "", false
-}
-
 // nodesDone is err, or when the run was interrupted, which of the nodes the
 // change was applied to (the first done) and which not.
 func nodesDone(ctx context.Context, nodes []string, done int, err error) error {
@@ -482,12 +578,23 @@ func nodesDone(ctx context.Context, nodes []string, done int, err error) error {
 	return &NodesInterrupted{Cause: context.Cause(ctx), Applied: nodes[:done], NotApplied: nodes[done:]}
 }
 
+// nodesAsked is nodesDone for an interruption while node i was asked: it
+// may have taken the change.
+func nodesAsked(ctx context.Context, nodes []string, i int, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return &NodesInterrupted{Cause: context.Cause(ctx), Applied: nodes[:i], Asked: nodes[i : i+1], NotApplied: nodes[i+1:]}
+}
+
 // backFromReset waits until the node answers again in a new boot (its
 // boot ID is not boot's) and machined runs its etcd service again (waiting
-// to join or to be bootstrapped). Until it reboots, a node reset answers
-// with its etcd as it was: that is not back.
-func (r *run) backFromReset(ctx context.Context, node, boot string, timeout time.Duration) error {
-	return r.poll(ctx, node, timeout, "come back from its reset", func(ctx context.Context) (string, bool) {
+// to join or to be bootstrapped), and journals the boot it came back in:
+// where this incident left it. Until it reboots, a node reset answers with
+// its etcd as it was: that is not back.
+func (r *run) backFromReset(ctx context.Context, s Step, node, boot string, timeout time.Duration) error {
+	var now string
+	err := r.poll(ctx, node, timeout, "come back from its reset", func(ctx context.Context) (string, bool) {
 		id, err := r.tc.BootID(ctx, node)
 		switch {
 		case err != nil:
@@ -499,8 +606,13 @@ func (r *run) backFromReset(ctx context.Context, node, boot string, timeout time
 		if err != nil {
 			return "rebooting (" + shortErr(err) + ")", false
 		}
+		now = id
 		return "etcd " + svc.State + ": " + svc.Message, svc.State != "" && svc.State != "Finished"
 	})
+	if err == nil {
+		r.noteBack(s, node, now)
+	}
+	return err
 }
 
 // poll asks check every half second until it says done, saying each new
@@ -532,11 +644,15 @@ func (r *run) poll(ctx context.Context, node string, timeout time.Duration, what
 
 // bootstrapEtcd bootstraps etcd on one node from the incident's copy once
 // every control plane's etcd waits for it; the others join.
-func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstrapParams) (*Plan, error) {
+func (r *run) bootstrapEtcd(ctx context.Context, s Step, p *runbooks.EtcdBootstrapParams) (*Plan, error) {
 	now := r.members(ctx)
 	for _, n := range now.Nodes {
-		if n.Healthy() {
+		switch {
+		case n.Healthy() && r.bootstrapBegun():
 			return nil, skip("etcd runs on %s already (member %s): bootstrapped", n.Node, n.MemberID)
+		case n.Healthy():
+			return nil, &MovedError{Step: s.Name, Fact: "every control plane's etcd reset by this incident, waiting for a bootstrap",
+				Now: fmt.Errorf("etcd runs on %s (member %s), and this incident did not bootstrap it: another run did", n.Node, n.MemberID), hints: r.movedHints()}
 		}
 	}
 	c, ok := earlier[*CopyResult](r, runbooks.ActionEtcdCopy)
@@ -545,6 +661,23 @@ func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstr
 		c = &CopyResult{Path: "the copy a real run takes"} // planned as a real run would
 	case !ok:
 		return nil, fmt.Errorf("no copy of etcd's data in this incident to bootstrap from")
+	}
+	var facts []Fact
+	if ok {
+		held, _ := r.incidentCopy()
+		if err := r.copyStillSo(held); err != nil {
+			return nil, r.copyGone(err)
+		}
+		// Every node where this incident left it (back from its reset), or
+		// another run acted: without quorum, no lock kept it out.
+		if err := r.whereLeft(ctx, s); err != nil {
+			return nil, err
+		}
+		nodes, err := r.nodeFacts(ctx, now, r.tc.Nodes())
+		if err != nil {
+			return nil, err
+		}
+		facts = append(nodes, r.copyFact(held))
 	}
 	node := r.tc.Nodes()[0]
 	if d := r.decision(); d != nil && slices.Contains(r.tc.Nodes(), d.Source) {
@@ -558,7 +691,7 @@ func (r *run) bootstrapEtcd(ctx context.Context, _ Step, p *runbooks.EtcdBootstr
 	view := fmt.Sprintf("Plan: bootstrap etcd on %s from %s; the other control planes join it. Every revision after the copy's is lost.\n", node, from)
 	view += fmt.Sprintf("  uploaded: %s, the copy with its revision moved %d past its own and marked compacted (etcdutl snapshot restore --bump-revision --mark-compacted, which Talos's restore does not do): a client that watched before the loss is told its revision is gone (410) and lists again, instead of waiting in silence for a revision etcd has not reached; that file is a database, without a snapshot's hash trailer, so the bootstrap skips the hash check (--recover-skip-hash-check; the copy's own was checked when it was taken)\n", upload, etcd.RevisionBump)
 	res := &MembersResult{Node: node}
-	return &Plan{View: Text(view), Change: true, Result: res,
+	return &Plan{View: Text(view), Change: true, Result: res, Facts: facts,
 		Ask:    []Question{{Text: fmt.Sprintf("bootstrap etcd on %s from the copy?", node)}},
 		DryRun: "would bootstrap etcd on " + node + " from " + c.Path + ", its revision bumped",
 		Undo:   irreversible("bootstrap etcd from "+c.Path, "every revision written after the copy", "the copy "+c.Path),

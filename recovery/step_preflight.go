@@ -2,9 +2,11 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -34,6 +36,10 @@ func (r *run) preflight(ctx context.Context, _ Step, _ *runbooks.PreflightParams
 	plan := &Plan{Result: res}
 	for _, node := range r.tc.Nodes() {
 		v, err := r.tc.Version(ctx, node)
+		if errors.Is(err, talos.ErrUnreachable) && len(r.tc.Nodes()) > 1 {
+			others := Target{Context: r.target.Context, Nodes: without(r.tc.Nodes(), []string{node})}
+			err = failure.Hinted(err, fmt.Sprintf("if %s is gone for good (replaced without talosctl etcd leave), leave it out and say so: %s --nodes-gone %s", node, others.NodesCmd("recover"), node))
+		}
 		if err != nil {
 			return nil, err
 		}

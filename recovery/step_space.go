@@ -108,6 +108,13 @@ func (r *run) compact(ctx context.Context, _ Step, _ *runbooks.EtcdCompactParams
 	}
 	plan := &Plan{View: Text(view), Change: true, Ask: []Question{{Text: fmt.Sprintf("compact etcd to revision %d?", rev)}},
 		Undo: irreversible(fmt.Sprintf("compact etcd to revision %d", rev), "the history before revision "+fmt.Sprint(rev), snap)}
+	// What stands instead, and the etcd it is of.
+	if held, ok := r.incidentCopy(); ok {
+		plan.Facts = append(plan.Facts, r.copyFact(held))
+	}
+	if id := r.incidentEtcdCluster(); id != "" {
+		plan.Facts = append(plan.Facts, r.clusterFact(id))
+	}
 	if r.fx.DryRun() {
 		// The dry-run writer reads at the revision instead of compacting:
 		// etcd says whether it could.

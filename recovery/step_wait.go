@@ -84,7 +84,7 @@ func (r *run) persistingDeadlock(ctx context.Context, plugins []string) error {
 	if err != nil {
 		ec = nil
 	}
-	report, err := diagnose.Run(ctx, r.tc, ec, diagnose.Options{Tail: 200, EtcdError: err})
+	report, err := diagnose.Run(ctx, r.tc, ec, diagnose.Options{Tail: 200, EtcdError: err, LostAfter: -1})
 	if err != nil || !report.AdmissionEvidence() {
 		return nil
 	}

@@ -55,31 +55,32 @@ func init() {
 	})
 }
 
-// decideMemberLost names the lost members, each with its node, and the
-// node whose member is the most advanced.
+// decideMemberLost names the lost members, each with its node and what
+// says it is lost, and the node whose member is the most advanced.
 func decideMemberLost(d *Decision, report *diagnose.Report, _ RecoverOptions) error {
 	m := report.Evidence.Members
 	lost, unanswered := m.Lost()
 	for _, n := range lost {
 		id := ""
-		if n.MemberID != 0 {
+		if lm, ok := m.MemberOf(n); ok {
+			id = lm.ID.String() // the member the cluster lists for the node; its own may have been removed
+		} else if n.MemberID != 0 {
 			id = n.MemberID.String()
 		}
-		for _, lm := range m.Members {
-			if lm.Host == n.Node && lm.ID != n.MemberID {
-				id = lm.ID.String() // the member the cluster lists for the node; its own was removed
-			}
-		}
-		d.Lost = append(d.Lost, LostMember{Node: n.Node, MemberID: id})
+		d.Lost = append(d.Lost, LostMember{Node: n.Node, MemberID: id, Why: n.Lost})
 	}
 	for _, lm := range unanswered {
-		d.Lost = append(d.Lost, LostMember{Node: lm.Host, MemberID: lm.ID.String()})
+		l := LostMember{Node: lm.Host, MemberID: lm.ID.String(), Why: "no node given answers for it (its host says: " + orDefault(lm.HostSays, "nothing") + ")"}
+		if lm.Gone {
+			l.Why, l.Gone = "its node is gone for good (--nodes-gone) and does not answer", true
+		}
+		d.Lost = append(d.Lost, l)
 	}
 	if best, ok := m.MostAdvanced(); ok {
 		d.Source = best.Node
 	}
 	for _, l := range d.Lost {
-		d.Reasons = append(d.Reasons, fmt.Sprintf("member %s on %s is lost", orDefault(l.MemberID, "(unknown)"), orDefault(l.Node, "a node not given")))
+		d.Reasons = append(d.Reasons, fmt.Sprintf("member %s on %s is lost: %s", orDefault(l.MemberID, "(unknown)"), orDefault(l.Node, "a node not given"), l.Why))
 	}
 	d.Reasons = append(d.Reasons, m.Behind())
 	return nil

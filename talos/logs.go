@@ -14,6 +14,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 )
 
 // criPrefix is the CRI log line header ("TIMESTAMP STREAM TAG "); the
@@ -120,4 +121,30 @@ func (c *Client) RunningAPIServerContainer(ctx context.Context, node, nodeName s
 		return all[0], nil
 	}
 	return "", nil
+}
+
+// EtcdLog returns the last tail lines of the node's etcd member's own log,
+// as `talosctl logs etcd` shows them (machined's system containers). A
+// member that fails at every start says why there ("couldn't find local
+// name", "member ... has already been removed").
+func (c *Client) EtcdLog(ctx context.Context, node string, tail int) ([]string, error) {
+	stream, err := c.api.Logs(client.WithNode(ctx, node), constants.SystemContainerdNamespace, common.ContainerDriver_CONTAINERD, "etcd", false, int32(tail))
+	if err != nil {
+		return nil, c.nodeError(ctx, node, "read etcd's log", err)
+	}
+	r, err := client.ReadStream(stream)
+	if err != nil {
+		return nil, c.nodeError(ctx, node, "read etcd's log", err)
+	}
+	defer r.Close()
+	var lines []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return lines, c.nodeError(ctx, node, "read etcd's log", err)
+	}
+	return lines, nil
 }

@@ -29,7 +29,7 @@ func diagnoseCommand(s streams) *cli.Command {
 	flags := []cli.Flag{
 		&cli.IntFlag{Name: "tail", Value: 200, Usage: "kube-apiserver log lines to read per node"},
 		&cli.BoolFlag{Name: "no-etcd", Usage: "do not read etcd (the webhook is then named, its configuration is not)"},
-		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up reading after this long"},
+		&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up reading after this long (an etcd member down is watched up to a minute before it counts as lost)"},
 	}
 	return &cli.Command{
 		Name:  "diagnose",
@@ -65,7 +65,7 @@ func diagnoseCommand(s streams) *cli.Command {
 			}
 			defer tc.Close()
 
-			opts := diagnose.Options{Tail: c.Int("tail"), Health: recovery.ReadyzForDiagnose(tc)}
+			opts := diagnose.Options{Tail: c.Int("tail"), Health: recovery.ReadyzForDiagnose(tc), Progress: progressPrinter(s.Err)}
 			var ec *etcd.Client
 			if c.Bool("no-etcd") {
 				if c.IsSet("etcd-endpoints") {

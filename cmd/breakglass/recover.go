@@ -27,6 +27,7 @@ func init() {
 		declare(verb, commandSpec{args: takes(0, 1, verb+" takes at most one incident ID", listThem), state: stateWrite, journaled: true, talos: talosAlways})
 	}
 	declare("journal list", commandSpec{args: takes(0, 0, "journal list takes no arguments", "show one with: breakglass journal show ID"), state: stateRead})
+	declare("journal close", commandSpec{args: takes(0, 1, "journal close takes at most one incident ID", listThem), state: stateWrite})
 	for _, sub := range []string{"show", "timeline"} {
 		declare("journal "+sub, commandSpec{args: takes(0, 1, "journal "+sub+" takes at most one incident ID", listThem), state: stateRead})
 	}
@@ -68,6 +69,7 @@ func recoverFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "plugins", Usage: "admission plugins to disable (default: those the diagnosis names, at least the runbook's)"},
 		&cli.DurationFlag{Name: "revert-after", Usage: "disable in Talos try mode: the nodes revert by themselves after this long"},
 		&cli.BoolFlag{Name: "keep-disabled", Usage: "stop before putting the plugins back (restore later with: breakglass admission restore)"},
+		&cli.StringSliceFlag{Name: "nodes-gone", Usage: "control planes gone for good (replaced without talosctl etcd leave), left out of -n: checked not to answer; their etcd members are removed"},
 		allowPendingFlag(),
 	)
 }
@@ -86,7 +88,8 @@ func runRecover(c *cli.Context, s streams) error {
 	opts := recovery.RecoverOptions{Runbook: name, Steps: steps, KeepDisabled: c.Bool("keep-disabled"),
 		PluginsExplicit: c.IsSet("plugins"), RunbookExplicit: c.IsSet("runbook"),
 		Delete: flaglist.Split(c.StringSlice("delete")...), DeleteKind: c.String("kind"),
-		AllowPendingChange: c.Bool("allow-pending-change"), Etcd: etcdOptions(c), ToolVersion: version, Command: "recover"}
+		AllowPendingChange: c.Bool("allow-pending-change"), Etcd: etcdOptions(c), ToolVersion: version, Command: "recover",
+		NodesGone: unique(flaglist.Split(c.StringSlice("nodes-gone")...))}
 	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 		opts.CommandLine = typedCommand(c, tc)
 		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, opts)
@@ -248,6 +251,44 @@ func journalCommand(s streams) *cli.Command {
 					}
 					return err
 				},
+			},
+			{
+				Name:      "close",
+				Usage:     "end an incident that will not be resumed (another run recovered the cluster, or a new incident takes over)",
+				ArgsUsage: "[INCIDENT-ID]",
+				Description: "Ends the incident's journal with a record of who closed it and why; resume refuses it from then on.\n" +
+					"Nothing on the cluster changes, and what the incident changed stays (its journal says what). For an\n" +
+					"incident another operator's run superseded (breakglass diagnose shows the cluster recovered), or one\n" +
+					"whose plan the world moved under: close it, then start afresh with breakglass recover. Asks first\n" +
+					"(--yes answers); --dry-run says what it would do. Refused for an incident that ended, or that a\n" +
+					"breakglass process runs now.\n\n" + exitCodeHelp(),
+				Flags: []cli.Flag{&cli.StringFlag{Name: "why", Value: "superseded", Usage: "why it is closed, for the journal"}},
+				Action: withGlobals(func(c *cli.Context, g globalOptions) error {
+					st := recovery.State{Dir: g.StateDir}
+					closing, err := st.PlanClose(c.Args().First(), c.String("why"))
+					if err != nil {
+						return err
+					}
+					fmt.Fprint(s.Err, closing.Plan())
+					if !g.DryRun {
+						q := recovery.Question{Text: "close incident " + closing.Incident + "?"}
+						if err := newConfirmer(s, g.Yes).Confirm(c.Context, q); err != nil {
+							return err
+						}
+						if err := st.Close(closing); err != nil {
+							return err
+						}
+					}
+					if g.json() {
+						return writeJSON(s.Out, closing)
+					}
+					if closing.Closed {
+						fmt.Fprintf(s.Out, "incident %s closed (%s)\n", closing.Incident, termsafe.String(closing.Why))
+					} else {
+						fmt.Fprintln(s.Out, "Dry run: nothing was closed.")
+					}
+					return nil
+				}),
 			},
 			{
 				Name:      "timeline",

@@ -54,6 +54,15 @@ type Options struct {
 	// MaxLines is how many distinct evidence lines a finding shows;
 	// default 3.
 	MaxLines int
+	// LostAfter is how long an etcd member down with nothing that says it
+	// is lost is watched before it counts as lost; 0: diagnose.LostAfter;
+	// below 0: not watched (it is only down).
+	LostAfter time.Duration
+	// Gone are the nodes the operator said are gone for good: their listed
+	// members are lost with them.
+	Gone []string
+	// Progress says what the diagnosis waits for (a member it watches); nil: nothing.
+	Progress func(node, msg string)
 }
 
 func (o Options) withDefaults() Options {
@@ -62,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxLines <= 0 {
 		o.MaxLines = 3
+	}
+	if o.LostAfter == 0 {
+		o.LostAfter = LostAfter
 	}
 	return o
 }
@@ -226,9 +238,16 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		ev.Members = GatherMembers(ctx, nodes, room)
+		reads := MemberReads{Gone: opts.Gone}
+		ev.Members = GatherMembers(ctx, nodes, room, reads)
 		if ev.Members.QuorumLost() {
 			noQuorum(errNoQuorum)
+		}
+		if opts.LostAfter > 0 && ev.Members != nil {
+			ev.Members = Watch(ctx, nodes, room, ev.Members, reads, opts.LostAfter, opts.Progress)
+			if ev.Members.QuorumLost() {
+				noQuorum(errNoQuorum)
+			}
 		}
 	}()
 	if objs != nil {

@@ -9,6 +9,8 @@ package diagnose
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/termsafe"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -31,6 +34,8 @@ type EtcdMemberNodes interface {
 	EtcdNodes
 	EtcdMembers(ctx context.Context, node string) ([]talos.EtcdMember, error)
 	EtcdService(ctx context.Context, node string) (talos.EtcdService, error)
+	EtcdLog(ctx context.Context, node string, tail int) ([]string, error)
+	NodeName(ctx context.Context, node string) (string, error)
 }
 
 // MembersEvidence is each control plane's etcd member as its node tells it,
@@ -43,7 +48,11 @@ type MembersEvidence struct {
 
 // NodeMember is one control plane's etcd: its service and its member.
 type NodeMember struct {
-	Node           string   `json:"node"`
+	Node string `json:"node"`
+	// Hostname is the node's name as it reads it (Nodename): etcd names a
+	// member after it, so a node given by address or by name is matched to
+	// its member either way.
+	Hostname       string   `json:"hostname,omitempty"`
 	Service        string   `json:"service,omitempty"` // machined's state of the etcd service
 	ServiceHealthy bool     `json:"serviceHealthy"`
 	ServiceMessage string   `json:"serviceMessage,omitempty"`
@@ -55,6 +64,12 @@ type NodeMember struct {
 	Revision       int64    `json:"revision,omitempty"` // read from etcd itself when it could be
 	Alarms         []string `json:"alarms,omitempty"`   // its errors (CORRUPT, NOSPACE)
 	Errors         []string `json:"errors,omitempty"`   // what could not be read
+	// Lost says why its member will not come back by itself: its status or
+	// its log says its data is gone or damaged, or that it was removed, or
+	// it did not run healthy at any read over LostAfter. "": nothing says
+	// so, and a member down without it is only down (machined restarts
+	// etcd every 5 s; a node reboots).
+	Lost string `json:"lost,omitempty"`
 }
 
 // ListedMember is a member of the cluster and who lists it.
@@ -68,6 +83,9 @@ type ListedMember struct {
 	// API, asked when no node read is that host (-n naming some control
 	// planes only): healthy, not healthy, or unreachable.
 	HostSays string `json:"hostSays,omitempty"`
+	// Gone: its node is one the operator said is gone for good
+	// (--nodes-gone), and it does not answer: the member is lost with it.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // What a member's own host says of it.
@@ -139,10 +157,22 @@ func (n NodeMember) state() string {
 // answers in milliseconds, one whose etcd does not run never does.
 const memberReadTimeout = 5 * time.Second
 
+// MemberReads say what else GatherMembers is told: the nodes the operator
+// said are gone for good (--nodes-gone). Their listed members are lost with
+// them; the engine checked that they do not answer.
+type MemberReads struct {
+	Gone []string
+}
+
+// logTail is how many lines of a member's own log are read when it does
+// not run healthy: its last start's words are among them.
+const logTail = 60
+
 // GatherMembers reads every control plane's etcd service, member status and
 // member list through the Talos API, and each member's revision from etcd
-// itself when it can.
-func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvidence {
+// itself when it can. A member that does not run healthy has its own log
+// read for what says it will not come back by itself (NodeMember.Lost).
+func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom, reads MemberReads) *MembersEvidence {
 	en, ok := nodes.(EtcdMemberNodes)
 	if !ok {
 		return nil
@@ -150,38 +180,33 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 	type read struct {
 		nm      NodeMember
 		members []talos.EtcdMember
+		log     []string
 	}
-	reads, _ := talos.EachNode(nodes.Nodes(), func(node string) (read, error) {
+	reads_, _ := talos.EachNode(nodes.Nodes(), func(node string) (read, error) {
 		// A node whose etcd does not run may not answer at all: each
 		// node's reads have a deadline, and its error says so.
 		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
 		defer cancel()
-		r := read{nm: NodeMember{Node: node}}
-		if svc, err := en.EtcdService(ctx, node); err == nil {
-			r.nm.Service, r.nm.ServiceHealthy, r.nm.ServiceMessage = svc.State, svc.Healthy, svc.Message
-		} else {
-			r.nm.Errors = append(r.nm.Errors, "etcd service: "+firstLine(err))
-		}
-		if r.nm.Service != "" && r.nm.Service != "Running" {
-			// machined runs no member there: nothing to ask it.
+		r := read{nm: readMember(ctx, en, node)}
+		if r.nm.unknown() {
 			return r, nil
 		}
-		if st, err := en.EtcdStatus(ctx, node); err == nil {
-			r.nm.MemberID, r.nm.Leader, r.nm.Learner = etcd.ID(st.MemberID), etcd.ID(st.Leader), st.IsLearner
-			r.nm.RaftIndex, r.nm.RaftTerm, r.nm.Alarms = st.RaftIndex, st.RaftTerm, st.Errors
-		} else {
-			r.nm.Errors = append(r.nm.Errors, "etcd status: "+firstLine(err))
+		r.nm.Hostname, _ = en.NodeName(ctx, node)
+		if r.nm.Service == "" || r.nm.Service == "Running" {
+			if ms, err := en.EtcdMembers(ctx, node); err == nil {
+				r.members = ms
+			} else {
+				r.nm.Errors = append(r.nm.Errors, "etcd members: "+firstLine(err))
+			}
 		}
-		if ms, err := en.EtcdMembers(ctx, node); err == nil {
-			r.members = ms
-		} else {
-			r.nm.Errors = append(r.nm.Errors, "etcd members: "+firstLine(err))
+		if !r.nm.healthy() {
+			r.log, _ = en.EtcdLog(ctx, node, logTail)
 		}
 		return r, nil
 	})
 	ev := &MembersEvidence{}
 	byID := map[etcd.ID]*ListedMember{}
-	for _, r := range reads {
+	for _, r := range reads_ {
 		ev.Nodes = append(ev.Nodes, r.nm)
 		for _, m := range r.members {
 			lm := byID[etcd.ID(m.ID)]
@@ -199,6 +224,14 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 		ev.Members = membersSerializable(ctx, room)
 	}
 	sort.Slice(ev.Members, func(i, j int) bool { return ev.Members[i].ID < ev.Members[j].ID })
+	for i := range ev.Members {
+		lm := &ev.Members[i]
+		lm.Gone = slices.ContainsFunc(reads.Gone, func(g string) bool { return g == lm.Host || g == lm.Hostname }) &&
+			!slices.ContainsFunc(ev.Nodes, func(n NodeMember) bool { return n.matches(*lm) })
+	}
+	for i, r := range reads_ {
+		ev.Nodes[i].Lost = ev.lostBecause(ev.Nodes[i], r.log)
+	}
 	askHosts(ctx, en, ev)
 	if room != nil {
 		ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
@@ -214,6 +247,95 @@ func GatherMembers(ctx context.Context, nodes Nodes, room EtcdRoom) *MembersEvid
 		}
 	}
 	return ev
+}
+
+// readMember reads the node's etcd service, and its member's status while
+// machined runs it.
+func readMember(ctx context.Context, en EtcdMemberNodes, node string) NodeMember {
+	nm := NodeMember{Node: node}
+	if svc, err := en.EtcdService(ctx, node); err == nil {
+		nm.Service, nm.ServiceHealthy, nm.ServiceMessage = svc.State, svc.Healthy, svc.Message
+	} else {
+		nm.Errors = append(nm.Errors, "etcd service: "+firstLine(err))
+	}
+	if nm.Service != "" && nm.Service != "Running" {
+		// machined runs no member there: nothing to ask it.
+		return nm
+	}
+	if st, err := en.EtcdStatus(ctx, node); err == nil {
+		nm.MemberID, nm.Leader, nm.Learner = etcd.ID(st.MemberID), etcd.ID(st.Leader), st.IsLearner
+		nm.RaftIndex, nm.RaftTerm, nm.Alarms = st.RaftIndex, st.RaftTerm, st.Errors
+	} else {
+		nm.Errors = append(nm.Errors, "etcd status: "+firstLine(err))
+	}
+	return nm
+}
+
+// MemberOn reads one node's etcd service and member status now (not the
+// member list, which waits for a leader): what the engine reads again of a
+// node just before it acts.
+func MemberOn(ctx context.Context, nodes Nodes, node string) (NodeMember, error) {
+	en, ok := nodes.(EtcdMemberNodes)
+	if !ok {
+		return NodeMember{}, fmt.Errorf("cannot read etcd members through %T", nodes)
+	}
+	ctx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+	defer cancel()
+	nm := readMember(ctx, en, node)
+	if nm.unknown() {
+		return nm, errors.New(strings.Join(nm.Errors, "; "))
+	}
+	return nm, nil
+}
+
+// What a member's own log says when it will not come back by itself, in
+// etcd's words (the message, or the error, of its last start).
+var lossSigns = []struct{ sign, says string }{
+	{"couldn't find local name", "its data directory is empty: it starts afresh and finds no cluster to join"},
+	{"has already been removed", "it was removed from the cluster"},
+	{"permanently removed from the cluster", "it was removed from the cluster"},
+	{"member count is unequal", "it was removed from the cluster"},
+	{"failed to find database snapshot file", "its data is damaged"},
+	{"crc mismatch", "its write-ahead log is damaged"},
+	{"invalid database", "its database is damaged"},
+	{"failed to recover v3 backend", "its database is damaged"},
+}
+
+// lostBecause says why the node's member will not come back by itself, ""
+// when nothing read says so: its status (removed while it runs, CORRUPT),
+// or its own log.
+func (m *MembersEvidence) lostBecause(n NodeMember, log []string) string {
+	switch {
+	case n.healthy() && m.listed(n.MemberID) || n.unknown():
+		return ""
+	case n.MemberID != 0 && !m.listed(n.MemberID):
+		return fmt.Sprintf("its member %s is no longer in the cluster (removed), yet its etcd runs", n.MemberID)
+	case slices.ContainsFunc(n.Alarms, func(a string) bool { return strings.Contains(a, "CORRUPT") }):
+		return "its member raised the CORRUPT alarm"
+	}
+	for _, line := range slices.Backward(log) {
+		for _, s := range lossSigns {
+			if strings.Contains(line, s.sign) {
+				return "its etcd log says " + s.says + " (" + logWords(line) + ")"
+			}
+		}
+	}
+	return ""
+}
+
+// logWords is an etcd log line's message and error, without its JSON.
+func logWords(line string) string {
+	var l struct {
+		Msg   string `json:"msg"`
+		Error string `json:"error"`
+	}
+	if json.Unmarshal([]byte(line), &l) != nil || l.Msg == "" {
+		return termsafe.String(line)
+	}
+	if l.Error != "" {
+		return termsafe.String(l.Msg + ": " + l.Error)
+	}
+	return termsafe.String(l.Msg)
 }
 
 // listedByEtcd names, in ListedBy, a member list read from etcd itself.
@@ -271,10 +393,44 @@ func askHosts(ctx context.Context, en EtcdMemberNodes, ev *MembersEvidence) {
 	}
 }
 
-// readFor tells whether a node read answers for the listed member: it is
-// that member, or its host.
+// readFor tells whether a node read answers for the listed member.
 func (m *MembersEvidence) readFor(lm ListedMember) bool {
-	return slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.MemberID == lm.ID || n.Node == lm.Host })
+	return slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.matches(lm) })
+}
+
+// matches tells whether the node read is the listed member's own: it runs
+// that member, or it is the member's host, named by address or by name
+// (-n 10.5.0.4 or -n cp-3, etcd naming the member cp-3 on 10.5.0.4).
+func (n NodeMember) matches(lm ListedMember) bool {
+	return n.MemberID != 0 && n.MemberID == lm.ID ||
+		lm.Host != "" && n.Node == lm.Host ||
+		lm.Hostname != "" && (n.Node == lm.Hostname || n.Hostname == lm.Hostname)
+}
+
+// MemberOf is the listed member the node read is, or hosts.
+func (m *MembersEvidence) MemberOf(n NodeMember) (ListedMember, bool) {
+	// Its own member first: a node that runs a new member may still host
+	// an old one the cluster lists.
+	for _, lm := range m.Members {
+		if n.MemberID != 0 && lm.ID == n.MemberID {
+			return lm, true
+		}
+	}
+	i := slices.IndexFunc(m.Members, n.matches)
+	if i < 0 {
+		return ListedMember{}, false
+	}
+	return m.Members[i], true
+}
+
+// NodeOf is the node read that is the listed member's own, by ID, address
+// or name.
+func (m *MembersEvidence) NodeOf(lm ListedMember) (NodeMember, bool) {
+	i := slices.IndexFunc(m.Nodes, func(n NodeMember) bool { return n.matches(lm) })
+	if i < 0 {
+		return NodeMember{}, false
+	}
+	return m.Nodes[i], true
 }
 
 // voting are the members that count for quorum: every member any node
@@ -321,21 +477,24 @@ func (m *MembersEvidence) listed(id etcd.ID) bool {
 }
 
 // QuorumLost tells whether fewer than a majority of the voting members are
-// healthy, even counting as healthy every node that did not answer: etcd
-// takes no write, and only a bootstrap from a copy brings it back. A node
-// whose Talos API is away is no evidence of a lost member.
+// healthy, even counting as healthy every node that did not answer and
+// every member only down (nothing says it will not come back by itself):
+// etcd takes no write, and only a bootstrap from a copy brings it back. A
+// node whose Talos API is away is no evidence of a lost member, nor is one
+// read of an etcd that machined is restarting.
 func (m *MembersEvidence) QuorumLost() bool {
-	return m != nil && len(m.Nodes) > 0 && len(m.healthyVoters())+len(m.unknown())+m.maybeHealthyOutside() < m.voting()/2+1
+	return m != nil && len(m.Nodes) > 0 && len(m.healthyVoters())+len(m.unknown())+len(m.Down())+m.maybeHealthyOutside() < m.voting()/2+1
 }
 
 // maybeHealthyOutside counts the voting members beyond the nodes read (-n
 // naming some control planes only) whose own host says they are healthy or
-// cannot be asked. Never more than there are members beyond the nodes: a
-// member whose peer address is not the node's own is not counted twice.
+// cannot be asked, and that are not on a node said gone. Never more than
+// there are members beyond the nodes: a member whose peer address is not
+// the node's own is not counted twice.
 func (m *MembersEvidence) maybeHealthyOutside() int {
 	n := 0
 	for _, lm := range m.Members {
-		if !lm.Learner && (lm.HostSays == hostHealthy || lm.HostSays == hostUnreachable) {
+		if !lm.Learner && !lm.Gone && (lm.HostSays == hostHealthy || lm.HostSays == hostUnreachable) {
 			n++
 		}
 	}
@@ -357,23 +516,42 @@ func (m *MembersEvidence) unknown() []NodeMember {
 // unknown tells that the node's etcd service could not be read.
 func (n NodeMember) unknown() bool { return n.Service == "" && n.MemberID == 0 }
 
-// Lost are the nodes whose member is not a healthy member of the cluster
-// (down, corrupt, waiting to join, or removed while its node still runs
-// etcd), and the listed members no node answers for.
+// down tells that the node answers and its own member does not run
+// healthy: its service is not running, or it runs and does not answer. A
+// member that runs and answers without a leader is not down: it waits for
+// the others.
+func (n NodeMember) down() bool {
+	return !n.unknown() && !n.healthy() && (n.Service != "" && n.Service != "Running" || n.MemberID == 0)
+}
+
+// Down are the nodes whose member is down and that nothing says is lost:
+// machined may be restarting it, or its node booting. Only their reads over
+// LostAfter can tell (Watch).
+func (m *MembersEvidence) Down() []NodeMember {
+	var out []NodeMember
+	for _, n := range m.Nodes {
+		if n.down() && n.Lost == "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Lost are the nodes whose member is lost (down, corrupt, or removed while
+// its node still runs etcd, with what says it will not come back by
+// itself), and the listed members no node given answers for (their node
+// said gone for good, or not named: the run must name it).
 func (m *MembersEvidence) Lost() (nodes []NodeMember, unanswered []ListedMember) {
 	if m == nil {
 		return nil, nil
 	}
 	for _, n := range m.Nodes {
-		if !n.unknown() && (!n.healthy() || !m.listed(n.MemberID)) {
+		if n.Lost != "" {
 			nodes = append(nodes, n)
 		}
 	}
 	for _, lm := range m.Members {
-		if lm.HostSays != hostHealthy && !slices.ContainsFunc(m.Nodes, func(n NodeMember) bool { return n.MemberID == lm.ID && n.healthy() }) &&
-			!slices.ContainsFunc(m.Nodes, func(n NodeMember) bool {
-				return n.Node == lm.Host && (n.unknown() || slices.ContainsFunc(nodes, func(l NodeMember) bool { return l.Node == n.Node }))
-			}) {
+		if !m.readFor(lm) && (lm.Gone || lm.HostSays != "" && lm.HostSays != hostHealthy) {
 			unanswered = append(unanswered, lm)
 		}
 	}
@@ -440,13 +618,17 @@ func (r *Report) memberLost(ev *Evidence) bool {
 	r.Verdict, r.Runbook = EtcdMemberLost, MemberLostRunbook
 	var what []string
 	for _, n := range lost {
-		s := "node " + n.Node + ": " + n.state()
-		if n.MemberID != 0 && !m.listed(n.MemberID) {
-			s = fmt.Sprintf("node %s: its member %s is no longer in the cluster (removed), yet its etcd runs", n.Node, n.MemberID)
+		s := "node " + n.Node + ": "
+		if !n.healthy() {
+			s += n.state() + ": "
 		}
-		what = append(what, s)
+		what = append(what, s+n.Lost)
 	}
 	for _, lm := range unanswered {
+		if lm.Gone {
+			what = append(what, fmt.Sprintf("member %s (%s, %s) is listed, and its node is gone for good (--nodes-gone)", lm.ID, orNone(lm.Hostname), orNone(lm.Host)))
+			continue
+		}
 		what = append(what, fmt.Sprintf("member %s (%s, %s) is listed, and no node given answers for it", lm.ID, orNone(lm.Hostname), orNone(lm.Host)))
 	}
 	r.Summary = fmt.Sprintf("etcd lost a member; quorum holds (%d of %d voting members healthy): %s; %s",
@@ -469,6 +651,12 @@ func writeMembers(b *strings.Builder, m *MembersEvidence) {
 		if n.Revision > 0 {
 			fmt.Fprintf(b, "; revision %d", n.Revision)
 		}
+		switch {
+		case n.Lost != "":
+			fmt.Fprintf(b, "; lost: %s", n.Lost)
+		case n.down():
+			b.WriteString("; down, and nothing says it is lost (machined restarts etcd every 5 s)")
+		}
 		b.WriteString("\n")
 	}
 	for _, lm := range m.Members {
@@ -477,7 +665,10 @@ func writeMembers(b *strings.Builder, m *MembersEvidence) {
 			learner = ", learner"
 		}
 		fmt.Fprintf(b, "  listed: %s (%s, %s%s) by %s", lm.ID, orNone(lm.Hostname), orNone(lm.Host), learner, strings.Join(lm.ListedBy, ", "))
-		if lm.HostSays != "" {
+		switch {
+		case lm.Gone:
+			b.WriteString("; its node is gone for good (--nodes-gone)")
+		case lm.HostSays != "":
 			fmt.Fprintf(b, "; not among the nodes read, its host says: %s", lm.HostSays)
 		}
 		b.WriteString("\n")
@@ -495,4 +686,64 @@ func orNone(s string) string {
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
+}
+
+// LostAfter is how long a member must be down at every read, with nothing
+// that says it is lost, before it counts as lost: machined restarts etcd
+// every 5 s, and a node reboots in about a minute.
+const LostAfter = 60 * time.Second
+
+// Watch reads the members again while one is down and nothing says it is
+// lost, until it comes back, something says it is lost (its log), or it was
+// down at every read over after: then it is lost, saying so. progress says
+// what it waits for (nil: nothing).
+func Watch(ctx context.Context, nodes Nodes, room EtcdRoom, ev *MembersEvidence, reads MemberReads, after time.Duration, progress func(node, msg string)) *MembersEvidence {
+	if progress == nil {
+		progress = func(string, string) {}
+	}
+	var watching []string
+	for _, n := range ev.Down() {
+		watching = append(watching, n.Node)
+		progress(n.Node, fmt.Sprintf("etcd down (%s): watching whether it comes back by itself; it counts as lost only if it stays down %s, or once its log says its data is gone", n.state(), after))
+	}
+	every := min(5*time.Second, max(after/10, 100*time.Millisecond))
+	since := time.Now()
+	for len(watching) > 0 {
+		select {
+		case <-ctx.Done():
+			return ev
+		case <-time.After(every):
+		}
+		now := GatherMembers(ctx, nodes, room, reads)
+		if ctx.Err() != nil {
+			return ev
+		}
+		var still []string
+		for _, node := range watching {
+			n, ok := now.Node(node)
+			switch {
+			case !ok:
+			case n.Lost != "":
+				progress(node, "lost: "+n.Lost)
+			case n.unknown():
+				still = append(still, node) // not answering: perhaps rebooting
+			case !n.down():
+				progress(node, "etcd came back by itself: "+n.state())
+			default:
+				still = append(still, node)
+			}
+		}
+		ev, watching = now, still
+		if len(watching) == 0 || time.Since(since) < after {
+			continue
+		}
+		for i := range ev.Nodes {
+			if n := &ev.Nodes[i]; slices.Contains(watching, n.Node) && n.down() {
+				n.Lost = fmt.Sprintf("its etcd did not run healthy at any read for %s (machined restarts it every 5 s: it does not come back by itself)", time.Since(since).Round(time.Second))
+				progress(n.Node, "lost: "+n.Lost)
+			}
+		}
+		return ev
+	}
+	return ev
 }

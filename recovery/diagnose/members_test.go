@@ -35,6 +35,12 @@ func down(node, service, msg string) NodeMember {
 	return NodeMember{Node: node, Service: service, ServiceMessage: msg, Errors: []string{"etcd status: connection refused"}}
 }
 
+// lost is a member down with what says it will not come back by itself.
+func lost(n NodeMember, why string) NodeMember {
+	n.Lost = why
+	return n
+}
+
 // A lost member while quorum holds, and a lost quorum: each verdict, ahead
 // of what kube-apiserver logs, with the figures and the most advanced
 // survivor named.
@@ -50,11 +56,15 @@ func TestAnalyzeEtcdMembers(t *testing.T) {
 	}{
 		{"all healthy", members(up("127.0.0.11", 0xa1, 0xa1, 100), up("127.0.0.12", 0xa2, 0xa1, 100), up("127.0.0.13", 0xa3, 0xa1, 99)), ready,
 			Healthy, nil},
-		{"one member down, quorum holds", members(up("127.0.0.11", 0xa1, 0xa1, 100), up("127.0.0.12", 0xa2, 0xa1, 98), down("127.0.0.13", "Failed", "error running etcd: data dir corrupt")), ready,
-			EtcdMemberLost, []string{"quorum holds (2 of 3 voting members healthy)", "node 127.0.0.13: etcd service Failed (error running etcd: data dir corrupt)", "most advanced: member a1 on 127.0.0.11 (raft index 100)", "127.0.0.12 2 entries behind"}},
-		{"a node runs a member the cluster removed", members(up("127.0.0.11", 0xa1, 0xa1, 100), up("127.0.0.12", 0xa2, 0xa1, 100), removed), ready,
+		{"one member lost, quorum holds", members(up("127.0.0.11", 0xa1, 0xa1, 100), up("127.0.0.12", 0xa2, 0xa1, 98), lost(down("127.0.0.13", "Failed", "error running etcd: data dir corrupt"), "its etcd log says its database is damaged")), ready,
+			EtcdMemberLost, []string{"quorum holds (2 of 3 voting members healthy)", "node 127.0.0.13: etcd service Failed (error running etcd: data dir corrupt): its etcd log says its database is damaged", "most advanced: member a1 on 127.0.0.11 (raft index 100)", "127.0.0.12 2 entries behind"}},
+		{"one member down, nothing says it is lost (machined restarts it)", members(up("127.0.0.11", 0xa1, 0xa1, 100), up("127.0.0.12", 0xa2, 0xa1, 98), down("127.0.0.13", "Waiting", "Error running Containerd(etcd), going to restart forever")), ready,
+			Healthy, nil},
+		{"two members down, nothing says they are lost: not a lost quorum yet", members(up("127.0.0.11", 0xa1, 0, 120), down("127.0.0.12", "Waiting", ""), down("127.0.0.13", "Preparing", "")), ready,
+			Healthy, nil},
+		{"a node runs a member the cluster removed", members(up("127.0.0.11", 0xa1, 0xa1, 100), up("127.0.0.12", 0xa2, 0xa1, 100), lost(removed, "its member ee is no longer in the cluster (removed), yet its etcd runs")), ready,
 			EtcdMemberLost, []string{"node 127.0.0.13: its member ee is no longer in the cluster (removed), yet its etcd runs"}},
-		{"two of three gone", members(up("127.0.0.11", 0xa1, 0, 120), down("127.0.0.12", "Preparing", "Waiting for bootstrap"), down("127.0.0.13", "Failed", "")), nil,
+		{"two of three gone", members(up("127.0.0.11", 0xa1, 0, 120), lost(down("127.0.0.12", "Preparing", "Waiting for bootstrap"), "its etcd log says its data directory is empty"), lost(down("127.0.0.13", "Failed", ""), "its etcd log says its data directory is empty")), nil,
 			EtcdQuorumLost, []string{"lost its quorum: 1 of 3 voting members answer, 0 healthy with a leader, 2 needed", "most advanced: member a1 on 127.0.0.11 (raft index 120)"}},
 		{"no leader anywhere", members(up("127.0.0.11", 0xa1, 0, 120), up("127.0.0.12", 0xa2, 0, 118), up("127.0.0.13", 0xa3, 0, 119)), nil,
 			EtcdQuorumLost, []string{"3 of 3 voting members answer, 0 healthy", "127.0.0.12 2 entries behind", "127.0.0.13 1 entries behind"}},
