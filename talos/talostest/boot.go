@@ -31,17 +31,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	sidero "github.com/siderolabs/crypto/x509"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-
-	sidero "github.com/siderolabs/crypto/x509"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -69,17 +66,7 @@ func bootOffset(id string) time.Duration {
 
 // HostPath is where a path of the node lives on this machine, "" for a path the
 // emulator does not hold: /var (EPHEMERAL) and /system.
-func (n *Node) HostPath(path string) string {
-	path = filepath.Clean(path)
-
-	for _, root := range []string{"/var", "/system"} {
-		if path == root || strings.HasPrefix(path, root+"/") {
-			return filepath.Join(n.dir, path)
-		}
-	}
-
-	return ""
-}
+func (n *Node) HostPath(path string) string { return n.host.Path(path) }
 
 func (n *Node) hostPath(path string) string { return n.HostPath(path) }
 
@@ -181,8 +168,8 @@ func (n *Node) resetPhases(graceful bool) []resetPhase {
 			// missed it, its stream cut by a hard stop on a loaded machine,
 			// waited for ever). On a node, seconds pass between the request and
 			// this task.
-			n.events.drain(15 * time.Second)
-			n.events.endStreams()
+			n.events.Drain(15 * time.Second)
+			n.events.EndStreams()
 			n.stopGracefully()
 
 			return nil
@@ -236,7 +223,7 @@ func (n *Node) wipeEphemeral(context.Context) error {
 
 // runReset runs the reset sequence for the actor, then boots again.
 func (n *Node) runReset(actorID string, graceful bool) {
-	publish := func(m proto.Message) { n.events.publish(actorID, m) }
+	publish := func(m proto.Message) { n.events.Publish(actorID, m) }
 	ctx := n.ctx
 	phases := n.resetPhases(graceful)
 	start := time.Now()
@@ -290,7 +277,7 @@ func (n *Node) bootAgain() {
 		return
 	}
 
-	n.events.forget()
+	n.events.Forget()
 
 	if n.etcd != nil {
 		n.etcd.forget()

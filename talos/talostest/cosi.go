@@ -26,6 +26,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/authz"
 )
 
 // newNodeState builds the node's resource store the way machined does: an in-memory
@@ -102,8 +104,8 @@ func accessPolicy(st state.State) state.FilteringRule {
 
 		switch rd.TypedSpec().Sensitivity {
 		case meta.Sensitive:
-			if !rolesFrom(ctx).Includes(role.Admin) {
-				return errNotAuthorized
+			if !authz.Roles(ctx).Includes(role.Admin) {
+				return authz.ErrNotAuthorized
 			}
 		case meta.NonSensitive:
 		default:

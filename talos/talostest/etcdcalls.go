@@ -48,6 +48,8 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 )
 
 // errNoEtcdService answers the calls that need the node's real etcd service.
@@ -451,7 +453,7 @@ func (n *Node) Cluster() *Cluster { return n.cluster }
 // etcd service's states, its joins, promotions and retries.
 func (n *Node) SystemLog() []string {
 	var out []string
-	for _, l := range n.sysLog.Lines() {
+	for _, l := range n.host.Logs.Open(host.MachinedLog).Lines() {
 		out = append(out, string(l))
 	}
 

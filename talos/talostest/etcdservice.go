@@ -51,6 +51,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	etcdres "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 )
 
 // EtcdOptions make every control plane run machined's etcd service with a real member.
@@ -122,12 +125,12 @@ type serviceHealth struct {
 // etcdService is one node's etcd service and member.
 type etcdService struct {
 	n                  *Node
-	ports              []*PortReservation
+	ports              []*ports.Reservation
 	clientURL, peerURL string
 	quota              int64
 	files              etcdFiles
 	adminTLS           *tls.Config
-	log                *logBuffer // etcd's own log (talosctl logs etcd)
+	log                *host.Log // etcd's own log (talosctl logs etcd)
 
 	mu       sync.Mutex
 	state    string
@@ -152,10 +155,10 @@ type etcdRun struct {
 type etcdFiles struct{ ca, cert, key, peerCert, peerKey string }
 
 func newEtcdService(n *Node, opts *EtcdOptions) (*etcdService, error) {
-	s := &etcdService{n: n, quota: opts.QuotaBytes, log: newLogBuffer(), changed: make(chan struct{}), state: "Initialized"}
+	s := &etcdService{n: n, quota: opts.QuotaBytes, log: n.host.Logs.Open("etcd"), changed: make(chan struct{}), state: "Initialized"}
 
 	for _, port := range []int{opts.ClientPort, opts.PeerPort} {
-		r, err := ReservePort(n.IP, port)
+		r, err := ports.Reserve(n.IP, port)
 		if err != nil {
 			s.close()
 
@@ -294,7 +297,7 @@ func (s *etcdService) setState(state, format string, args ...any) {
 	s.mu.Unlock()
 
 	s.n.logf("service[etcd](%s): %s", state, msg)
-	s.n.events.publish("", ev)
+	s.n.events.Publish("", ev)
 	s.followed()
 }
 
@@ -350,7 +353,7 @@ func (s *etcdService) setHealth(healthy bool, message string, memberID uint64) {
 
 	if ev != nil {
 		s.n.logf("service[etcd](%s): %s", ServiceRunning, ev.Message)
-		s.n.events.publish("", ev)
+		s.n.events.Publish("", ev)
 	}
 
 	s.followed()
@@ -1000,10 +1003,10 @@ func (s *etcdService) logger() *zap.Logger {
 }
 
 // lineWriter appends each write (one log entry) as a line.
-type lineWriter struct{ b *logBuffer }
+type lineWriter struct{ b *host.Log }
 
 func (w lineWriter) Write(p []byte) (int, error) {
-	w.b.appendLine(slices.Clone(p))
+	w.b.Append(slices.Clone(p))
 
 	return len(p), nil
 }

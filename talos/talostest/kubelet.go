@@ -1,6 +1,7 @@
 package talostest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -19,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 )
 
 // Container is one run of the kube-apiserver container, handed to a PodRunner.
@@ -162,7 +165,7 @@ type containerRecord struct {
 	Container
 
 	pod        *podRecord
-	logs       *logBuffer
+	logs       *host.Log
 	out        *criWriter
 	running    bool
 	finishedAt time.Time
@@ -433,7 +436,7 @@ func (k *kubelet) startContainerLocked(p *podRecord) {
 			Kill:            kill,
 		},
 		pod:     p,
-		logs:    newLogBuffer(),
+		logs:    host.NewLog(),
 		running: true,
 		cancel:  cancel,
 		kill:    kill,
@@ -1017,4 +1020,57 @@ func (n *Node) findContainer(id string) (*containerRecord, error) {
 	}
 
 	return nil, notFound
+}
+
+// criWriter turns written text into CRI log lines: "<RFC3339Nano> stderr F <line>".
+type criWriter struct {
+	mu      sync.Mutex
+	buf     *host.Log
+	stream  string
+	partial []byte
+}
+
+var _ io.Writer = (*criWriter)(nil)
+
+func (w *criWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	data := append(w.partial, p...)
+
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+
+		w.emit(data[:i])
+		data = data[i+1:]
+	}
+
+	w.partial = append([]byte(nil), data...)
+
+	return len(p), nil
+}
+
+func (w *criWriter) emit(line []byte) {
+	out := make([]byte, 0, len(line)+48)
+	out = time.Now().UTC().AppendFormat(out, time.RFC3339Nano)
+	out = append(out, ' ')
+	out = append(out, w.stream...)
+	out = append(out, " F "...)
+	out = append(out, line...)
+	out = append(out, '\n')
+	w.buf.Append(out)
+}
+
+// flush emits a trailing partial line.
+func (w *criWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	if len(w.partial) > 0 {
+		w.emit(w.partial)
+		w.partial = nil
+	}
 }

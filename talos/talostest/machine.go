@@ -27,6 +27,8 @@ import (
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/authz"
 )
 
 // machineService implements the MachineService calls breakglass uses; every other
@@ -69,8 +71,8 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 		return nil, status.Error(codes.FailedPrecondition, "configuration was already applied and node is rebooting, cannot apply more configuration changes until next reboot")
 	}
 
-	if !rolesFrom(ctx).Includes(role.Admin) {
-		return nil, errNotAuthorized
+	if !authz.Roles(ctx).Includes(role.Admin) {
+		return nil, authz.ErrNotAuthorized
 	}
 
 	if hook := n.cluster.opts.applyHook; hook != nil {
@@ -358,24 +360,12 @@ func (s *machineService) Logs(req *machine.LogsRequest, srv machine.MachineServi
 	send := func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) }
 
 	if req.Namespace == constants.SystemContainerdNamespace || req.Id == "kubelet" {
-		var buf *logBuffer
-
-		switch req.Id {
-		case "machined":
-			buf = n.sysLog
-		case "kubelet":
-			buf = n.kubeletLog
-		case "etcd":
-			if n.etcd == nil {
-				return status.Errorf(codes.NotFound, "log %q is not available on this emulated node", req.Id)
-			}
-
-			buf = n.etcd.log
-		default:
+		buf, ok := n.host.Logs.Get(req.Id)
+		if !ok {
 			return status.Errorf(codes.NotFound, "log %q is not available on this emulated node", req.Id)
 		}
 
-		return buf.stream(srv.Context(), int(req.TailLines), req.Follow, send)
+		return buf.Stream(srv.Context(), int(req.TailLines), req.Follow, send)
 	}
 
 	if err := criInspector(req.Namespace, req.Driver); err != nil {
@@ -391,7 +381,7 @@ func (s *machineService) Logs(req *machine.LogsRequest, srv machine.MachineServi
 		return err
 	}
 
-	return rec.logs.stream(srv.Context(), int(req.TailLines), req.Follow, send)
+	return rec.logs.Stream(srv.Context(), int(req.TailLines), req.Follow, send)
 }
 
 // Containers lists the kube-apiserver pod sandboxes that are ready and their
@@ -578,3 +568,8 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*chunkWriter)(nil)
+
+// Events implements machine.MachineServiceServer (host.Bus.Stream).
+func (s *machineService) Events(req *machine.EventsRequest, srv machine.MachineService_EventsServer) error {
+	return s.n.events.Stream(srv.Context(), req, srv.Send)
+}

@@ -41,6 +41,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 )
 
 // Node is one emulated Talos node: its Talos API (apid + machined) on IP:port.
@@ -63,7 +66,7 @@ type Node struct {
 	srvMu sync.Mutex
 	srv   *grpc.Server
 	lis   net.Listener
-	addr  *PortReservation // holds Addr while the API is stopped
+	addr  *ports.Reservation // holds Addr while the API is stopped
 	isUp  atomic.Bool
 
 	applyMu sync.Mutex // held for the whole of an ApplyConfiguration
@@ -84,12 +87,11 @@ type Node struct {
 	kubeletStarted atomic.Bool
 	rebooting      atomic.Bool
 	etcdDown       atomic.Bool // SetEtcdHealthy(false)
-	sysLog         *logBuffer  // machined's own log (Logs namespace "system", id "machined")
-	kubeletLog     *logBuffer  // the kubelet's log (id "kubelet")
 
 	dir    string       // the node's files: its EPHEMERAL under var/ (boot.go)
 	etcd   *etcdService // machined's etcd service with a real member (ClusterOptions.Etcd), else nil
-	events *eventBus    // machined's runtime events (events.go)
+	events *host.Bus    // machined's runtime events
+	host   *host.Host
 
 	background sync.WaitGroup // a reset and the boot after it
 
@@ -116,10 +118,8 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 		TalosVersion: o.TalosVersion,
 		cluster:      c,
 		knownKinds:   o.KnownKinds,
-		sysLog:       newLogBuffer(),
-		kubeletLog:   newLogBuffer(),
 		dir:          filepath.Join(c.dir, "nodes", ip),
-		events:       newEventBus(),
+		events:       host.NewBus(),
 		bootAt:       time.Now().Add(-kernelToUp),
 		bootID:       uuid.NewString(),
 	}
@@ -139,6 +139,12 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 	if n.st, err = newNodeState(ctx); err != nil {
 		return nil, err
 	}
+
+	n.host = &host.Host{
+		Name: n.Name, IP: ip, State: n.st, Events: n.events, Logs: host.NewLogs(),
+		Dir: n.dir, TimeScale: c.opts.Kubelet.TimeScale, Life: n.ctx,
+	}
+	n.host.Logs.Open("kubelet") // every node runs a kubelet service
 
 	cfg, err := n.parseConfig(o.Config)
 	if err != nil {
@@ -199,7 +205,7 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 
 	// The address is held for the node's life, so that Stop and Start (and a
 	// reboot) never lose the port to someone else.
-	if n.addr, err = ReservePort(ip, c.opts.Port); err != nil {
+	if n.addr, err = ports.Reserve(ip, c.opts.Port); err != nil {
 		return nil, err
 	}
 
@@ -345,13 +351,12 @@ func (n *Node) shutdown() {
 }
 
 func (n *Node) logf(format string, args ...any) {
-	line := fmt.Sprintf("%s [talos] %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
-	n.sysLog.appendLine([]byte(line))
+	n.host.Logf(format, args...)
 }
 
 func (n *Node) kubeletf(format string, args ...any) {
 	line := fmt.Sprintf("%s kubelet: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
-	n.kubeletLog.appendLine([]byte(line))
+	n.host.Logs.Open("kubelet").Append([]byte(line))
 }
 
 // RunningConfig returns the bytes of the running config (COSI MachineConfig v1alpha1).

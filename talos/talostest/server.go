@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -23,10 +22,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/role"
-)
 
-// errNotAuthorized is what Talos' authz middleware answers (pkg/grpc/middleware/authz).
-var errNotAuthorized = status.Error(codes.PermissionDenied, "not authorized")
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/authz"
+)
 
 // methodRoles is machined's rule table (internal/app/machined/pkg/system/services/machined.go)
 // for the methods the emulator serves. Methods not listed need os:admin (the fallback).
@@ -67,45 +65,14 @@ var methodRoles = map[string]role.Set{
 	"/cosi.resource.State/Watch":   role.MakeSet(role.Admin, role.Operator, role.Reader),
 }
 
-type rolesKey struct{}
-
-func withRoles(ctx context.Context, roles role.Set) context.Context {
-	return context.WithValue(ctx, rolesKey{}, roles)
-}
-
-func rolesFrom(ctx context.Context) role.Set {
-	if r, ok := ctx.Value(rolesKey{}).(role.Set); ok {
-		return r
-	}
-
-	return role.Zero
-}
-
-// peerRoles reads the roles from the verified client certificate's Organization, as apid does.
-func peerRoles(ctx context.Context) role.Set {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return role.Zero
-	}
-
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.PeerCertificates) == 0 {
-		return role.Zero
-	}
-
-	roles, _ := role.Parse(info.State.PeerCertificates[0].Subject.Organization)
-
-	return roles
-}
-
 func authorize(ctx context.Context, method string) error {
 	allowed, ok := methodRoles[method]
 	if !ok {
 		allowed = role.MakeSet(role.Admin)
 	}
 
-	if !allowed.IncludesAny(rolesFrom(ctx)) {
-		return errNotAuthorized
+	if !allowed.IncludesAny(authz.Roles(ctx)) {
+		return authz.ErrNotAuthorized
 	}
 
 	return nil
@@ -220,7 +187,7 @@ func (n *Node) target(name string) (*Node, error) {
 }
 
 func (n *Node) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
-	ctx = withRoles(ctx, peerRoles(ctx))
+	ctx = authz.WithRoles(ctx, authz.PeerRoles(ctx))
 
 	mode, targets, err := route(ctx, info.FullMethod)
 	if err != nil {
@@ -422,7 +389,7 @@ func (s *serverStream) SendMsg(m any) error {
 }
 
 func (n *Node) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, _ grpc.StreamHandler) error {
-	ctx := withRoles(ss.Context(), peerRoles(ss.Context()))
+	ctx := authz.WithRoles(ss.Context(), authz.PeerRoles(ss.Context()))
 
 	mode, targets, err := route(ctx, info.FullMethod)
 	if err != nil {

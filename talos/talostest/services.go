@@ -47,6 +47,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 )
 
 // serviceDef describes one of machined's services on a booted node.
@@ -481,7 +483,7 @@ func (s *machineService) Dmesg(req *machine.DmesgRequest, srv machine.MachineSer
 	}
 
 	// machined sends one record per message
-	return n.sysLog.stream(ctx, tail, req.Follow, func(chunk []byte) error {
+	return n.host.Logs.Open(host.MachinedLog).Stream(ctx, tail, req.Follow, func(chunk []byte) error {
 		for line := range strings.Lines(string(chunk)) {
 			if err := send(machinedKmsg([]byte(line))); err != nil {
 				return err

@@ -1,4 +1,4 @@
-package talostest_test
+package ports_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/breakglass-dev/breakglass/talos/talostest"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 )
 
 func TestPortReservation(t *testing.T) {
@@ -15,7 +15,7 @@ func TestPortReservation(t *testing.T) {
 		t.Skip("no SO_REUSEPORT")
 	}
 
-	r, err := talostest.ReservePort("127.0.0.1", 0)
+	r, err := ports.Reserve("127.0.0.1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

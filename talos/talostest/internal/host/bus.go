@@ -1,4 +1,4 @@
-package talostest
+package host
 
 // machined's runtime events (MachineService.Events, talosctl events, and the progress
 // talosctl's reset, reboot and upgrade follow): sources siderolabs/talos v1.13.8,
@@ -35,8 +35,9 @@ type nodeEvent struct {
 	payload proto.Message
 }
 
-// eventBus is a node's event history and its live subscribers.
-type eventBus struct {
+// Bus is machined's runtime events: the node's event history and its live streams.
+// Every part publishes on it what it does; machined's Events call streams it.
+type Bus struct {
 	mu     sync.Mutex
 	seq    int
 	events []nodeEvent
@@ -48,12 +49,13 @@ type eventBus struct {
 	ended chan struct{}
 }
 
-func newEventBus() *eventBus {
-	return &eventBus{wake: make(chan struct{}), sent: map[*int]struct{}{}, ended: make(chan struct{})}
+// NewBus returns an empty bus.
+func NewBus() *Bus {
+	return &Bus{wake: make(chan struct{}), sent: map[*int]struct{}{}, ended: make(chan struct{})}
 }
 
-// publish records an event for the actor ("" for the node's own).
-func (b *eventBus) publish(actorID string, payload proto.Message) {
+// Publish records an event for the actor ("" for the node's own).
+func (b *Bus) Publish(actorID string, payload proto.Message) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
@@ -68,8 +70,8 @@ func (b *eventBus) publish(actorID string, payload proto.Message) {
 	b.wake = make(chan struct{})
 }
 
-// forget drops the history, as a reboot does.
-func (b *eventBus) forget() {
+// Forget drops the history, as a reboot does.
+func (b *Bus) Forget() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
@@ -77,8 +79,8 @@ func (b *eventBus) forget() {
 	b.ended = make(chan struct{})
 }
 
-// endStreams ends every open stream once it has sent what was published so far.
-func (b *eventBus) endStreams() {
+// EndStreams ends every open stream once it has sent what was published so far.
+func (b *Bus) EndStreams() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
@@ -89,10 +91,10 @@ func (b *eventBus) endStreams() {
 	}
 }
 
-// drain waits until every open stream has sent every event published so far, or
+// Drain waits until every open stream has sent every event published so far, or
 // the timeout passes: the API is about to go away, and on a node apid's graceful
 // stop lets what is queued out first.
-func (b *eventBus) drain(timeout time.Duration) {
+func (b *Bus) Drain(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 
 	for time.Now().Before(deadline) {
@@ -129,10 +131,10 @@ func (e nodeEvent) toMachineEvent() (*machine.Event, error) {
 	return &machine.Event{Data: data, Id: fmt.Sprintf("%020d", e.seq), ActorId: e.actorID}, nil
 }
 
-// stream is the Events handler's body. The stream is registered before its hello
+// Stream is the Events handler's body. The stream is registered before its hello
 // goes out: a client that has the hello sees every event published after it, even
 // when the handler's goroutine is slow to run on a loaded machine.
-func (b *eventBus) stream(ctx context.Context, req *machine.EventsRequest, send func(*machine.Event) error) error {
+func (b *Bus) Stream(ctx context.Context, req *machine.EventsRequest, send func(*machine.Event) error) error {
 	hello, err := nodeEvent{actorID: req.WithActorId}.toMachineEvent()
 	if err != nil {
 		return err
@@ -200,7 +202,7 @@ func (b *eventBus) stream(ctx context.Context, req *machine.EventsRequest, send 
 }
 
 // sentAll tells whether nothing was published after upTo.
-func (b *eventBus) sentAll(upTo int) bool {
+func (b *Bus) sentAll(upTo int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
@@ -209,7 +211,7 @@ func (b *eventBus) sentAll(upTo int) bool {
 
 // tailLocked is where a new stream starts: the sequence number of its first event
 // and, for TailSeconds, the oldest time it sends.
-func (b *eventBus) tailLocked(req *machine.EventsRequest) (int, time.Time) {
+func (b *Bus) tailLocked(req *machine.EventsRequest) (int, time.Time) {
 	next := b.seq + 1 // TailEvents 0: only what comes next
 
 	switch {
@@ -227,9 +229,4 @@ func (b *eventBus) tailLocked(req *machine.EventsRequest) (int, time.Time) {
 	}
 
 	return next, time.Time{}
-}
-
-// Events implements machine.MachineServiceServer.
-func (s *machineService) Events(req *machine.EventsRequest, srv machine.MachineService_EventsServer) error {
-	return s.n.events.stream(srv.Context(), req, srv.Send)
 }

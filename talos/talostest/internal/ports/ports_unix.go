@@ -1,6 +1,6 @@
 //go:build unix
 
-package talostest
+package ports
 
 import (
 	"context"
