@@ -106,11 +106,10 @@ func (n *Node) waitBooted(ctx context.Context, id string) error {
 	return n.waitUntil(ctx, func() bool { return n.booted(id) })
 }
 
-// startKubelet starts the kubelet's loop (once per node: a reboot restarts the kubelet
-// service inside it).
+// startKubelet starts the kubelet service.
 func (n *Node) startKubelet() {
-	if n.kubelet != nil && n.kubeletStarted.CompareAndSwap(false, true) {
-		go n.kubelet.run(n.ctx)
+	if n.kubelet != nil {
+		n.kubelet.Start()
 	}
 }
 
@@ -192,7 +191,8 @@ const podsStopTime = 2 * time.Second
 // every pod sandbox at once.
 func (n *Node) stopAllPods(ctx context.Context) error {
 	if n.kubelet != nil {
-		n.kubelet.stopService()
+		n.kubelet.Stop()
+		n.kubelet.StopAllPods()
 	}
 
 	sleep(ctx, n.cluster.scaled(podsStopTime))
@@ -308,9 +308,7 @@ func (n *Node) bootAgain() {
 			}
 		}},
 		{"kubelet", func() {
-			if n.kubelet != nil {
-				n.kubelet.bootService()
-			}
+			n.startKubelet()
 		}},
 	} {
 		if err := n.waitBooted(n.ctx, step.service); err != nil {
@@ -381,4 +379,17 @@ func (s *machineService) Reset(_ context.Context, in *machine.ResetRequest) (*ma
 	}
 
 	return &machine.ResetResponse{Messages: []*machine.Reset{{ActorId: actorID}}}, nil
+}
+
+// sleep waits d; false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -290,7 +290,12 @@ func (c *Cluster) formEtcd(ctx context.Context) error {
 		}
 	}
 
+	// the static pods are rendered once etcd runs healthy: the kubelets start with them
 	for _, n := range cps {
+		if err := n.waitRendered(ctx); err != nil {
+			return fmt.Errorf("node %s: static pods not rendered: %w", n.IP, err)
+		}
+
 		n.startKubelet()
 	}
 

@@ -71,5 +71,4 @@ func (n *Node) teardownPodsLocked() {
 	}
 
 	n.logf("k8s.ControlPlaneStaticPodController: etcd service is not running, static pods torn down")
-	n.kubelet.setDesired(nil, "")
 }

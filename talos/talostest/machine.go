@@ -376,16 +376,20 @@ func (s *machineService) Logs(req *machine.LogsRequest, srv machine.MachineServi
 		return fmt.Errorf("container %q not found", req.Id)
 	}
 
-	rec, err := n.findContainer(req.Id)
+	if n.kubelet == nil {
+		return fmt.Errorf("container %q not found", req.Id)
+	}
+
+	log, err := n.kubelet.ContainerLog(req.Id)
 	if err != nil {
 		return err
 	}
 
-	return rec.logs.Stream(srv.Context(), int(req.TailLines), req.Follow, send)
+	return log.Stream(srv.Context(), int(req.TailLines), req.Follow, send)
 }
 
 // Containers lists the kube-apiserver pod sandboxes that are ready and their
-// containers, exited ones included, in random order (see kubelet.containerInfos).
+// containers, exited ones included, in random order (the kubelet's CRI).
 func (s *machineService) Containers(_ context.Context, in *machine.ContainersRequest) (*machine.ContainersResponse, error) {
 	if err := criInspector(in.Namespace, in.Driver); err != nil {
 		return nil, err
@@ -394,7 +398,7 @@ func (s *machineService) Containers(_ context.Context, in *machine.ContainersReq
 	var list []*machine.ContainerInfo
 
 	if s.n.kubelet != nil && in.Namespace == constants.K8sContainerdNamespace && in.Driver == common.ContainerDriver_CRI {
-		list = s.n.kubelet.containerInfos(in.Namespace)
+		list = s.n.kubelet.Containers(in.Namespace)
 	}
 
 	return &machine.ContainersResponse{Messages: []*machine.Container{{Containers: list}}}, nil

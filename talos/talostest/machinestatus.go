@@ -20,6 +20,7 @@ package talostest
 //     its TTL).
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"math/big"
@@ -28,7 +29,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	corev1 "k8s.io/api/core/v1"
 
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
@@ -182,6 +185,54 @@ func (c *Cluster) publishMembers() error {
 			}
 		}
 	}
+
+	return nil
+}
+
+// follow calls react after changes of resources of the kinds, as machined's controllers
+// react to their inputs, until ctx ends. The watches are set before it returns; a burst
+// of changes may make one call.
+func follow(ctx context.Context, st state.State, react func(), kinds ...resource.Kind) error {
+	kick := make(chan struct{}, 1)
+
+	for _, kind := range kinds {
+		ch := make(chan state.Event)
+		if err := st.WatchKind(ctx, kind, ch); err != nil {
+			return err
+		}
+
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev := <-ch:
+					select {
+					case kick <- struct{}{}:
+					default:
+					}
+
+					if ev.Type == state.Errored { // the watch fell behind and ended: watch again
+						ch = make(chan state.Event)
+						if st.WatchKind(ctx, kind, ch) != nil {
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+				react()
+			}
+		}
+	}()
 
 	return nil
 }

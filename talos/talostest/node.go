@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	stdx509 "crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +29,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
-	corev1 "k8s.io/api/core/v1"
 
 	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -41,9 +39,12 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/kubelet"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/staticpod"
 )
 
 // Node is one emulated Talos node: its Talos API (apid + machined) on IP:port.
@@ -83,10 +84,9 @@ type Node struct {
 
 	statusMu sync.Mutex // one MachineStatus computation at a time
 
-	kubelet        *kubelet
-	kubeletStarted atomic.Bool
-	rebooting      atomic.Bool
-	etcdDown       atomic.Bool // SetEtcdHealthy(false)
+	kubelet   *kubelet.Kubelet // nil on a worker
+	rebooting atomic.Bool
+	etcdDown  atomic.Bool // SetEtcdHealthy(false)
 
 	dir    string       // the node's files: its EPHEMERAL under var/ (boot.go)
 	etcd   *etcdService // machined's etcd service with a real member (ClusterOptions.Etcd), else nil
@@ -180,13 +180,21 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 
 	n.publishServices()
 
+	// MachineStatus follows the services and the static pods' status, as machined's
+	// MachineStatusController does
+	if err = follow(n.ctx, n.st, n.publishMachineStatus,
+		resource.NewMetadata(v1alpha1.NamespaceName, v1alpha1.ServiceType, "", resource.VersionUndefined),
+		resource.NewMetadata(k8s.NamespaceName, k8s.StaticPodStatusType, "", resource.VersionUndefined)); err != nil {
+		return nil, err
+	}
+
 	if typ == machinetype.TypeControlPlane {
 		runner := o.Runner
 		if runner == nil {
 			runner = c.opts.Runner
 		}
 
-		n.kubelet = newKubelet(n, runner, c.opts.Kubelet)
+		n.kubelet = kubelet.New(n.host, runner, c.opts.Kubelet)
 	}
 
 	n.cfgMu.Lock()
@@ -339,8 +347,8 @@ func (n *Node) shutdown() {
 	}
 	n.cfgMu.Unlock()
 
-	if n.kubelet != nil && n.kubeletStarted.Load() {
-		<-n.kubelet.done
+	if n.kubelet != nil {
+		n.kubelet.Wait()
 	}
 
 	if n.etcd != nil {
@@ -352,11 +360,6 @@ func (n *Node) shutdown() {
 
 func (n *Node) logf(format string, args ...any) {
 	n.host.Logf(format, args...)
-}
-
-func (n *Node) kubeletf(format string, args ...any) {
-	line := fmt.Sprintf("%s kubelet: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
-	n.host.Logs.Open("kubelet").Append([]byte(line))
 }
 
 // RunningConfig returns the bytes of the running config (COSI MachineConfig v1alpha1).
@@ -809,13 +812,13 @@ func (n *Node) renderPodLocked() {
 	// The manifest carries the APIServerConfig's version (talos.dev/config-version):
 	// every change of that config is a new manifest, and so a new pod, even where
 	// the container comes out as one that ran before.
-	if n.rendered != nil && n.rendered.equal(rendered) && n.renderedVersion == version {
+	if n.rendered != nil && n.rendered.Equal(rendered) && n.renderedVersion == version {
 		return
 	}
 
 	n.rendered, n.renderedVersion = &rendered, version
 
-	pod, err := staticPod(rendered, version)
+	pod, err := staticpod.Manifest(rendered, version)
 	if err != nil {
 		n.logf("rendering static pod: %v", err)
 
@@ -829,47 +832,76 @@ func (n *Node) renderPodLocked() {
 	}); err != nil {
 		n.logf("writing StaticPod: %v", err)
 	}
-
-	n.kubelet.setDesired(&rendered, version)
 }
 
-// writePodStatus is the StaticPodStatus resource as Talos writes it from the
-// kubelet's /pods: the pod's status through JSON (numbers become floats, times
-// whole seconds); nil removes it.
-func (n *Node) writePodStatus(ps *corev1.PodStatus) {
-	md := k8s.NewStaticPodStatus(k8s.NamespaceName, "kube-system/kube-apiserver-"+n.Name)
+// errNoKubelet answers the kubelet's calls on a worker, which runs no kube-apiserver pod.
+var errNoKubelet = errors.New("no kubelet pod on a worker")
 
-	if ps == nil {
-		if err := n.st.Destroy(n.ctx, md.Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
-			n.logf("removing StaticPodStatus: %v", err)
+// Pod returns the kubelet's live view of the kube-apiserver pod (zero on a worker).
+func (n *Node) Pod() PodState {
+	if n.kubelet == nil {
+		return PodState{}
+	}
+
+	return n.kubelet.Pod()
+}
+
+// WaitPod waits until cond holds for the kubelet's live view of the pod, and returns it.
+func (n *Node) WaitPod(ctx context.Context, cond func(PodState) bool) (PodState, error) {
+	if n.kubelet == nil {
+		return PodState{}, errNoKubelet
+	}
+
+	return n.kubelet.WaitPod(ctx, cond)
+}
+
+// PollKubelet makes the kubelet fetch the manifest now, as at its next poll, and
+// returns once it acted on it (a replaced pod's old container may still be stopping).
+// With a long PollInterval, tests decide when the kubelet notices a change.
+func (n *Node) PollKubelet() {
+	if n.kubelet != nil {
+		n.kubelet.Poll()
+	}
+}
+
+// RefreshPodStatus makes Talos refresh the StaticPodStatus from the kubelet now,
+// as at its next refresh (nothing while the status is frozen).
+func (n *Node) RefreshPodStatus() {
+	if n.kubelet != nil {
+		n.kubelet.RefreshStatus()
+	}
+}
+
+// FreezePodStatus stops (true) or resumes (false) the StaticPodStatus refreshes:
+// the resource keeps its last values, as on a node whose kubelet cannot authorize
+// Talos's /pods call through a kube-apiserver that is down.
+func (n *Node) FreezePodStatus(frozen bool) {
+	if n.kubelet != nil {
+		n.kubelet.FreezeStatus(frozen)
+	}
+}
+
+// CrashContainer makes the running kube-apiserver container exit with an error,
+// as if the process died, and returns once the kubelet has recorded the exit (and
+// restarted it, when no back-off is due). The restart is in the same pod: same pod
+// UID and startTime, a new container ID, the restart count up by one.
+func (n *Node) CrashContainer() error {
+	if n.kubelet == nil {
+		return errNoKubelet
+	}
+
+	return n.kubelet.Crash()
+}
+
+// waitRendered waits until the static pod controller rendered the pod, or failed to.
+func (n *Node) waitRendered(ctx context.Context) error {
+	for {
+		if r, err := n.Rendered(); r != nil || err != nil {
+			return nil
 		}
 
-		n.publishMachineStatus()
-
-		return
+		if !sleep(ctx, 10*time.Millisecond) {
+			return ctx.Err()
+		}
 	}
-
-	raw, err := json.Marshal(ps)
-	if err != nil {
-		n.logf("encoding pod status: %v", err)
-
-		return
-	}
-
-	m := map[string]any{}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		n.logf("decoding pod status: %v", err)
-
-		return
-	}
-
-	if err := n.st.Modify(n.ctx, md, func(r resource.Resource) error {
-		r.(*k8s.StaticPodStatus).TypedSpec().PodStatus = m
-
-		return nil
-	}); err != nil && n.ctx.Err() == nil {
-		n.logf("writing StaticPodStatus: %v", err)
-	}
-
-	n.publishMachineStatus()
 }

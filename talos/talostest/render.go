@@ -10,45 +10,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/staticpod"
 )
-
-// kubeAPIServerBinary is the command Talos puts first in the container's command line.
-const kubeAPIServerBinary = "/usr/local/bin/kube-apiserver"
-
-// ContainerConfig is the rendered kube-apiserver container: what the kubelet runs.
-type ContainerConfig struct {
-	Image   string
-	Command []string // kubeAPIServerBinary followed by the flags, sorted like Talos renders them
-}
-
-// Args returns the flags (the command without the binary).
-func (c ContainerConfig) Args() []string {
-	if len(c.Command) == 0 {
-		return nil
-	}
-
-	return c.Command[1:]
-}
-
-// Flag returns the value of --name; repeated flags are joined with commas.
-func (c ContainerConfig) Flag(name string) (string, bool) {
-	var vals []string
-
-	for _, a := range c.Args() {
-		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
-			vals = append(vals, v)
-		}
-	}
-
-	return strings.Join(vals, ","), len(vals) > 0
-}
-
-func (c ContainerConfig) equal(o ContainerConfig) bool {
-	return c.Image == o.Image && slices.Equal(c.Command, o.Command)
-}
 
 // apiServerConfigSpec derives the APIServerConfig resource from the machine config,
 // as machined's k8s.ControlPlaneAPIServerController does.
@@ -258,7 +222,7 @@ func renderCommand(base map[string]string, extra map[string]k8s.ArgValues) ([]st
 
 	slices.Sort(names)
 
-	cmd := []string{kubeAPIServerBinary}
+	cmd := []string{staticpod.Binary}
 
 	for _, k := range names {
 		for _, v := range args[k] {
@@ -267,52 +231,4 @@ func renderCommand(base map[string]string, extra map[string]k8s.ArgValues) ([]st
 	}
 
 	return cmd, nil
-}
-
-// staticPod renders the kube-apiserver pod the way Talos writes it into the
-// StaticPod resource (a v1.Pod converted to a map).
-func staticPod(c ContainerConfig, configVersion string) (map[string]any, error) {
-	pod := &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      k8s.APIServerID,
-			Namespace: "kube-system",
-			Annotations: map[string]string{
-				"talos.dev/config-version": configVersion,
-			},
-			Labels: map[string]string{
-				"tier":                         "control-plane",
-				"k8s-app":                      k8s.APIServerID,
-				"component":                    k8s.APIServerID,
-				"app.kubernetes.io/name":       k8s.APIServerID,
-				"app.kubernetes.io/component":  "control-plane",
-				"app.kubernetes.io/managed-by": "Talos",
-			},
-		},
-		Spec: corev1.PodSpec{
-			PriorityClassName: "system-cluster-critical",
-			HostNetwork:       true,
-			Containers: []corev1.Container{{
-				Name:    k8s.APIServerID,
-				Image:   c.Image,
-				Command: c.Command,
-				Env: []corev1.EnvVar{{
-					Name:      "POD_IP",
-					ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}},
-				}},
-				VolumeMounts: []corev1.VolumeMount{
-					{Name: "secrets", MountPath: constants.KubernetesAPIServerSecretsDir, ReadOnly: true},
-					{Name: "config", MountPath: constants.KubernetesAPIServerConfigDir, ReadOnly: true},
-					{Name: "audit", MountPath: constants.KubernetesAuditLogDir},
-				},
-			}},
-			Volumes: []corev1.Volume{
-				{Name: "secrets", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: constants.KubernetesAPIServerSecretsDir}}},
-				{Name: "config", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: constants.KubernetesAPIServerConfigDir}}},
-				{Name: "audit", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: constants.KubernetesAuditLogDir}}},
-			},
-		},
-	}
-
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
 }

@@ -1,11 +1,10 @@
-package talostest
+package kubelet
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 )
@@ -119,11 +118,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// FlagHas reports whether the comma-separated flag --name holds value, for StandIn hooks.
-func FlagHas(c ContainerConfig, name, value string) bool {
-	v, ok := c.Flag(name)
-
-	return ok && slices.Contains(strings.Split(v, ","), value)
 }
