@@ -1,6 +1,7 @@
 package talostest
 
 import (
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/kubelet"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/staticpod"
@@ -34,3 +35,22 @@ type (
 
 // FlagHas reports whether the comma-separated flag --name holds value, for StandIn hooks.
 func FlagHas(c ContainerConfig, name, value string) bool { return staticpod.FlagHas(c, name, value) }
+
+// machined's etcd service (internal/etcdsvc).
+type (
+	// EtcdOptions make every control plane run machined's etcd service with a real member.
+	EtcdOptions = etcdsvc.Options
+	// EtcdServiceState is the node's etcd service as machined reports it.
+	EtcdServiceState = etcdsvc.State
+)
+
+// The service states machined reports (internal/app/machined/pkg/system/events).
+const (
+	ServiceStarting  = etcdsvc.ServiceStarting
+	ServiceWaiting   = etcdsvc.ServiceWaiting
+	ServicePreparing = etcdsvc.ServicePreparing
+	ServiceRunning   = etcdsvc.ServiceRunning
+	ServiceStopping  = etcdsvc.ServiceStopping
+	ServiceFinished  = etcdsvc.ServiceFinished
+	ServiceFailed    = etcdsvc.ServiceFailed
+)

@@ -44,6 +44,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 )
 
 // kernelToUp is how long after its kernel started the node shows itself up (Dmesg's
@@ -207,7 +209,7 @@ func (n *Node) stopEtcdService(ctx context.Context) error {
 		return nil
 	}
 
-	return n.etcd.stop(ctx)
+	return n.etcd.Stop(ctx)
 }
 
 // wipeEphemeral is resetSystemDiskSpec for EPHEMERAL: everything under /var is gone.
@@ -280,7 +282,7 @@ func (n *Node) bootAgain() {
 	n.events.Forget()
 
 	if n.etcd != nil {
-		n.etcd.forget()
+		n.etcd.Forget()
 	}
 
 	n.bootMu.Lock()
@@ -304,7 +306,7 @@ func (n *Node) bootAgain() {
 		}},
 		{"cri", func() {
 			if n.etcd != nil {
-				n.etcd.start(etcdMode{})
+				n.etcd.Start(etcdsvc.Mode{})
 			}
 		}},
 		{"kubelet", func() {

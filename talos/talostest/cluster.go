@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
+
 	"github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
@@ -20,6 +21,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdclient"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 )
 
 // Defaults used when ClusterOptions leaves a field empty.
@@ -262,29 +266,29 @@ func (c *Cluster) formEtcd(ctx context.Context) error {
 
 	cps := c.ControlPlanes()
 	for _, n := range cps {
-		initial = append(initial, n.Name+"="+n.etcd.peerURL)
+		initial = append(initial, n.Name+"="+n.etcd.PeerURL())
 	}
 
 	for _, n := range cps {
-		n.etcd.start(etcdMode{formation: strings.Join(initial, ",")})
+		n.etcd.Start(etcdsvc.Mode{Formation: strings.Join(initial, ",")})
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 
 	for _, n := range cps {
-		for !n.etcd.healthyRunning() {
-			if _, err := n.etcd.wait(ctx, func(st EtcdServiceState) bool { return st.State == ServiceRunning }); err != nil {
-				return fmt.Errorf("node %s: etcd did not start: %w (%s)", n.IP, err, n.etcd.snapshot().LastEvent)
+		for !n.etcd.HealthyRunning() {
+			if _, err := n.etcd.Wait(ctx, func(st EtcdServiceState) bool { return st.State == ServiceRunning }); err != nil {
+				return fmt.Errorf("node %s: etcd did not start: %w (%s)", n.IP, err, n.etcd.State().LastEvent)
 			}
 
-			n.etcd.checkOnce(ctx)
+			n.etcd.CheckHealth(ctx)
 
 			if ctx.Err() != nil {
-				return fmt.Errorf("node %s: etcd not healthy: %w (%s; its log ends %s)", n.IP, ctx.Err(), n.etcd.snapshot().HealthMessage, n.etcd.lastLog(3))
+				return fmt.Errorf("node %s: etcd not healthy: %w (%s; its log ends %s)", n.IP, ctx.Err(), n.etcd.State().HealthMessage, n.etcd.LastLog(3))
 			}
 
-			if !n.etcd.healthyRunning() {
+			if !n.etcd.HealthyRunning() {
 				time.Sleep(100 * time.Millisecond) // the members are still electing a leader
 			}
 		}
@@ -460,18 +464,57 @@ func (c *Cluster) rebootDuration() time.Duration {
 	return c.opts.RebootDuration
 }
 
-// attemptTimeout is the 30 s machined gives one attempt to join or promote a member,
-// scaled, but never under 5 s: the attempt's work is etcd's, which does not scale.
-func (c *Cluster) attemptTimeout() time.Duration {
-	return max(c.scaled(machinedAttempt), 5*time.Second)
+// etcdEndpoints are the client URLs of the control planes' members, as machined finds
+// them (NewClientFromControlPlaneIPs).
+func (c *Cluster) etcdEndpoints() []string {
+	var out []string
+
+	for _, n := range c.ControlPlanes() {
+		if n.etcd != nil {
+			out = append(out, n.etcd.ClientURL())
+		}
+	}
+
+	return out
 }
 
-const machinedAttempt = 30 * time.Second
+// etcdMembers is how n's machined reaches etcd: its own member's service, with its
+// admin certificate (ClusterOptions.Etcd), or the members ClusterOptions.EtcdMember
+// names; nothing without either.
+func (c *Cluster) etcdMembers(ctx context.Context, n *Node) (EtcdMembers, error) {
+	switch {
+	case n.etcd != nil:
+		tlsConf, err := etcdclient.AdminTLS(ctx, n.st)
+		if err != nil {
+			return EtcdMembers{}, err
+		}
 
-// attemptsFor is how long machined keeps trying (10 minutes to promote, 30 to join),
-// scaled, but never fewer attempts than machined makes: scaled alone, 10 minutes
-// would be 6 s at 0.01, gone in one attempt that a member not answering holds for 5 s
-// (seen in CI on a loaded machine: a learner never promoted).
-func (c *Cluster) attemptsFor(d time.Duration) time.Duration {
-	return max(c.scaled(d), time.Duration(d/machinedAttempt)*c.attemptTimeout())
+		all := func() []EtcdAccess {
+			var out []EtcdAccess
+			for _, e := range c.etcdEndpoints() {
+				out = append(out, EtcdAccess{Endpoint: e, TLS: tlsConf})
+			}
+
+			return out
+		}
+
+		return EtcdMembers{Local: func() (EtcdAccess, error) { return EtcdAccess{Endpoint: n.etcd.ClientURL(), TLS: tlsConf}, nil }, All: all}, nil
+	case c.opts.EtcdMember != nil && n.Type == machine.TypeControlPlane:
+		hook := c.opts.EtcdMember
+		all := func() []EtcdAccess {
+			var out []EtcdAccess
+
+			for _, m := range c.ControlPlanes() {
+				if acc, err := hook(m); err == nil { // no member there: the node's address is still listed, and refuses
+					out = append(out, acc)
+				}
+			}
+
+			return out
+		}
+
+		return EtcdMembers{Local: func() (EtcdAccess, error) { return hook(n) }, All: all}, nil
+	}
+
+	return EtcdMembers{}, nil
 }

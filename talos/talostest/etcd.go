@@ -12,26 +12,29 @@ package talostest
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdclient"
 )
 
 // EtcdAccess is how machined's local etcd client reaches the node's own member.
-type EtcdAccess struct {
-	Endpoint string      // the member's client URL, e.g. https://127.0.0.11:2379
-	TLS      *tls.Config // trusts the etcd CA and carries a client certificate it signed
+type EtcdAccess = etcdclient.Access
+
+// EtcdMembers is how machined's etcd client finds the members: the node's own (its
+// local client) and every control plane's (NewClientFromControlPlaneIPs). Nil Local:
+// no member is reachable from this node.
+type EtcdMembers struct {
+	Local func() (EtcdAccess, error)
+	All   func() []EtcdAccess
 }
 
 // errNoEtcdHook is the answer of a call that needs the real member when the
@@ -41,23 +44,16 @@ var errNoEtcdHook = errors.New("etcd is not running on this emulated node")
 // localEtcd is machined's etcd.NewLocalClient: a client of the node's own member only,
 // and that member's endpoint (the handlers pass it to Status and Defragment).
 func (n *Node) localEtcd(ctx context.Context) (*clientv3.Client, string, error) {
-	if n.etcd != nil {
-		cli, err := newEtcdClient(ctx, []string{n.etcd.clientURL}, n.etcd.adminTLS)
-
-		return cli, n.etcd.clientURL, err
-	}
-
-	hook := n.cluster.opts.EtcdMember
-	if hook == nil {
+	if !n.realEtcd() {
 		return nil, "", errNoEtcdHook
 	}
 
-	acc, err := hook(n)
+	acc, err := n.etcdMembers.Local()
 	if err != nil {
 		return nil, "", err
 	}
 
-	cli, err := newEtcdClient(ctx, []string{acc.Endpoint}, acc.TLS)
+	cli, err := etcdclient.New(ctx, []string{acc.Endpoint}, acc.TLS)
 
 	return cli, acc.Endpoint, err
 }
@@ -65,66 +61,25 @@ func (n *Node) localEtcd(ctx context.Context) (*clientv3.Client, string, error) 
 // anyEtcd is machined's etcd.NewClientFromControlPlaneIPs: every control plane's member,
 // in random order.
 func (n *Node) anyEtcd(ctx context.Context) (*clientv3.Client, error) {
-	if n.etcd != nil {
-		var endpoints []string
-
-		for _, m := range n.cluster.ControlPlanes() {
-			if m.etcd != nil {
-				endpoints = append(endpoints, m.etcd.clientURL)
-			}
-		}
-
-		rand.Shuffle(len(endpoints), func(i, j int) { endpoints[i], endpoints[j] = endpoints[j], endpoints[i] })
-
-		return newEtcdClient(ctx, endpoints, n.etcd.adminTLS)
-	}
-
-	hook := n.cluster.opts.EtcdMember
-	if hook == nil {
+	if !n.realEtcd() {
 		return nil, errNoEtcdHook
 	}
 
-	var (
-		endpoints []string
-		tlsConf   *tls.Config
-	)
+	all := n.etcdMembers.All()
+	if len(all) == 0 {
+		return nil, errNoEtcdHook
+	}
 
-	for _, m := range n.cluster.ControlPlanes() {
-		acc, err := hook(m)
-		if err != nil {
-			continue // no member there: the node's address is still listed, and refuses
-		}
-
+	endpoints := make([]string, 0, len(all))
+	for _, acc := range all {
 		endpoints = append(endpoints, acc.Endpoint)
-		tlsConf = acc.TLS
 	}
 
-	if len(endpoints) == 0 {
-		return nil, errNoEtcdHook
-	}
-
-	rand.Shuffle(len(endpoints), func(i, j int) { endpoints[i], endpoints[j] = endpoints[j], endpoints[i] })
-
-	return newEtcdClient(ctx, endpoints, tlsConf)
-}
-
-func newEtcdClient(ctx context.Context, endpoints []string, tlsConf *tls.Config) (*clientv3.Client, error) {
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		Context:     ctx,
-		TLS:         tlsConf,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("error building etcd client: %w", err)
-	}
-
-	return c, nil
+	return etcdclient.Any(ctx, endpoints, all[0].TLS)
 }
 
 // realEtcd tells whether the etcd calls go to a real member.
-func (n *Node) realEtcd() bool { return n.etcd != nil || n.cluster.opts.EtcdMember != nil }
+func (n *Node) realEtcd() bool { return n.etcdMembers.Local != nil }
 
 // mapAlarms is machined's mapAlarms.
 func mapAlarms(alarms []*etcdserverpb.AlarmMember) []*machine.EtcdMemberAlarm {

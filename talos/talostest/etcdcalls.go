@@ -38,9 +38,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/state"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -48,7 +48,9 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	etcdres "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 )
 
@@ -56,7 +58,7 @@ import (
 var errNoEtcdService = status.Error(codes.Unimplemented, "this emulated node runs no etcd service (talostest.ClusterOptions.Etcd)")
 
 // etcdServiceFor returns the node's service, or the reason there is none.
-func (n *Node) etcdServiceFor(api string) (*etcdService, error) {
+func (n *Node) etcdServiceFor(api string) (*etcdsvc.Service, error) {
 	if err := checkControlPlane(n, api); err != nil {
 		return nil, err
 	}
@@ -68,13 +70,32 @@ func (n *Node) etcdServiceFor(api string) (*etcdService, error) {
 	return n.etcd, nil
 }
 
-// dataDirEmpty is machined's `os.ReadDir(EtcdDataPath)` check: a missing or unreadable
+// etcdDataEmpty is machined's `os.ReadDir(EtcdDataPath)` check: a missing or unreadable
 // directory counts as empty.
-func (s *etcdService) dataDirEmpty() bool {
-	entries, _ := os.ReadDir(s.dataDir()) //nolint:errcheck
+func (n *Node) etcdDataEmpty() bool {
+	entries, _ := os.ReadDir(n.host.Path(constants.EtcdDataPath)) //nolint:errcheck
 
 	return len(entries) == 0
 }
+
+// localMemberID is machined's GetLocalMemberID: it waits (3 minutes at most) for the
+// local Member resource, which exists while the etcd service runs healthy.
+func (n *Node) localMemberID(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdLocalMemberID)
+	defer cancel()
+
+	md := etcdres.NewMember(etcdres.NamespaceName, etcdres.LocalMemberID).Metadata()
+
+	ev, err := n.st.WatchFor(ctx, md, state.WithEventTypes(state.Created, state.Updated))
+	if err != nil {
+		return 0, fmt.Errorf("failed to get local etcd member ID: %w", err)
+	}
+
+	return etcdres.ParseMemberID(ev.(*etcdres.Member).TypedSpec().MemberID)
+}
+
+// etcdLocalMemberID is GetLocalMemberID's wait for the Member resource.
+const etcdLocalMemberID = 3 * time.Minute
 
 // Bootstrap implements machine.MachineServiceServer.
 func (s *machineService) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
@@ -91,22 +112,13 @@ func (s *machineService) Bootstrap(ctx context.Context, in *machine.BootstrapReq
 		return nil, err
 	}
 
-	if !svc.dataDirEmpty() {
+	if !n.etcdDataEmpty() {
 		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
 	}
 
-	// BootstrapEtcd
-	if err := svc.stop(ctx); err != nil {
-		return nil, fmt.Errorf("failed to stop etcd: %w", err)
+	if err := svc.Bootstrap(ctx, in.RecoverEtcd, in.RecoverSkipHashCheck); err != nil {
+		return nil, err
 	}
-
-	svc.setState(ServiceFinished, "Bootstrap requested")
-
-	if !svc.dataDirEmpty() {
-		return nil, errors.New("etcd data directory is not empty")
-	}
-
-	svc.start(etcdMode{bootstrap: true, recover: in.RecoverEtcd, skipHashCheck: in.RecoverSkipHashCheck})
 
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
 }
@@ -223,7 +235,7 @@ func (n *Node) leaveEtcd(ctx context.Context) error {
 	}
 	defer cli.Close() //nolint:errcheck
 
-	id, err := n.etcd.localMemberID(ctx)
+	id, err := n.localMemberID(ctx)
 	if err != nil {
 		return fmt.Errorf("failed to leave cluster: %w", err)
 	}
@@ -248,11 +260,11 @@ func (n *Node) leaveEtcd(ctx context.Context) error {
 		}
 	}
 
-	if err := n.etcd.stop(ctx); err != nil {
+	if err := n.etcd.Stop(ctx); err != nil {
 		return fmt.Errorf("failed to leave cluster: failed to stop etcd: %w", err)
 	}
 
-	if err := os.RemoveAll(n.etcd.dataDir()); err != nil {
+	if err := os.RemoveAll(n.host.Path(constants.EtcdDataPath)); err != nil {
 		return fmt.Errorf("failed to leave cluster: failed to remove %s: %w", constants.EtcdDataPath, err)
 	}
 
@@ -263,8 +275,7 @@ func (n *Node) leaveEtcd(ctx context.Context) error {
 func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.EtcdForfeitLeadershipRequest) (*machine.EtcdForfeitLeadershipResponse, error) {
 	n := s.n
 
-	svc, err := n.etcdServiceFor("etcd forfeit leadership")
-	if err != nil {
+	if _, err := n.etcdServiceFor("etcd forfeit leadership"); err != nil {
 		return nil, err
 	}
 
@@ -276,12 +287,12 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 
 	ctx = clientv3.WithRequireLeader(ctx)
 
-	id, err := svc.localMemberID(ctx)
+	id, err := n.localMemberID(ctx)
 	if err != nil {
 		return nil, err
 	}
 
-	leader, err := forfeitLeadership(ctx, cli, id, svc)
+	leader, err := n.forfeitLeadership(ctx, cli, id)
 	if err != nil {
 		return nil, fmt.Errorf("failed to forfeit leadership: %w", err)
 	}
@@ -290,7 +301,7 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 }
 
 // forfeitLeadership is machined's Client.ForfeitLeadership.
-func forfeitLeadership(ctx context.Context, cli *clientv3.Client, id uint64, svc *etcdService) (string, error) {
+func (n *Node) forfeitLeadership(ctx context.Context, cli *clientv3.Client, id uint64) (string, error) {
 	resp, err := cli.MemberList(ctx)
 	if err != nil {
 		return "", fmt.Errorf("failed to list etcd members: %w", err)
@@ -300,7 +311,13 @@ func forfeitLeadership(ctx context.Context, cli *clientv3.Client, id uint64, svc
 		return "", errors.New("cannot forfeit leadership, only one member")
 	}
 
-	st, err := cli.Status(ctx, svc.clientURL)
+	local, endpoint, err := n.localEtcd(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer local.Close() //nolint:errcheck
+
+	st, err := cli.Status(ctx, endpoint)
 	if err != nil {
 		return "", err
 	}
@@ -308,19 +325,12 @@ func forfeitLeadership(ctx context.Context, cli *clientv3.Client, id uint64, svc
 	if st.Leader != id {
 		return "", nil
 	}
-
-	local, err := newEtcdClient(ctx, []string{svc.clientURL}, svc.adminTLS)
-	if err != nil {
-		return "", err
-	}
-	defer local.Close() //nolint:errcheck
-
 	for _, m := range resp.Members {
 		if m.ID == id {
 			continue
 		}
 
-		svc.n.logf("moving leadership from %q to %q", svc.n.Name, m.Name)
+		n.logf("moving leadership from %q to %q", n.Name, m.Name)
 
 		if _, err := local.MoveLeader(ctx, m.ID); err != nil {
 			if errors.Is(err, rpctypes.ErrNotLeader) {
@@ -344,7 +354,7 @@ func (n *Node) serviceRunning(id string) (bool, error) {
 		}
 
 		if id == "etcd" && n.etcd != nil {
-			return n.etcd.inRun(), nil
+			return n.etcd.InRun(), nil
 		}
 
 		return true, nil
@@ -411,7 +421,7 @@ func (n *Node) EtcdState() EtcdServiceState {
 		return EtcdServiceState{}
 	}
 
-	return n.etcd.snapshot()
+	return n.etcd.State()
 }
 
 // WaitEtcd waits until cond holds for the node's etcd service.
@@ -420,7 +430,7 @@ func (n *Node) WaitEtcd(ctx context.Context, cond func(EtcdServiceState) bool) (
 		return EtcdServiceState{}, errNoEtcdService
 	}
 
-	return n.etcd.wait(ctx, cond)
+	return n.etcd.Wait(ctx, cond)
 }
 
 // EtcdEndpoint is the node's member's client URL ("" without ClusterOptions.Etcd).
@@ -429,7 +439,7 @@ func (n *Node) EtcdEndpoint() string {
 		return ""
 	}
 
-	return n.etcd.clientURL
+	return n.etcd.ClientURL()
 }
 
 // EtcdLog returns the member's own log lines (talosctl logs etcd).
@@ -438,12 +448,7 @@ func (n *Node) EtcdLog() []string {
 		return nil
 	}
 
-	var out []string
-	for _, l := range n.etcd.log.Lines() {
-		out = append(out, string(l))
-	}
-
-	return out
+	return lines(n.etcd.Log())
 }
 
 // Cluster is the cluster the node belongs to.
@@ -451,10 +456,12 @@ func (n *Node) Cluster() *Cluster { return n.cluster }
 
 // SystemLog returns machined's own log lines (talosctl dmesg's talos lines): the
 // etcd service's states, its joins, promotions and retries.
-func (n *Node) SystemLog() []string {
+func (n *Node) SystemLog() []string { return lines(n.host.Logs.Open(host.MachinedLog)) }
+
+func lines(l *host.Log) []string {
 	var out []string
-	for _, l := range n.host.Logs.Open(host.MachinedLog).Lines() {
-		out = append(out, string(l))
+	for _, line := range l.Lines() {
+		out = append(out, string(line))
 	}
 
 	return out
@@ -467,7 +474,7 @@ func (n *Node) KillEtcd() error {
 		return errNoEtcdService
 	}
 
-	return n.etcd.killAnd(func() error { return nil })
+	return n.etcd.Kill()
 }
 
 // DestroyEtcdData is a member whose disk is lost: its process dies and its data
@@ -479,20 +486,5 @@ func (n *Node) DestroyEtcdData() error {
 		return errNoEtcdService
 	}
 
-	return n.etcd.killAnd(func() error {
-		dir := n.etcd.dataDir()
-
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-
-		for _, e := range entries {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-
-		return nil
-	})
+	return n.etcd.DestroyData()
 }

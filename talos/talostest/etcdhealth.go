@@ -1,9 +1,11 @@
 package talostest
 
 import (
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 )
 
 // SetEtcdHealthy marks the node's etcd service healthy or not. On Talos the
@@ -29,7 +31,7 @@ func (n *Node) SetEtcdHealthy(healthy bool) {
 // and its last health check passed; otherwise true unless SetEtcdHealthy(false).
 func (n *Node) EtcdHealthy() bool {
 	if n.etcd != nil {
-		return n.etcd.healthyRunning()
+		return n.etcd.HealthyRunning()
 	}
 
 	return !n.etcdDown.Load()
@@ -50,7 +52,7 @@ func (n *Node) etcdHealthChanged() {
 		return // the node is still being made
 	}
 
-	if (n.renderPending && n.EtcdHealthy()) || (n.etcd != nil && !n.etcd.running()) {
+	if running, healthy := n.etcdServiceStatus(); (n.renderPending && healthy) || !running {
 		n.renderPodLocked()
 	}
 }
@@ -71,4 +73,15 @@ func (n *Node) teardownPodsLocked() {
 	}
 
 	n.logf("k8s.ControlPlaneStaticPodController: etcd service is not running, static pods torn down")
+}
+
+// etcdServiceStatus is the etcd service as the static pod controller reads it: its
+// Service resource, there only while it runs, and whether it is healthy.
+func (n *Node) etcdServiceStatus() (running, healthy bool) {
+	svc, err := safe.StateGetByID[*v1alpha1.Service](n.ctx, n.st, "etcd")
+	if err != nil {
+		return false, false
+	}
+
+	return svc.TypedSpec().Running, svc.TypedSpec().Healthy
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/kubelet"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
@@ -88,10 +89,11 @@ type Node struct {
 	rebooting atomic.Bool
 	etcdDown  atomic.Bool // SetEtcdHealthy(false)
 
-	dir    string       // the node's files: its EPHEMERAL under var/ (boot.go)
-	etcd   *etcdService // machined's etcd service with a real member (ClusterOptions.Etcd), else nil
-	events *host.Bus    // machined's runtime events
-	host   *host.Host
+	dir         string           // the node's files: its EPHEMERAL under var/ (boot.go)
+	etcdMembers EtcdMembers      // how machined's etcd client reaches the members
+	etcd        *etcdsvc.Service // machined's etcd service with a real member (ClusterOptions.Etcd), else nil
+	events      *host.Bus        // machined's runtime events
+	host        *host.Host
 
 	background sync.WaitGroup // a reset and the boot after it
 
@@ -173,18 +175,29 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 			return nil, err
 		}
 
-		if n.etcd, err = newEtcdService(n, c.opts.Etcd); err != nil {
+		rt := etcdsvc.Runtime{Ready: func(ctx context.Context) error { return n.waitBooted(ctx, "cri") }, Peers: c.etcdEndpoints}
+		if n.etcd, err = etcdsvc.New(n.host, *c.opts.Etcd, rt); err != nil {
 			return nil, err
 		}
 	}
 
+	if n.etcdMembers, err = c.etcdMembers(ctx, n); err != nil {
+		return nil, err
+	}
+
 	n.publishServices()
+
+	services := resource.NewMetadata(v1alpha1.NamespaceName, v1alpha1.ServiceType, "", resource.VersionUndefined)
 
 	// MachineStatus follows the services and the static pods' status, as machined's
 	// MachineStatusController does
-	if err = follow(n.ctx, n.st, n.publishMachineStatus,
-		resource.NewMetadata(v1alpha1.NamespaceName, v1alpha1.ServiceType, "", resource.VersionUndefined),
+	if err = follow(n.ctx, n.st, n.publishMachineStatus, services,
 		resource.NewMetadata(k8s.NamespaceName, k8s.StaticPodStatusType, "", resource.VersionUndefined)); err != nil {
+		return nil, err
+	}
+
+	// the static pods follow the etcd service, as the ControlPlaneStaticPodController does
+	if err = follow(n.ctx, n.st, n.etcdHealthChanged, services); err != nil {
 		return nil, err
 	}
 
@@ -352,7 +365,7 @@ func (n *Node) shutdown() {
 	}
 
 	if n.etcd != nil {
-		n.etcd.close()
+		n.etcd.Close()
 	}
 
 	n.addr.Close() //nolint:errcheck
@@ -765,13 +778,14 @@ func (n *Node) setRunningLocked(cfg *nodeConfig) {
 // resource, which the kubelet fetches, rendered from the config, but only while
 // the node's etcd is healthy (a render waits for it otherwise).
 func (n *Node) renderPodLocked() {
-	if n.etcd != nil && !n.etcd.running() {
+	running, healthy := n.etcdServiceStatus()
+	if !running {
 		n.teardownPodsLocked()
 
 		return
 	}
 
-	if !n.EtcdHealthy() {
+	if !healthy {
 		if !n.renderPending {
 			n.logf("k8s.ControlPlaneStaticPodController: etcd is not healthy, not rendering static pods")
 		}

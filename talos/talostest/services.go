@@ -114,10 +114,7 @@ func (n *Node) upTime() time.Time {
 // model), or its real member's process runs (ClusterOptions.Etcd).
 func (n *Node) etcdUp() bool {
 	if n.etcd != nil {
-		n.etcd.mu.Lock()
-		defer n.etcd.mu.Unlock()
-
-		return n.etcd.member != nil
+		return n.etcd.MemberRunning()
 	}
 
 	return n.Type == machinetype.TypeControlPlane && n.EtcdHealthy() && !n.rebooting.Load()
@@ -195,7 +192,7 @@ func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.
 
 	for _, d := range n.services() {
 		if d.id == "etcd" && n.etcd != nil {
-			list = append(list, n.etcd.info())
+			list = append(list, n.etcd.Info())
 
 			continue
 		}

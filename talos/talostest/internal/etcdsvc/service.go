@@ -1,4 +1,4 @@
-package talostest
+package etcdsvc
 
 // machined's etcd service on a control plane (ClusterOptions.Etcd), around a real etcd
 // member that runs in this process as an embedded server: one per node, stopped,
@@ -23,8 +23,6 @@ package talostest
 
 import (
 	"context"
-	"crypto/tls"
-	stdx509 "crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -49,20 +47,32 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	etcdres "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdclient"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 )
 
-// EtcdOptions make every control plane run machined's etcd service with a real member.
-type EtcdOptions struct {
+// Options make every control plane run machined's etcd service with a real member.
+type Options struct {
 	// ClientPort and PeerPort are each node's etcd ports (Talos: 2379 and 2380); 0
 	// picks a free one per node. Each is held for the node's life (PortReservation).
 	ClientPort, PeerPort int
 	// QuotaBytes is each member's --quota-backend-bytes; 0: etcd's default, 2 GiB, as on Talos.
 	QuotaBytes int64
+}
+
+// Runtime is what the service is given of machined beside its host, as Talos hands a
+// service its runtime.
+type Runtime struct {
+	// Ready waits for the service's conditions (cri up, time sync, network): the boot.
+	Ready func(context.Context) error
+	// Peers are the client URLs of every control plane's member, this node's among
+	// them, as machined finds them (NewClientFromControlPlaneIPs).
+	Peers func() []string
 }
 
 // The service states machined reports (internal/app/machined/pkg/system/events).
@@ -90,16 +100,17 @@ const (
 	etcdLocalMemberID = 3 * time.Minute  // GetLocalMemberID's wait for the Member resource
 )
 
-// etcdMode is machined's services.Etcd: how the next run starts a member whose data
+// Mode is machined's services.Etcd: how the next run starts a member whose data
 // directory is empty.
-type etcdMode struct {
-	bootstrap, recover, skipHashCheck bool
-	// formation is the cluster's first boot (every control plane's member, "new")
-	formation string
+type Mode struct {
+	Bootstrap, Recover, SkipHashCheck bool
+	// Formation is the cluster's first boot (every control plane's member, "new"):
+	// --initial-cluster as NAME=PEER_URL,...
+	Formation string
 }
 
-// EtcdServiceState is the node's etcd service as machined reports it.
-type EtcdServiceState struct {
+// State is the node's etcd service as machined reports it.
+type State struct {
 	State     string // ServiceRunning, ServicePreparing, ...
 	LastEvent string // the message of the last event ("Running pre state", ...)
 	// Health is known once the first check ran in this run; Healthy is its outcome.
@@ -112,8 +123,14 @@ type EtcdServiceState struct {
 // WaitingForBootstrap tells whether etcd waits to join or to be bootstrapped: service
 // Preparing, its pre state running with an empty data directory (talosctl's "wait for
 // etcd to be in Preparing state" of the disaster-recovery guide).
-func (s EtcdServiceState) WaitingForBootstrap() bool {
+func (s State) WaitingForBootstrap() bool {
 	return s.State == ServicePreparing && s.LastEvent == "Running pre state"
+}
+
+// event is one entry of the service's event history.
+type event struct {
+	state, msg string
+	at         time.Time
 }
 
 type serviceHealth struct {
@@ -122,19 +139,21 @@ type serviceHealth struct {
 	lastChange     time.Time
 }
 
-// etcdService is one node's etcd service and member.
-type etcdService struct {
-	n                  *Node
+// Service is one node's etcd service and member.
+type Service struct {
+	host               *host.Host
+	rt                 Runtime
 	ports              []*ports.Reservation
 	clientURL, peerURL string
 	quota              int64
 	files              etcdFiles
-	adminTLS           *tls.Config
 	log                *host.Log // etcd's own log (talosctl logs etcd)
+
+	resMu sync.Mutex // held while the resources are written
 
 	mu       sync.Mutex
 	state    string
-	events   []serviceEvent // the last 64, as machined keeps
+	events   []event // the last 64, as machined keeps
 	health   serviceHealth
 	memberID uint64 // set while Running and healthy (the Member resource)
 	run      *etcdRun
@@ -154,13 +173,14 @@ type etcdRun struct {
 
 type etcdFiles struct{ ca, cert, key, peerCert, peerKey string }
 
-func newEtcdService(n *Node, opts *EtcdOptions) (*etcdService, error) {
-	s := &etcdService{n: n, quota: opts.QuotaBytes, log: n.host.Logs.Open("etcd"), changed: make(chan struct{}), state: "Initialized"}
+// New makes the node's etcd service, not started, its ports held.
+func New(h *host.Host, opts Options, rt Runtime) (*Service, error) {
+	s := &Service{host: h, rt: rt, quota: opts.QuotaBytes, log: h.Logs.Open("etcd"), changed: make(chan struct{}), state: "Initialized"}
 
 	for _, port := range []int{opts.ClientPort, opts.PeerPort} {
-		r, err := ports.Reserve(n.IP, port)
+		r, err := ports.Reserve(h.IP, port)
 		if err != nil {
-			s.close()
+			s.Close()
 
 			return nil, err
 		}
@@ -170,26 +190,18 @@ func newEtcdService(n *Node, opts *EtcdOptions) (*etcdService, error) {
 
 	s.clientURL, s.peerURL = "https://"+s.ports[0].Addr(), "https://"+s.ports[1].Addr()
 
-	if err := s.writeSecrets(); err != nil {
-		s.close()
-
-		return nil, err
-	}
-
 	return s, nil
 }
 
 // writeSecrets puts the node's etcd certificates where the member reads them
-// (/system/secrets/etcd on a node) and makes machined's admin client TLS.
-func (s *etcdService) writeSecrets() error {
-	certs := s.n.EtcdCerts()
-	root := s.n.etcdRoot()
-
-	if certs == nil || root == nil {
-		return errors.New("no etcd certificates on this node")
+// (/system/secrets/etcd on a node), from its EtcdSecrets.
+func (s *Service) writeSecrets(ctx context.Context) error {
+	certs, root, err := etcdclient.Secrets(ctx, s.host.State)
+	if err != nil {
+		return err
 	}
 
-	dir := s.n.hostPath("/system/secrets/etcd")
+	dir := s.host.Path("/system/secrets/etcd")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -208,39 +220,39 @@ func (s *etcdService) writeSecrets() error {
 		}
 	}
 
-	admin, err := tls.X509KeyPair(certs.EtcdAdmin.Crt, certs.EtcdAdmin.Key)
-	if err != nil {
-		return err
-	}
-
-	pool := stdx509.NewCertPool()
-	pool.AppendCertsFromPEM(root.Crt)
-
-	s.adminTLS = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{admin}, MinVersion: tls.VersionTLS12}
-
 	return nil
 }
 
-func (s *etcdService) dataDir() string { return s.n.hostPath("/var/lib/etcd") }
+// client makes machined's client of the members at endpoints.
+func (s *Service) client(ctx context.Context, endpoints ...string) (*clientv3.Client, error) {
+	tlsConf, err := etcdclient.AdminTLS(ctx, s.host.State)
+	if err != nil {
+		return nil, err
+	}
 
-// close stops the service and gives its ports back (cluster close).
-func (s *etcdService) close() {
+	return etcdclient.New(ctx, endpoints, tlsConf)
+}
+
+func (s *Service) dataDir() string { return s.host.Path(constants.EtcdDataPath) }
+
+// Close stops the service and gives its ports back (cluster close).
+func (s *Service) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	s.stop(ctx) //nolint:errcheck
+	s.Stop(ctx) //nolint:errcheck
 
 	for _, r := range s.ports {
 		r.Close() //nolint:errcheck
 	}
 }
 
-// snapshot is the service as machined reports it.
-func (s *etcdService) snapshot() EtcdServiceState {
+// State is the service as machined reports it.
+func (s *Service) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	st := EtcdServiceState{State: s.state, HealthKnown: s.health.known, Healthy: s.health.healthy, HealthMessage: s.health.message, Member: s.memberID}
+	st := State{State: s.state, HealthKnown: s.health.known, Healthy: s.health.healthy, HealthMessage: s.health.message, Member: s.memberID}
 	if len(s.events) > 0 {
 		st.LastEvent = s.events[len(s.events)-1].msg
 	}
@@ -248,8 +260,8 @@ func (s *etcdService) snapshot() EtcdServiceState {
 	return st
 }
 
-// info is the service's entry in ServiceList.
-func (s *etcdService) info() *machine.ServiceInfo {
+// Info is the service's entry in ServiceList.
+func (s *Service) Info() *machine.ServiceInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -262,23 +274,15 @@ func (s *etcdService) info() *machine.ServiceInfo {
 	return info
 }
 
-func (s *etcdService) healthProtoLocked() *machine.ServiceHealth {
+func (s *Service) healthProtoLocked() *machine.ServiceHealth {
 	return &machine.ServiceHealth{
 		Unknown: !s.health.known, Healthy: s.health.known && s.health.healthy,
 		LastMessage: s.health.message, LastChange: timestamppb.New(s.health.lastChange),
 	}
 }
 
-// running tells whether the service is in state Running (its Service resource exists).
-func (s *etcdService) running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	return s.state == ServiceRunning
-}
-
-// healthyRunning tells whether the service runs and its last health check passed.
-func (s *etcdService) healthyRunning() bool {
+// HealthyRunning tells whether the service runs and its last health check passed.
+func (s *Service) HealthyRunning() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -287,21 +291,21 @@ func (s *etcdService) healthyRunning() bool {
 
 // setState records a state change as machined's UpdateState does: an event, a log
 // line, a ServiceStateEvent, and the Service resource (only while Running).
-func (s *etcdService) setState(state, format string, args ...any) {
+func (s *Service) setState(state, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 
 	s.mu.Lock()
 	s.state = state
-	s.pushLocked(serviceEvent{state: state, msg: msg, at: time.Now()})
+	s.pushLocked(event{state: state, msg: msg, at: time.Now()})
 	ev := s.stateEventLocked(msg)
 	s.mu.Unlock()
 
-	s.n.logf("service[etcd](%s): %s", state, msg)
-	s.n.events.Publish("", ev)
-	s.followed()
+	s.host.Logf("service[etcd](%s): %s", state, msg)
+	s.host.Events.Publish("", ev)
+	s.publish()
 }
 
-func (s *etcdService) pushLocked(e serviceEvent) {
+func (s *Service) pushLocked(e event) {
 	s.events = append(s.events, e)
 	if len(s.events) > 64 {
 		s.events = s.events[len(s.events)-64:]
@@ -311,7 +315,7 @@ func (s *etcdService) pushLocked(e serviceEvent) {
 	s.changed = make(chan struct{})
 }
 
-func (s *etcdService) stateEventLocked(msg string) *machine.ServiceStateEvent {
+func (s *Service) stateEventLocked(msg string) *machine.ServiceStateEvent {
 	action := map[string]machine.ServiceStateEvent_Action{
 		ServicePreparing: machine.ServiceStateEvent_PREPARING, ServiceWaiting: machine.ServiceStateEvent_WAITING,
 		ServiceRunning: machine.ServiceStateEvent_RUNNING, ServiceStopping: machine.ServiceStateEvent_STOPPING,
@@ -323,7 +327,7 @@ func (s *etcdService) stateEventLocked(msg string) *machine.ServiceStateEvent {
 }
 
 // setHealth records a health check's outcome; a change while Running is an event.
-func (s *etcdService) setHealth(healthy bool, message string, memberID uint64) {
+func (s *Service) setHealth(healthy bool, message string, memberID uint64) {
 	s.mu.Lock()
 
 	changed := !s.health.known || s.health.healthy != healthy
@@ -346,21 +350,21 @@ func (s *etcdService) setHealth(healthy bool, message string, memberID uint64) {
 			msg = "Health check failed: " + message
 		}
 
-		s.pushLocked(serviceEvent{state: s.state, msg: msg, at: time.Now()})
+		s.pushLocked(event{state: s.state, msg: msg, at: time.Now()})
 		ev = s.stateEventLocked(msg)
 	}
 	s.mu.Unlock()
 
 	if ev != nil {
-		s.n.logf("service[etcd](%s): %s", ServiceRunning, ev.Message)
-		s.n.events.Publish("", ev)
+		s.host.Logf("service[etcd](%s): %s", ServiceRunning, ev.Message)
+		s.host.Events.Publish("", ev)
 	}
 
-	s.followed()
+	s.publish()
 }
 
-// forget drops the service's history, as a reboot does (a new machined).
-func (s *etcdService) forget() {
+// Forget drops the service's history, as a reboot does (a new machined).
+func (s *Service) Forget() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -368,18 +372,23 @@ func (s *etcdService) forget() {
 }
 
 // resetHealth forgets the health, as a new run does (health.State.Init).
-func (s *etcdService) resetHealth() {
+func (s *Service) resetHealth() {
 	s.mu.Lock()
 	s.health = serviceHealth{}
 	s.memberID = 0
 	s.mu.Unlock()
 }
 
-// followed lets what follows the service catch up: the Service and Member resources,
-// and the static pods (rendered only while etcd runs healthy, torn down when it
-// stops running).
-func (s *etcdService) followed() {
-	n := s.n
+// publish writes what follows the service into the node's state: the Service
+// resource while it runs (machined's ServiceController) and the local Member while it
+// runs healthy (the etcd MemberController). machined's static pod controller watches
+// the first: it renders the control plane's pods only while etcd runs healthy, and
+// tears them down while it does not run.
+func (s *Service) publish() {
+	s.resMu.Lock() // one snapshot written at a time, in order
+	defer s.resMu.Unlock()
+
+	ctx, st := s.host.Life, s.host.State
 
 	s.mu.Lock()
 	spec := v1alpha1.ServiceSpec{Running: true, Healthy: s.health.known && s.health.healthy, Unknown: !s.health.known}
@@ -389,43 +398,40 @@ func (s *etcdService) followed() {
 	svc := v1alpha1.NewService("etcd")
 
 	if running {
-		if err := n.st.Modify(n.ctx, svc, func(r resource.Resource) error {
+		if err := st.Modify(ctx, svc, func(r resource.Resource) error {
 			*r.(*v1alpha1.Service).TypedSpec() = spec
 
 			return nil
-		}); err != nil && n.ctx.Err() == nil {
-			n.logf("writing Service etcd: %v", err)
+		}); err != nil && ctx.Err() == nil {
+			s.host.Logf("writing Service etcd: %v", err)
 		}
-	} else if err := n.st.Destroy(n.ctx, svc.Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
-		n.logf("removing Service etcd: %v", err)
+	} else if err := st.Destroy(ctx, svc.Metadata()); err != nil && !state.IsNotFoundError(err) && ctx.Err() == nil {
+		s.host.Logf("removing Service etcd: %v", err)
 	}
 
 	member := etcdres.NewMember(etcdres.NamespaceName, etcdres.LocalMemberID)
 
 	if memberID != 0 {
-		if err := n.st.Modify(n.ctx, member, func(r resource.Resource) error {
+		if err := st.Modify(ctx, member, func(r resource.Resource) error {
 			r.(*etcdres.Member).TypedSpec().MemberID = etcdres.FormatMemberID(memberID)
 
 			return nil
-		}); err != nil && n.ctx.Err() == nil {
-			n.logf("writing etcd Member: %v", err)
+		}); err != nil && ctx.Err() == nil {
+			s.host.Logf("writing etcd Member: %v", err)
 		}
-	} else if err := n.st.Destroy(n.ctx, member.Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
-		n.logf("removing etcd Member: %v", err)
+	} else if err := st.Destroy(ctx, member.Metadata()); err != nil && !state.IsNotFoundError(err) && ctx.Err() == nil {
+		s.host.Logf("removing etcd Member: %v", err)
 	}
-
-	n.publishMachineStatus()
-	n.etcdHealthChanged()
 }
 
-// wait blocks until cond holds for the service, ctx ends or the node shuts down.
-func (s *etcdService) wait(ctx context.Context, cond func(EtcdServiceState) bool) (EtcdServiceState, error) {
+// Wait blocks until cond holds for the service, ctx ends or the node shuts down.
+func (s *Service) Wait(ctx context.Context, cond func(State) bool) (State, error) {
 	for {
 		s.mu.Lock()
 		changed := s.changed
 		s.mu.Unlock()
 
-		st := s.snapshot()
+		st := s.State()
 		if cond(st) {
 			return st, nil
 		}
@@ -433,16 +439,16 @@ func (s *etcdService) wait(ctx context.Context, cond func(EtcdServiceState) bool
 		select {
 		case <-ctx.Done():
 			return st, ctx.Err()
-		case <-s.n.ctx.Done():
-			return st, s.n.ctx.Err()
+		case <-s.host.Life.Done():
+			return st, s.host.Life.Err()
 		case <-changed:
 		}
 	}
 }
 
-// start starts a run of the service unless one is in progress, and returns once it
+// Start starts a run of the service unless one is in progress, and returns once it
 // is Starting (machined's Start).
-func (s *etcdService) start(mode etcdMode) {
+func (s *Service) Start(mode Mode) {
 	s.mu.Lock()
 	if s.run != nil {
 		s.mu.Unlock()
@@ -450,7 +456,7 @@ func (s *etcdService) start(mode etcdMode) {
 		return
 	}
 
-	ctx, cancel := context.WithCancel(s.n.ctx)
+	ctx, cancel := context.WithCancel(s.host.Life)
 	r := &etcdRun{cancel: cancel, done: make(chan struct{})}
 	s.run = r
 	s.mu.Unlock()
@@ -479,8 +485,8 @@ func (s *etcdService) start(mode etcdMode) {
 	}()
 }
 
-// stop ends the run in progress and waits for it (machined's Stop).
-func (s *etcdService) stop(ctx context.Context) error {
+// Stop ends the run in progress and waits for it (machined's Stop).
+func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	r := s.run
 	s.mu.Unlock()
@@ -499,8 +505,8 @@ func (s *etcdService) stop(ctx context.Context) error {
 	}
 }
 
-// inRun tells whether a run is in progress (machined's IsRunning).
-func (s *etcdService) inRun() bool {
+// InRun tells whether a run is in progress (machined's IsRunning).
+func (s *Service) InRun() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -508,10 +514,10 @@ func (s *etcdService) inRun() bool {
 }
 
 // runOnce is machined's ServiceRunner.Run for etcd.
-func (s *etcdService) runOnce(ctx context.Context, mode etcdMode) error {
+func (s *Service) runOnce(ctx context.Context, mode Mode) error {
 	s.setState(ServiceWaiting, `Waiting for service "cri" to be "up", time sync, network, etcd spec`)
 
-	if err := s.n.waitBooted(ctx, "cri"); err != nil {
+	if err := s.rt.Ready(ctx); err != nil {
 		return nil //nolint:nilerr // stopped before it started: a clean stop
 	}
 
@@ -535,7 +541,7 @@ func (s *etcdService) runOnce(ctx context.Context, mode etcdMode) error {
 		go s.promote(runCtx, learner)
 	}
 
-	s.runMember(runCtx, cfg, mode.formation != "")
+	s.runMember(runCtx, cfg, mode.Formation != "")
 
 	return nil
 }
@@ -546,9 +552,13 @@ type memberConfig struct {
 }
 
 // preFunc is machined's Etcd.PreFunc for a control plane (argsForControlPlane).
-func (s *etcdService) preFunc(ctx context.Context, mode etcdMode) (memberConfig, uint64, error) {
-	if mode.recover {
-		if err := s.recoverFromSnapshot(mode.skipHashCheck); err != nil {
+func (s *Service) preFunc(ctx context.Context, mode Mode) (memberConfig, uint64, error) {
+	if err := s.writeSecrets(ctx); err != nil {
+		return memberConfig{}, 0, err
+	}
+
+	if mode.Recover {
+		if err := s.recoverFromSnapshot(mode.SkipHashCheck); err != nil {
 			return memberConfig{}, 0, err
 		}
 	}
@@ -563,10 +573,10 @@ func (s *etcdService) preFunc(ctx context.Context, mode etcdMode) (memberConfig,
 	}
 
 	switch {
-	case mode.formation != "":
-		return memberConfig{initialCluster: mode.formation, state: embed.ClusterStateFlagNew}, 0, nil
-	case mode.bootstrap:
-		return memberConfig{initialCluster: s.n.Name + "=" + s.peerURL, state: embed.ClusterStateFlagNew}, 0, nil
+	case mode.Formation != "":
+		return memberConfig{initialCluster: mode.Formation, state: embed.ClusterStateFlagNew}, 0, nil
+	case mode.Bootstrap:
+		return memberConfig{initialCluster: s.host.Name + "=" + s.peerURL, state: embed.ClusterStateFlagNew}, 0, nil
 	}
 
 	initial, learner, err := s.buildInitialCluster(ctx)
@@ -595,8 +605,8 @@ func dirEmpty(dir string) (bool, error) {
 
 // recoverFromSnapshot is machined's: the uploaded snapshot restored into the empty data
 // directory as a cluster of this member alone (no revision bump), then removed.
-func (s *etcdService) recoverFromSnapshot(skipHashCheck bool) error {
-	path := s.n.hostPath(etcdRecoverySnapshotPath)
+func (s *Service) recoverFromSnapshot(skipHashCheck bool) error {
+	path := s.host.Path(constants.EtcdRecoverySnapshotPath)
 	manager := snapshot.NewV3(s.logger())
 
 	st, err := manager.Status(path)
@@ -604,14 +614,14 @@ func (s *etcdService) recoverFromSnapshot(skipHashCheck bool) error {
 		return fmt.Errorf("error verifying snapshot: %w", err)
 	}
 
-	s.n.logf("recovering etcd from snapshot: hash %08x, revision %d, total keys %d, total size %d", st.Hash, st.Revision, st.TotalKey, st.TotalSize)
+	s.host.Logf("recovering etcd from snapshot: hash %08x, revision %d, total keys %d, total size %d", st.Hash, st.Revision, st.TotalKey, st.TotalSize)
 
 	if err := manager.Restore(snapshot.RestoreConfig{
 		SnapshotPath:   path,
-		Name:           s.n.Name,
+		Name:           s.host.Name,
 		OutputDataDir:  s.dataDir(),
 		PeerURLs:       []string{s.peerURL},
-		InitialCluster: s.n.Name + "=" + s.peerURL,
+		InitialCluster: s.host.Name + "=" + s.peerURL,
 		SkipHashCheck:  skipHashCheck,
 	}); err != nil {
 		return fmt.Errorf("error recovering from the snapshot: %w", err)
@@ -627,21 +637,20 @@ func (s *etcdService) recoverFromSnapshot(skipHashCheck bool) error {
 // buildInitialCluster is machined's: until a quorum answers (30 minutes at most), add
 // this node as a learner through any control plane's member (removing a member of the
 // same name first: its old self), asking for a bootstrap every 30 s meanwhile.
-func (s *etcdService) buildInitialCluster(ctx context.Context) (string, uint64, error) {
-	c := s.n.cluster
-	deadline := time.Now().Add(c.attemptsFor(etcdJoinTimeout))
+func (s *Service) buildInitialCluster(ctx context.Context) (string, uint64, error) {
+	deadline := time.Now().Add(s.attemptsFor(etcdJoinTimeout))
 
 	var lastNag time.Time
 
 	for {
-		if time.Since(lastNag) > c.scaled(etcdJoinNag) {
+		if time.Since(lastNag) > s.host.Scaled(etcdJoinNag) {
 			lastNag = time.Now()
 
-			s.n.logf("etcd is waiting to join the cluster, if this node is the first node in the cluster, please run `talosctl bootstrap` against one of the following IPs:")
-			s.n.logf("[%s]", s.n.IP)
+			s.host.Logf("etcd is waiting to join the cluster, if this node is the first node in the cluster, please run `talosctl bootstrap` against one of the following IPs:")
+			s.host.Logf("[%s]", s.host.IP)
 		}
 
-		attempt, cancel := context.WithTimeout(ctx, c.attemptTimeout())
+		attempt, cancel := context.WithTimeout(ctx, s.attemptTimeout())
 		initial, id, err := s.addMember(attempt)
 
 		cancel()
@@ -658,19 +667,24 @@ func (s *etcdService) buildInitialCluster(ctx context.Context) (string, uint64, 
 			return "", 0, fmt.Errorf("failed to build cluster arguments: time limit exceeded: %w", err)
 		}
 
-		s.n.logf("retrying error: %v", err)
+		s.host.Logf("retrying error: %v", err)
 
 		select {
 		case <-ctx.Done():
 			return "", 0, ctx.Err()
-		case <-time.After(c.scaled(etcdJoinRetry) + rand.N(c.scaled(time.Second))):
+		case <-time.After(s.host.Scaled(etcdJoinRetry) + rand.N(s.host.Scaled(time.Second))):
 		}
 	}
 }
 
 // addMember is machined's addMember.
-func (s *etcdService) addMember(ctx context.Context) (string, uint64, error) {
-	cli, err := s.n.anyEtcd(ctx)
+func (s *Service) addMember(ctx context.Context) (string, uint64, error) {
+	tlsConf, err := etcdclient.AdminTLS(ctx, s.host.State)
+	if err != nil {
+		return "", 0, err
+	}
+
+	cli, err := etcdclient.Any(ctx, s.rt.Peers(), tlsConf)
 	if err != nil {
 		return "", 0, err
 	}
@@ -684,7 +698,7 @@ func (s *etcdService) addMember(ctx context.Context) (string, uint64, error) {
 	}
 
 	for _, m := range list.Members {
-		if m.Name == s.n.Name {
+		if m.Name == s.host.Name {
 			if _, err := cli.MemberRemove(ctx, m.ID); err != nil {
 				return "", 0, fmt.Errorf("error removing self from the member list: %w", err)
 			}
@@ -706,7 +720,7 @@ func (s *etcdService) addMember(ctx context.Context) (string, uint64, error) {
 		for _, u := range m.PeerURLs {
 			name := m.Name
 			if m.ID == add.Member.ID {
-				name = s.n.Name
+				name = s.host.Name
 			}
 
 			conf = append(conf, name+"="+u)
@@ -719,22 +733,21 @@ func (s *etcdService) addMember(ctx context.Context) (string, uint64, error) {
 // promote is machined's promoteMember: attempts every 15 s (10 minutes at most), each
 // of 30 s at most going through the control planes' members in turn (one that does not
 // answer takes the rest of the attempt), until the learner caught up and is promoted.
-func (s *etcdService) promote(ctx context.Context, id uint64) {
-	c := s.n.cluster
-	deadline := time.Now().Add(c.attemptsFor(etcdPromoteFor))
+func (s *Service) promote(ctx context.Context, id uint64) {
+	deadline := time.Now().Add(s.attemptsFor(etcdPromoteFor))
 	idx := 0
 
 	for {
-		attempt, cancel := context.WithTimeout(ctx, c.attemptTimeout())
+		attempt, cancel := context.WithTimeout(ctx, s.attemptTimeout())
 
 		var err error
 
-		cps := c.ControlPlanes()
-		for range cps {
-			peer := cps[idx%len(cps)]
+		peers := s.rt.Peers()
+		for range peers {
+			peer := peers[idx%len(peers)]
 			idx++
 
-			if err = peer.etcd.promoteVia(attempt, id); err == nil {
+			if err = s.promoteVia(attempt, peer, id); err == nil {
 				break
 			}
 		}
@@ -742,7 +755,7 @@ func (s *etcdService) promote(ctx context.Context, id uint64) {
 		cancel()
 
 		if err == nil {
-			s.n.logf("successfully promoted etcd member")
+			s.host.Logf("successfully promoted etcd member")
 
 			return
 		}
@@ -751,10 +764,10 @@ func (s *etcdService) promote(ctx context.Context, id uint64) {
 			return
 		}
 
-		s.n.logf("retrying error: %v", err)
+		s.host.Logf("retrying error: %v", err)
 
 		if time.Now().After(deadline) {
-			s.n.logf("failed promoting member: %v", err)
+			s.host.Logf("failed promoting member: %v", err)
 
 			return
 		}
@@ -762,13 +775,13 @@ func (s *etcdService) promote(ctx context.Context, id uint64) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(c.scaled(etcdPromoteRetry) + rand.N(c.scaled(time.Second))):
+		case <-time.After(s.host.Scaled(etcdPromoteRetry) + rand.N(s.host.Scaled(time.Second))):
 		}
 	}
 }
 
-func (s *etcdService) promoteVia(ctx context.Context, id uint64) error {
-	cli, err := newEtcdClient(ctx, []string{s.clientURL}, s.adminTLS)
+func (s *Service) promoteVia(ctx context.Context, endpoint string, id uint64) error {
+	cli, err := s.client(ctx, endpoint)
 	if err != nil {
 		return err
 	}
@@ -782,7 +795,7 @@ func (s *etcdService) promoteVia(ctx context.Context, id uint64) error {
 // runMember is the restart runner around the member "container": started with the
 // arguments PreFunc computed, restarted 5 s after every exit, until ctx ends. A
 // formation's restarts use the arguments of a boot with data (no initial cluster).
-func (s *etcdService) runMember(ctx context.Context, cfg memberConfig, formation bool) {
+func (s *Service) runMember(ctx context.Context, cfg memberConfig, formation bool) {
 	for {
 		var exit error
 
@@ -800,7 +813,7 @@ func (s *etcdService) runMember(ctx context.Context, cfg memberConfig, formation
 		if code == 0 {
 			s.setState(ServiceWaiting, "Runner Containerd(etcd) exited without error, going to restart it")
 		} else {
-			exit = fmt.Errorf("task %q failed: exit code %d (last log %q)", "etcd", code, s.lastLog(1))
+			exit = fmt.Errorf("task %q failed: exit code %d (last log %q)", "etcd", code, s.LastLog(1))
 			s.setState(ServiceWaiting, "Error running Containerd(etcd), going to restart forever: %v", exit)
 		}
 
@@ -811,20 +824,20 @@ func (s *etcdService) runMember(ctx context.Context, cfg memberConfig, formation
 			s.setState(ServiceStopping, "Aborting restart sequence")
 
 			return
-		case <-time.After(s.n.cluster.scaled(etcdRestartDelay)):
+		case <-time.After(s.host.Scaled(etcdRestartDelay)):
 		}
 	}
 }
 
 // startMember starts the member process; nil and its exit code when it fails to
 // start, as etcd's main fails.
-func (s *etcdService) startMember(mc memberConfig) (*embed.Etcd, int) {
+func (s *Service) startMember(mc memberConfig) (*embed.Etcd, int) {
 	s.memberMu.Lock()
 	defer s.memberMu.Unlock()
 
 	lg := s.logger()
 	cfg := embed.NewConfig()
-	cfg.Name = s.n.Name
+	cfg.Name = s.host.Name
 	cfg.Dir = s.dataDir()
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	client, _ := url.Parse(s.clientURL)
@@ -869,11 +882,11 @@ func (s *etcdService) startMember(mc memberConfig) (*embed.Etcd, int) {
 // code once it exits (as etcd's main: 0 when the server stopped by itself, as a
 // removed member does; 1 on a listener error; 137 when killed), -1 when ctx ended
 // and the member was stopped as machined stops it.
-func (s *etcdService) watchMember(ctx context.Context, e *embed.Etcd) int {
+func (s *Service) watchMember(ctx context.Context, e *embed.Etcd) int {
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	go s.checkHealth(hctx)
+	go s.healthLoop(hctx)
 
 	var listenerErr error
 
@@ -912,7 +925,7 @@ func (s *etcdService) watchMember(ctx context.Context, e *embed.Etcd) int {
 	return 0
 }
 
-func (s *etcdService) dropMember(e *embed.Etcd) {
+func (s *Service) dropMember(e *embed.Etcd) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -921,8 +934,8 @@ func (s *etcdService) dropMember(e *embed.Etcd) {
 	}
 }
 
-// lastLog is the member's last k log lines.
-func (s *etcdService) lastLog(k int) string {
+// LastLog is the member's last k log lines.
+func (s *Service) LastLog(k int) string {
 	lines := s.log.Lines()
 
 	var out []string
@@ -933,22 +946,20 @@ func (s *etcdService) lastLog(k int) string {
 	return strings.Join(out, "\n")
 }
 
-// checkHealth is machined's health.Run with the etcd check: after 5 s, then every
+// healthLoop is machined's health.Run with the etcd check: after 5 s, then every
 // 20 s, a quorum read through the local member (15 s at most).
-func (s *etcdService) checkHealth(ctx context.Context) {
-	c := s.n.cluster
-
+func (s *Service) healthLoop(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(c.scaled(etcdHealthDelay)):
+	case <-time.After(s.host.Scaled(etcdHealthDelay)):
 	}
 
-	t := time.NewTicker(c.scaled(etcdHealthPeriod))
+	t := time.NewTicker(s.host.Scaled(etcdHealthPeriod))
 	defer t.Stop()
 
 	for {
-		s.checkOnce(ctx)
+		s.CheckHealth(ctx)
 
 		select {
 		case <-ctx.Done():
@@ -958,14 +969,14 @@ func (s *etcdService) checkHealth(ctx context.Context) {
 	}
 }
 
-// checkOnce runs one health check (ValidateQuorum) and records it.
-func (s *etcdService) checkOnce(ctx context.Context) {
+// CheckHealth runs one health check (ValidateQuorum) and records it.
+func (s *Service) CheckHealth(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, etcdHealthTimeout)
 	defer cancel()
 
 	var memberID uint64
 
-	cli, err := newEtcdClient(cctx, []string{s.clientURL}, s.adminTLS)
+	cli, err := s.client(cctx, s.clientURL)
 	if err == nil {
 		var resp *clientv3.GetResponse
 
@@ -995,7 +1006,7 @@ func (s *etcdService) checkOnce(ctx context.Context) {
 }
 
 // logger writes etcd's own log (JSON lines, as etcd prints them) for talosctl logs etcd.
-func (s *etcdService) logger() *zap.Logger {
+func (s *Service) logger() *zap.Logger {
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 
@@ -1013,7 +1024,7 @@ func (w lineWriter) Write(p []byte) (int, error) {
 
 // killAnd makes the member exit at once, as a SIGKILL of its process, then runs then
 // (a change of its disk) before the restart runner can start it again, 5 s later.
-func (s *etcdService) killAnd(then func() error) error {
+func (s *Service) killAnd(then func() error) error {
 	s.memberMu.Lock()
 	defer s.memberMu.Unlock()
 
@@ -1035,16 +1046,89 @@ func (s *etcdService) killAnd(then func() error) error {
 	return then()
 }
 
-// localMemberID is machined's GetLocalMemberID: it waits (3 minutes at most) for the
-// Member resource, which exists while the service is Running and healthy.
-func (s *etcdService) localMemberID(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, etcdLocalMemberID)
-	defer cancel()
+// Kill makes the member's process die (SIGKILL): the service restarts it 5 s later
+// with the same arguments, as machined's restart runner does.
+func (s *Service) Kill() error { return s.killAnd(func() error { return nil }) }
 
-	st, err := s.wait(ctx, func(st EtcdServiceState) bool { return st.Member != 0 })
-	if err != nil {
-		return 0, fmt.Errorf("failed to get local etcd member ID: %w", err)
+// DestroyData is a member whose disk is lost: its process dies and its data directory
+// is emptied. The service restarts it every 5 s with the arguments its PreFunc
+// computed when the data was there: each start fails until the node is reset or
+// bootstrapped.
+func (s *Service) DestroyData() error {
+	return s.killAnd(func() error {
+		dir := s.dataDir()
+
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+
+		return nil
+	})
+}
+
+// Bootstrap is machined's BootstrapEtcd: the service stops (a join in progress ends),
+// and starts again as a new cluster of this member, restored first from the uploaded
+// snapshot with recover. It returns once the new run started.
+func (s *Service) Bootstrap(ctx context.Context, recover, skipHashCheck bool) error {
+	if err := s.Stop(ctx); err != nil {
+		return fmt.Errorf("failed to stop etcd: %w", err)
 	}
 
-	return st.Member, nil
+	s.setState(ServiceFinished, "Bootstrap requested")
+
+	if !dirEmptyOrMissing(s.dataDir()) {
+		return errors.New("etcd data directory is not empty")
+	}
+
+	s.Start(Mode{Bootstrap: true, Recover: recover, SkipHashCheck: skipHashCheck})
+
+	return nil
+}
+
+// dirEmptyOrMissing is machined's `os.ReadDir(EtcdDataPath)` check: a missing or
+// unreadable directory counts as empty.
+func dirEmptyOrMissing(dir string) bool {
+	entries, _ := os.ReadDir(dir) //nolint:errcheck
+
+	return len(entries) == 0
+}
+
+// ClientURL is the member's client URL (https://IP:port).
+func (s *Service) ClientURL() string { return s.clientURL }
+
+// PeerURL is the member's peer URL.
+func (s *Service) PeerURL() string { return s.peerURL }
+
+// Log is the member's own log (talosctl logs etcd).
+func (s *Service) Log() *host.Log { return s.log }
+
+// MemberRunning tells whether the member's process runs.
+func (s *Service) MemberRunning() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.member != nil
+}
+
+// attemptTimeout is the 30 s machined gives one attempt to join or promote a member,
+// scaled, but never under 5 s: the attempt's work is etcd's, which does not scale.
+func (s *Service) attemptTimeout() time.Duration {
+	return max(s.host.Scaled(machinedAttempt), 5*time.Second)
+}
+
+const machinedAttempt = 30 * time.Second
+
+// attemptsFor is how long machined keeps trying (10 minutes to promote, 30 to join),
+// scaled, but never fewer attempts than machined makes: scaled alone, 10 minutes
+// would be 6 s at 0.01, gone in one attempt that a member not answering holds for 5 s
+// (seen in CI on a loaded machine: a learner never promoted).
+func (s *Service) attemptsFor(d time.Duration) time.Duration {
+	return max(s.host.Scaled(d), time.Duration(d/machinedAttempt)*s.attemptTimeout())
 }
