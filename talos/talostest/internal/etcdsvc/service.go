@@ -1,16 +1,15 @@
-package etcdsvc
-
-// machined's etcd service on a control plane (ClusterOptions.Etcd), around a real etcd
-// member that runs in this process as an embedded server: one per node, stopped,
-// restarted and wiped on its own, its data in the node's emulated EPHEMERAL
-// (/var/lib/etcd). Sources: siderolabs/talos v1.13.8,
-// internal/app/machined/pkg/system/services/etcd.go (PreFunc: recover from an uploaded
-// snapshot, bootstrap, or join as a learner and be promoted; health), service_runner.go
-// (states and events), runner/restart (a member that exits restarts every 5 s, forever,
-// with the arguments its PreFunc computed), controllers/v1alpha1/service.go (the
-// Service resource exists only while the service is Running) and
-// controllers/etcd/member.go (the local Member resource, only while Running and
-// healthy).
+// Package etcdsvc is machined's etcd service on an emulated control plane
+// (ClusterOptions.Etcd), around a real etcd member that runs as a process of its own
+// (member.go): one per node, stopped, restarted, killed and wiped on its own, its data
+// in the node's emulated EPHEMERAL (/var/lib/etcd). A member that panics or exits is a
+// service that restarts it 5 s later; nothing else goes down with it. Sources:
+// siderolabs/talos v1.13.8, internal/app/machined/pkg/system/services/etcd.go (PreFunc:
+// recover from an uploaded snapshot, bootstrap, or join as a learner and be promoted;
+// health), service_runner.go (states and events), runner/restart (a member that exits
+// restarts every 5 s, forever, with the arguments its PreFunc computed),
+// controllers/v1alpha1/service.go (the Service resource exists only while the service
+// is Running) and controllers/etcd/member.go (the local Member resource, only while
+// Running and healthy).
 //
 // What the member runs with is what machined gives etcd: its name (the hostname),
 // data-dir, client and peer URLs on the node's address with client-certificate auth
@@ -20,6 +19,12 @@ package etcdsvc
 // joined, "existing"). The first boot of a cluster is the one exception: the members
 // are formed together ("new", every control plane), as if bootstrapped and joined
 // before the emulator started.
+//
+// The service is handed its node's host and never the node: it writes the etcd Service
+// and local Member resources into the node's state, publishes its state changes on the
+// node's bus and logs in machined's log; machined's static pod controller follows the
+// Service resource.
+package etcdsvc
 
 import (
 	"context"
@@ -27,18 +32,17 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -158,9 +162,7 @@ type Service struct {
 	memberID uint64 // set while Running and healthy (the Member resource)
 	run      *etcdRun
 	memberMu sync.Mutex // held while a member starts, or dies and its disk is changed
-	member   *embed.Etcd
-	killed   bool // the member was killed (SIGKILL): exit code 137
-	pid      int
+	member   *member    // the member's process while it runs
 	changed  chan struct{}
 }
 
@@ -409,17 +411,17 @@ func (s *Service) publish() {
 		s.host.Logf("removing Service etcd: %v", err)
 	}
 
-	member := etcdres.NewMember(etcdres.NamespaceName, etcdres.LocalMemberID)
+	local := etcdres.NewMember(etcdres.NamespaceName, etcdres.LocalMemberID)
 
 	if memberID != 0 {
-		if err := st.Modify(ctx, member, func(r resource.Resource) error {
+		if err := st.Modify(ctx, local, func(r resource.Resource) error {
 			r.(*etcdres.Member).TypedSpec().MemberID = etcdres.FormatMemberID(memberID)
 
 			return nil
 		}); err != nil && ctx.Err() == nil {
 			s.host.Logf("writing etcd Member: %v", err)
 		}
-	} else if err := st.Destroy(ctx, member.Metadata()); err != nil && !state.IsNotFoundError(err) && ctx.Err() == nil {
+	} else if err := st.Destroy(ctx, local.Metadata()); err != nil && !state.IsNotFoundError(err) && ctx.Err() == nil {
 		s.host.Logf("removing etcd Member: %v", err)
 	}
 }
@@ -799,13 +801,17 @@ func (s *Service) runMember(ctx context.Context, cfg memberConfig, formation boo
 	for {
 		var exit error
 
-		e, code := s.startMember(cfg)
-		if e != nil {
+		code := 1
+
+		p, err := s.startMember(cfg)
+		if err != nil {
+			s.host.Logf("starting etcd: %v", err) // containerd could not create the task
+		} else {
 			if formation {
 				cfg, formation = memberConfig{}, false
 			}
 
-			if code = s.watchMember(ctx, e); code < 0 {
+			if code = s.watchMember(ctx, p); code < 0 {
 				return // stopped
 			}
 		}
@@ -829,119 +835,92 @@ func (s *Service) runMember(ctx context.Context, cfg memberConfig, formation boo
 	}
 }
 
-// startMember starts the member process; nil and its exit code when it fails to
-// start, as etcd's main fails.
-func (s *Service) startMember(mc memberConfig) (*embed.Etcd, int) {
+// startMember starts the member's process with the arguments PreFunc computed; the
+// containerd runner reports it running at once, whether etcd then serves or exits.
+func (s *Service) startMember(mc memberConfig) (*member, error) {
 	s.memberMu.Lock()
 	defer s.memberMu.Unlock()
 
-	lg := s.logger()
-	cfg := embed.NewConfig()
-	cfg.Name = s.host.Name
-	cfg.Dir = s.dataDir()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
-	client, _ := url.Parse(s.clientURL)
-	peer, _ := url.Parse(s.peerURL)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
-	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.files.cert, KeyFile: s.files.key, TrustedCAFile: s.files.ca, ClientCertAuth: true}
-	cfg.PeerTLSInfo = transport.TLSInfo{CertFile: s.files.peerCert, KeyFile: s.files.peerKey, TrustedCAFile: s.files.ca, ClientCertAuth: true}
-	cfg.SocketOpts = transport.SocketOpts{ReusePort: true} // beside the port reservations
-	cfg.QuotaBackendBytes = s.quota
-	cfg.WatchProgressNotifyInterval = 5 * time.Second
-
-	if mc.initialCluster != "" {
-		cfg.InitialCluster, cfg.ClusterState = mc.initialCluster, mc.state
-	}
-
-	e, err := embed.StartEtcd(cfg)
+	p, err := startProcess(memberSpec{
+		Name: s.host.Name, DataDir: s.dataDir(), ClientURL: s.clientURL, PeerURL: s.peerURL,
+		CA: s.files.ca, Cert: s.files.cert, Key: s.files.key, PeerCert: s.files.peerCert, PeerKey: s.files.peerKey,
+		QuotaBytes: s.quota, InitialCluster: mc.initialCluster, ClusterState: mc.state,
+	}, s.log)
 	if err != nil {
-		// etcd's main: a bootstrap error is a warning and exit 1, any other a fatal "discovery failed"
-		if strings.Contains(err.Error(), "include") && strings.Contains(err.Error(), "--initial-cluster") {
-			lg.Warn("failed to start", zap.Error(err))
-		} else {
-			lg.Error("discovery failed", zap.Error(err))
-		}
-
-		return nil, 1
+		return nil, err
 	}
 
 	s.mu.Lock()
-	s.member, s.killed = e, false
-	s.pid++
-	pid := 2000 + s.pid
+	s.member = p
 	s.mu.Unlock()
 
 	s.resetHealth()
-	s.setState(ServiceRunning, "Started task etcd (PID %d) for container etcd", pid)
+	s.setState(ServiceRunning, "Started task etcd (PID %d) for container etcd", p.pid())
 
-	return e, 0
+	return p, nil
 }
+
+// memberStopTimeout is how long machined's runner waits for etcd to stop after SIGTERM
+// before it kills it.
+const memberStopTimeout = 10 * time.Second
 
 // watchMember runs the health checks while the member runs, and returns its exit
 // code once it exits (as etcd's main: 0 when the server stopped by itself, as a
-// removed member does; 1 on a listener error; 137 when killed), -1 when ctx ended
-// and the member was stopped as machined stops it.
-func (s *Service) watchMember(ctx context.Context, e *embed.Etcd) int {
+// removed member does; 1 when it could not start or a listener failed; 2 when it
+// panicked; 137 when killed), -1 when ctx ended and the member was stopped as
+// machined stops it (SIGTERM, SIGKILL after memberStopTimeout).
+func (s *Service) watchMember(ctx context.Context, p *member) int {
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	go s.healthLoop(hctx)
 
-	var listenerErr error
-
 	select {
 	case <-ctx.Done():
-		s.mu.Lock()
-		pid := 2000 + s.pid
-		s.mu.Unlock()
+		s.setState(ServiceStopping, "Sending SIGTERM to %s", p)
+		p.signal(syscall.SIGTERM)
 
-		s.setState(ServiceStopping, "Sending SIGTERM to task etcd (PID %d, container etcd)", pid)
-		e.Close()
-		s.dropMember(e)
+		select {
+		case <-p.done:
+		case <-time.After(memberStopTimeout):
+			p.signal(syscall.SIGKILL)
+			<-p.done
+		}
+
+		s.dropMember(p)
 
 		return -1
-	case <-e.Server.StopNotify():
-	case listenerErr = <-e.Err():
+	case <-p.done:
 	}
 
 	cancel()
-	e.Close()
-	s.dropMember(e)
+	s.dropMember(p)
 
-	s.mu.Lock()
-	killed := s.killed
-	s.mu.Unlock()
-
-	switch {
-	case killed:
-		return 137
-	case listenerErr != nil:
-		s.logger().Error("listener failed", zap.Error(listenerErr)) // etcd's main: fatal
-
-		return 1
-	}
-
-	return 0
+	return p.code
 }
 
-func (s *Service) dropMember(e *embed.Etcd) {
+func (s *Service) dropMember(p *member) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	if s.member == e {
+	if s.member == p {
 		s.member = nil
 	}
 }
 
-// LastLog is the member's last k log lines.
+// LastLog is the last k entries of the member's own log: the lines etcd logs (JSON),
+// not a panic's trace after its entry.
 func (s *Service) LastLog(k int) string {
-	lines := s.log.Lines()
-
 	var out []string
-	for _, l := range lines[max(0, len(lines)-k):] {
-		out = append(out, strings.TrimSpace(string(l)))
+
+	lines := s.log.Lines()
+	for i := len(lines) - 1; i >= 0 && len(out) < k; i-- {
+		if line := strings.TrimSpace(string(lines[i])); strings.HasPrefix(line, "{") {
+			out = append(out, line)
+		}
 	}
+
+	slices.Reverse(out)
 
 	return strings.Join(out, "\n")
 }
@@ -1005,43 +984,30 @@ func (s *Service) CheckHealth(ctx context.Context) {
 	s.setHealth(true, "", memberID)
 }
 
-// logger writes etcd's own log (JSON lines, as etcd prints them) for talosctl logs etcd.
+// logger writes to etcd's own log, as machined's snapshot restore does (JSON lines).
 func (s *Service) logger() *zap.Logger {
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 
-	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(lineWriter{s.log}), zap.InfoLevel))
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(&lineWriter{log: s.log}), zap.InfoLevel))
 }
 
-// lineWriter appends each write (one log entry) as a line.
-type lineWriter struct{ b *host.Log }
-
-func (w lineWriter) Write(p []byte) (int, error) {
-	w.b.Append(slices.Clone(p))
-
-	return len(p), nil
-}
-
-// killAnd makes the member exit at once, as a SIGKILL of its process, then runs then
-// (a change of its disk) before the restart runner can start it again, 5 s later.
+// killAnd makes the member's process die at once (SIGKILL), then runs then (a change of
+// its disk) before the restart runner can start it again, 5 s later.
 func (s *Service) killAnd(then func() error) error {
 	s.memberMu.Lock()
 	defer s.memberMu.Unlock()
 
 	s.mu.Lock()
-	e := s.member
+	p := s.member
 	s.mu.Unlock()
 
-	if e == nil {
+	if p == nil {
 		return errors.New("etcd is not running on this node")
 	}
 
-	s.mu.Lock()
-	s.killed = true
-	s.mu.Unlock()
-
-	e.Server.HardStop()
-	<-e.Server.StopNotify()
+	p.signal(syscall.SIGKILL)
+	<-p.done
 
 	return then()
 }
