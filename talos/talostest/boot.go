@@ -171,7 +171,7 @@ func (n *Node) resetPhases(graceful bool) []resetPhase {
 			// this task.
 			n.events.Drain(15 * time.Second)
 			n.events.EndStreams()
-			n.stopGracefully()
+			n.apid.StopGracefully()
 
 			return nil
 		}),

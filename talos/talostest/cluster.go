@@ -22,6 +22,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/apid"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdclient"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 )
@@ -348,6 +349,15 @@ func (c *Cluster) lookup(name string) *Node {
 		if name == n.IP || name == n.Addr || name == n.Name {
 			return n
 		}
+	}
+
+	return nil
+}
+
+// apidOf is apid's view of the cluster: another node's apid, by IP, IP:port or name.
+func (c *Cluster) apidOf(name string) *apid.Server {
+	if n := c.lookup(name); n != nil {
+		return n.apid
 	}
 
 	return nil

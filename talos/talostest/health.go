@@ -29,6 +29,8 @@ import (
 	"strings"
 	"time"
 
+	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/resource/protobuf"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -202,26 +204,9 @@ func (n *Node) healthNodes(ctx context.Context, info *clusterapi.ClusterInfo) (h
 	return out, nil
 }
 
-// call makes a unary machine-service call on a node as apid forwards it (target
-// unreachable: apid's dial error), with the caller's roles.
+// call makes a unary machine-service call on a node through apid, with the caller's roles.
 func (n *Node) call(ctx context.Context, node, method string, req, resp proto.Message) error {
-	t, err := n.target(node)
-	if err != nil {
-		return err
-	}
-
-	out, err := t.invokeUnary(ctx, "/machine.MachineService/"+method, func(into any) error {
-		proto.Merge(into.(proto.Message), req)
-
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-
-	proto.Merge(resp, out.(proto.Message))
-
-	return nil
+	return n.apid.Call(ctx, node, "/machine.MachineService/"+method, req, resp)
 }
 
 // joinNodeErrors is how the machinery client reports the failures of several nodes.
@@ -376,12 +361,7 @@ func (n *Node) allBooted(ctx context.Context, nodes []string) error {
 	stages := map[string][]string{}
 
 	for _, ip := range nodes {
-		t, err := n.target(ip)
-		if err != nil {
-			return err
-		}
-
-		ms, err := safe.StateGetByID[*runtime.MachineStatus](ctx, t.st, runtime.MachineStatusID)
+		ms, err := n.machineStatus(ctx, ip)
 		if err != nil {
 			return err
 		}
@@ -505,4 +485,32 @@ func (n *Node) healthChecks(nodes healthNodes, endpoint string) []healthCheck {
 		{"coredns to report ready", every, nil},
 		{"all k8s nodes to report schedulable", every, nil},
 	}
+}
+
+// machineStatus reads a node's MachineStatus through its COSI API, as machined's
+// client does.
+func (n *Node) machineStatus(ctx context.Context, node string) (*runtime.MachineStatus, error) {
+	md := runtime.NewMachineStatus().Metadata()
+
+	var resp cosiv1alpha1.GetResponse
+	if err := n.apid.Call(ctx, node, "/cosi.resource.State/Get", &cosiv1alpha1.GetRequest{Namespace: md.Namespace(), Type: md.Type(), Id: md.ID()}, &resp); err != nil {
+		return nil, err
+	}
+
+	pr, err := protobuf.Unmarshal(resp.GetResource())
+	if err != nil {
+		return nil, err
+	}
+
+	r, err := protobuf.UnmarshalResource(pr)
+	if err != nil {
+		return nil, err
+	}
+
+	ms, ok := r.(*runtime.MachineStatus)
+	if !ok {
+		return nil, fmt.Errorf("unexpected resource %T", r)
+	}
+
+	return ms, nil
 }

@@ -3,7 +3,6 @@ package talostest
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	stdx509 "crypto/x509"
 	"errors"
 	"fmt"
@@ -25,7 +24,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/google/uuid"
 	"github.com/siderolabs/crypto/x509"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
@@ -41,6 +39,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/apid"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/kubelet"
@@ -62,14 +61,8 @@ type Node struct {
 	machine    *machineService
 	clusterSvc *clusterService
 	cosi       cosiv1alpha1.StateServer
-	handlers   *handlers
-	tlsConf    *tls.Config
 
-	srvMu sync.Mutex
-	srv   *grpc.Server
-	lis   net.Listener
-	addr  *ports.Reservation // holds Addr while the API is stopped
-	isUp  atomic.Bool
+	apid *apid.Server
 
 	applyMu sync.Mutex // held for the whole of an ApplyConfiguration
 
@@ -160,11 +153,18 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 	n.machine = &machineService{n: n}
 	n.clusterSvc = &clusterService{n: n}
 	n.cosi = server.NewState(state.WrapCore(state.Filter(n.st, accessPolicy(n.st))))
-	n.handlers = newHandlers(map[*grpc.ServiceDesc]any{
-		&machine.MachineService_ServiceDesc:    n.machine,
-		&clusterapi.ClusterService_ServiceDesc: n.clusterSvc,
-		&cosiv1alpha1.State_ServiceDesc:        n.cosi,
-	})
+	// The address is held for the node's life, so that Stop and Start (and a
+	// reboot) never lose the port to someone else.
+	addr, err := ports.Reserve(ip, c.opts.Port)
+	if err != nil {
+		return nil, err
+	}
+
+	n.apid = apid.New(n.Name, addr, c.apidOf)
+	n.Addr = n.apid.Addr()
+	n.apid.Register(&machine.MachineService_ServiceDesc, n.machine)
+	n.apid.Register(&clusterapi.ClusterService_ServiceDesc, n.clusterSvc)
+	n.apid.Register(&cosiv1alpha1.State_ServiceDesc, n.cosi)
 
 	if err = n.publishStatic(ctx, cfg); err != nil {
 		return nil, err
@@ -220,34 +220,21 @@ func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o
 		n.startKubelet() // after the first render: the kubelet starts the pod at once
 	}
 
-	if err = n.issueServerCert(); err != nil {
-		return nil, err
-	}
-
-	// The address is held for the node's life, so that Stop and Start (and a
-	// reboot) never lose the port to someone else.
-	if n.addr, err = ports.Reserve(ip, c.opts.Port); err != nil {
-		return nil, err
-	}
-
-	n.Addr = n.addr.Addr()
-
-	lis, err := n.addr.Listen()
+	tlsConf, err := apid.ServerTLS(c.Secrets.Certs.OS, n.Name, n.certIPs())
 	if err != nil {
 		return nil, err
 	}
 
-	n.serve(lis)
+	if err := n.apid.Serve(tlsConf); err != nil {
+		return nil, err
+	}
 
 	return n, nil
 }
 
-func (n *Node) issueServerCert() error {
-	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(n.cluster.Secrets.Certs.OS)
-	if err != nil {
-		return err
-	}
-
+// certIPs are the addresses apid's certificate names: the node's, and the IPs among
+// the config's certSANs.
+func (n *Node) certIPs() []net.IP {
 	ips := []net.IP{net.ParseIP(n.IP)}
 
 	for _, san := range n.currentConfig().prov.Machine().Security().CertSANs() {
@@ -256,97 +243,18 @@ func (n *Node) issueServerCert() error {
 		}
 	}
 
-	kp, err := x509.NewKeyPair(ca,
-		x509.CommonName(n.Name),
-		x509.DNSNames([]string{n.Name}),
-		x509.IPAddresses(ips),
-		x509.NotAfter(time.Now().Add(24*time.Hour)),
-		x509.KeyUsage(stdx509.KeyUsageDigitalSignature),
-		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}),
-	)
-	if err != nil {
-		return err
-	}
-
-	pool := stdx509.NewCertPool()
-	if !pool.AppendCertsFromPEM(n.cluster.Secrets.Certs.OS.Crt) {
-		return errors.New("bad OS CA certificate")
-	}
-
-	n.tlsConf = serverTLS(*kp.Certificate, pool)
-
-	return nil
+	return ips
 }
 
-func (n *Node) serve(lis net.Listener) {
-	n.srvMu.Lock()
-	defer n.srvMu.Unlock()
-
-	n.srv, n.lis = n.newGRPCServer(n.tlsConf), lis
-	n.isUp.Store(true)
-
-	go n.srv.Serve(lis) //nolint:errcheck
-}
-
-func (n *Node) up() bool { return n.isUp.Load() }
-
-// Stop takes the node's Talos API off the network (connections are refused, and other
-// nodes answer Unavailable when asked to forward to it), like an unreachable node.
-// Its kube-apiserver keeps running. Start brings the API back.
-func (n *Node) Stop() {
-	n.srvMu.Lock()
-	defer n.srvMu.Unlock()
-
-	n.isUp.Store(false)
-
-	if n.srv != nil {
-		n.srv.Stop()
-		// Serve may not have taken the listener yet (then it closes it later):
-		// close it here, so that the port is free when Stop returns
-		n.lis.Close() //nolint:errcheck
-		n.srv, n.lis = nil, nil
-	}
-}
-
-// stopGracefully is apid stopping: the calls in flight finish (a reply already on its
-// way arrives), for a second at most, then every connection goes.
-func (n *Node) stopGracefully() {
-	n.srvMu.Lock()
-	srv := n.srv
-	n.srvMu.Unlock()
-
-	if srv != nil {
-		done := make(chan struct{})
-
-		go func() {
-			srv.GracefulStop()
-			close(done)
-		}()
-
-		select {
-		case <-done:
-		case <-time.After(time.Second):
-		}
-	}
-
-	n.Stop()
-}
+// Stop takes the node's Talos API off the network (connections are refused, and other nodes
+// answer Unavailable when asked to forward to it), like an unreachable node. Its
+// kube-apiserver keeps running. Start brings the API back.
+func (n *Node) Stop() { n.apid.Stop() }
 
 // Start serves the Talos API again on the same address after Stop.
-func (n *Node) Start() error {
-	if n.up() {
-		return nil
-	}
+func (n *Node) Start() error { return n.apid.Start() }
 
-	lis, err := n.addr.Listen()
-	if err != nil {
-		return err
-	}
-
-	n.serve(lis)
-
-	return nil
-}
+func (n *Node) up() bool { return n.apid.Up() }
 
 // shutdown stops the node's kubelet and timers (cluster close).
 func (n *Node) shutdown() {
@@ -368,7 +276,7 @@ func (n *Node) shutdown() {
 		n.etcd.Close()
 	}
 
-	n.addr.Close() //nolint:errcheck
+	n.apid.Close()
 }
 
 func (n *Node) logf(format string, args ...any) {

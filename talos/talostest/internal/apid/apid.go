@@ -1,14 +1,27 @@
-package talostest
+// Package apid is an emulated Talos node's apid: the Talos API over gRPC with mutual
+// TLS (a server certificate signed by the cluster's OS CA, client certificates
+// required and verified), the caller's roles read from its certificate and checked
+// against machined's rule table, and apid's routing: a call with "node" metadata is
+// forwarded to that node (in-process), with "nodes" fanned out to each, the replies
+// stamped with the node in their metadata (failures become messages carrying the
+// error); COSI calls with "nodes" are refused with InvalidArgument. A stopped or unknown
+// node answers Unavailable with the dial error apid would report. machined registers
+// its services here; apid knows the other nodes only as their apids.
+package apid
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
-	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
+	sidero "github.com/siderolabs/crypto/x509"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -18,12 +31,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/authz"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 )
 
 // methodRoles is machined's rule table (internal/app/machined/pkg/system/services/machined.go)
@@ -85,55 +98,183 @@ type handlers struct {
 	stream map[string]func(stream grpc.ServerStream) error
 }
 
-func newHandlers(impls map[*grpc.ServiceDesc]any) *handlers {
-	h := &handlers{
-		unary:  map[string]func(ctx context.Context, dec func(any) error) (any, error){},
-		stream: map[string]func(stream grpc.ServerStream) error{},
-	}
-
-	for desc, impl := range impls {
-		for _, m := range desc.Methods {
-			handler := m.Handler
-			h.unary["/"+desc.ServiceName+"/"+m.MethodName] = func(ctx context.Context, dec func(any) error) (any, error) {
-				return handler(impl, ctx, dec, nil)
-			}
-		}
-
-		for _, s := range desc.Streams {
-			handler := s.Handler
-			h.stream["/"+desc.ServiceName+"/"+s.StreamName] = func(stream grpc.ServerStream) error {
-				return handler(impl, stream)
-			}
+func (h *handlers) add(desc *grpc.ServiceDesc, impl any) {
+	for _, m := range desc.Methods {
+		handler := m.Handler
+		h.unary["/"+desc.ServiceName+"/"+m.MethodName] = func(ctx context.Context, dec func(any) error) (any, error) {
+			return handler(impl, ctx, dec, nil)
 		}
 	}
 
-	return h
+	for _, st := range desc.Streams {
+		handler := st.Handler
+		h.stream["/"+desc.ServiceName+"/"+st.StreamName] = func(stream grpc.ServerStream) error {
+			return handler(impl, stream)
+		}
+	}
 }
 
-// serverTLS is the node's apid TLS: a server certificate signed by the OS CA,
-// client certificates required and verified against the same CA.
-func serverTLS(cert tls.Certificate, osCA *x509.CertPool) *tls.Config {
+// Server is one node's apid.
+type Server struct {
+	name     string
+	addr     *ports.Reservation // holds the address while the API is stopped
+	resolve  func(name string) *Server
+	handlers handlers
+	services []service
+
+	mu  sync.Mutex
+	tls *tls.Config
+	srv *grpc.Server
+	lis net.Listener
+	up  atomic.Bool
+}
+
+type service struct {
+	desc *grpc.ServiceDesc
+	impl any
+}
+
+// New makes the apid of node name, serving on addr once Serve is called; resolve finds
+// another node's apid by IP, IP:port or name (nil: no such node).
+func New(name string, addr *ports.Reservation, resolve func(name string) *Server) *Server {
+	return &Server{
+		name: name, addr: addr, resolve: resolve,
+		handlers: handlers{unary: map[string]func(context.Context, func(any) error) (any, error){}, stream: map[string]func(grpc.ServerStream) error{}},
+	}
+}
+
+// Register adds a service the node serves (machined's), before Serve.
+func (s *Server) Register(desc *grpc.ServiceDesc, impl any) {
+	s.handlers.add(desc, impl)
+	s.services = append(s.services, service{desc, impl})
+}
+
+// Addr is the API's address, IP:port.
+func (s *Server) Addr() string { return s.addr.Addr() }
+
+// ServerTLS is the node's apid TLS: a server certificate for its name and addresses
+// signed by the OS CA, client certificates required and verified against the same CA.
+func ServerTLS(osCA *sidero.PEMEncodedCertificateAndKey, name string, ips []net.IP) (*tls.Config, error) {
+	ca, err := sidero.NewCertificateAuthorityFromCertificateAndKey(osCA)
+	if err != nil {
+		return nil, err
+	}
+
+	kp, err := sidero.NewKeyPair(ca,
+		sidero.CommonName(name),
+		sidero.DNSNames([]string{name}),
+		sidero.IPAddresses(ips),
+		sidero.NotAfter(time.Now().Add(24*time.Hour)),
+		sidero.KeyUsage(x509.KeyUsageDigitalSignature),
+		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}),
+	)
+	if err != nil {
+		return nil, err
+	}
+
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(osCA.Crt) {
+		return nil, errors.New("bad OS CA certificate")
+	}
+
 	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
+		Certificates: []tls.Certificate{*kp.Certificate},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    osCA,
+		ClientCAs:    pool,
 		MinVersion:   tls.VersionTLS13,
-	}
+	}, nil
 }
 
-func (n *Node) newGRPCServer(tlsConf *tls.Config) *grpc.Server {
+// Serve puts the API on the network with tlsConf.
+func (s *Server) Serve(tlsConf *tls.Config) error {
+	s.mu.Lock()
+	s.tls = tlsConf
+	s.mu.Unlock()
+
+	return s.Start()
+}
+
+// Up tells whether the API is on the network.
+func (s *Server) Up() bool { return s.up.Load() }
+
+// Start serves the API again on the same address after Stop.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if s.up.Load() {
+		return nil
+	}
+
+	lis, err := s.addr.Listen()
+	if err != nil {
+		return err
+	}
+
 	srv := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(tlsConf)),
-		grpc.UnaryInterceptor(n.unaryInterceptor),
-		grpc.StreamInterceptor(n.streamInterceptor),
+		grpc.Creds(credentials.NewTLS(s.tls)),
+		grpc.UnaryInterceptor(s.unaryInterceptor),
+		grpc.StreamInterceptor(s.streamInterceptor),
 	)
 
 	// the interceptors do the dispatching; these registrations make the methods known to grpc
-	machine.RegisterMachineServiceServer(srv, n.machine)
-	clusterapi.RegisterClusterServiceServer(srv, n.clusterSvc)
-	cosiv1alpha1.RegisterStateServer(srv, n.cosi)
+	for _, svc := range s.services {
+		srv.RegisterService(svc.desc, svc.impl)
+	}
 
-	return srv
+	s.srv, s.lis = srv, lis
+	s.up.Store(true)
+
+	go srv.Serve(lis) //nolint:errcheck
+
+	return nil
+}
+
+// Stop takes the API off the network: connections are refused, and other nodes answer
+// Unavailable when asked to forward to it.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.up.Store(false)
+
+	if s.srv != nil {
+		s.srv.Stop()
+		// Serve may not have taken the listener yet (then it closes it later):
+		// close it here, so that the port is free when Stop returns
+		s.lis.Close() //nolint:errcheck
+		s.srv, s.lis = nil, nil
+	}
+}
+
+// StopGracefully is apid stopping: the calls in flight finish (a reply already on its
+// way arrives), for a second at most, then every connection goes.
+func (s *Server) StopGracefully() {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+
+	if srv != nil {
+		done := make(chan struct{})
+
+		go func() {
+			srv.GracefulStop()
+			close(done)
+		}()
+
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	}
+
+	s.Stop()
+}
+
+// Close stops the API and gives its address up.
+func (s *Server) Close() {
+	s.Stop()
+	s.addr.Close() //nolint:errcheck
 }
 
 // proxy modes, as apid's director chooses them.
@@ -170,12 +311,12 @@ func route(ctx context.Context, method string) (routeMode, []string, error) {
 }
 
 // target finds the node a request is forwarded to, or the error apid would get dialing it.
-func (n *Node) target(name string) (*Node, error) {
-	t := n.cluster.lookup(name)
-	if t == nil || !t.up() {
+func (s *Server) target(name string) (*Server, error) {
+	t := s.resolve(name)
+	if t == nil || !t.Up() {
 		addr := name
 		if t != nil {
-			addr = t.Addr
+			addr = t.Addr()
 		} else if !strings.Contains(addr, ":") {
 			addr = fmt.Sprintf("%s:%d", name, 50000)
 		}
@@ -186,7 +327,29 @@ func (n *Node) target(name string) (*Node, error) {
 	return t, nil
 }
 
-func (n *Node) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+// Call makes a unary call on a node as apid forwards it (target unreachable: apid's
+// dial error), with the roles ctx carries: what machined's own client does.
+func (s *Server) Call(ctx context.Context, node, method string, req, resp proto.Message) error {
+	t, err := s.target(node)
+	if err != nil {
+		return err
+	}
+
+	out, err := t.invokeUnary(ctx, method, func(into any) error {
+		proto.Merge(into.(proto.Message), req)
+
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	proto.Merge(resp, out.(proto.Message))
+
+	return nil
+}
+
+func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
 	ctx = authz.WithRoles(ctx, authz.PeerRoles(ctx))
 
 	mode, targets, err := route(ctx, info.FullMethod)
@@ -202,21 +365,21 @@ func (n *Node) unaryInterceptor(ctx context.Context, req any, info *grpc.UnarySe
 
 	switch mode {
 	case routeLocal:
-		return n.invokeUnary(ctx, info.FullMethod, dec)
+		return s.invokeUnary(ctx, info.FullMethod, dec)
 	case routeOne:
-		t, err := n.target(targets[0])
+		t, err := s.target(targets[0])
 		if err != nil {
 			return nil, err
 		}
 
 		return t.invokeUnary(ctx, info.FullMethod, dec)
 	default:
-		return n.invokeUnaryMany(ctx, info.FullMethod, targets, dec)
+		return s.invokeUnaryMany(ctx, info.FullMethod, targets, dec)
 	}
 }
 
-func (n *Node) invokeUnary(ctx context.Context, method string, dec func(any) error) (any, error) {
-	h, ok := n.handlers.unary[method]
+func (s *Server) invokeUnary(ctx context.Context, method string, dec func(any) error) (any, error) {
+	h, ok := s.handlers.unary[method]
 	if !ok {
 		return nil, status.Errorf(codes.Unimplemented, "unknown method %s", method)
 	}
@@ -230,7 +393,7 @@ func (n *Node) invokeUnary(ctx context.Context, method string, dec func(any) err
 
 // invokeUnaryMany does apid's one-to-many proxying: every reply message gets the target
 // in its metadata, and a failing target becomes a message carrying the error.
-func (n *Node) invokeUnaryMany(ctx context.Context, method string, targets []string, dec func(any) error) (any, error) {
+func (s *Server) invokeUnaryMany(ctx context.Context, method string, targets []string, dec func(any) error) (any, error) {
 	var merged protoreflect.Message
 
 	var failures []string // targets whose errors must be appended once the reply type is known
@@ -243,7 +406,7 @@ func (n *Node) invokeUnaryMany(ctx context.Context, method string, targets []str
 			err  error
 		)
 
-		t, terr := n.target(name)
+		t, terr := s.target(name)
 		if terr != nil {
 			err = terr
 		} else {
@@ -388,7 +551,7 @@ func (s *serverStream) SendMsg(m any) error {
 	return s.ServerStream.SendMsg(m)
 }
 
-func (n *Node) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, _ grpc.StreamHandler) error {
+func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, _ grpc.StreamHandler) error {
 	ctx := authz.WithRoles(ss.Context(), authz.PeerRoles(ss.Context()))
 
 	mode, targets, err := route(ctx, info.FullMethod)
@@ -398,9 +561,9 @@ func (n *Node) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Strea
 
 	switch mode {
 	case routeLocal:
-		return n.invokeStream(&serverStream{ServerStream: ss, ctx: ctx}, info.FullMethod)
+		return s.invokeStream(&serverStream{ServerStream: ss, ctx: ctx}, info.FullMethod)
 	case routeOne:
-		t, err := n.target(targets[0])
+		t, err := s.target(targets[0])
 		if err != nil {
 			return err
 		}
@@ -408,10 +571,10 @@ func (n *Node) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Strea
 		return t.invokeStream(&serverStream{ServerStream: ss, ctx: ctx}, info.FullMethod)
 	default:
 		if info.IsClientStream {
-			return n.invokeClientStreamMany(ctx, ss, info.FullMethod, targets)
+			return s.invokeClientStreamMany(ctx, ss, info.FullMethod, targets)
 		}
 
-		return n.invokeStreamMany(ctx, ss, info.FullMethod, targets)
+		return s.invokeStreamMany(ctx, ss, info.FullMethod, targets)
 	}
 }
 
@@ -419,12 +582,12 @@ func (n *Node) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Strea
 // metadata: to one node, whose reply gets the node in its messages' metadata, as
 // apid's one-to-many proxying does. Several nodes would each need every message of
 // the stream; the emulator refuses that rather than send them to one.
-func (n *Node) invokeClientStreamMany(ctx context.Context, ss grpc.ServerStream, method string, targets []string) error {
+func (s *Server) invokeClientStreamMany(ctx context.Context, ss grpc.ServerStream, method string, targets []string) error {
 	if len(targets) != 1 {
 		return status.Errorf(codes.Unimplemented, "%s to %d nodes at once is not emulated (one node)", method, len(targets))
 	}
 
-	t, err := n.target(targets[0])
+	t, err := s.target(targets[0])
 	if err != nil {
 		return err
 	}
@@ -450,8 +613,8 @@ func (s *listStampStream) SendMsg(m any) error {
 	return s.ServerStream.SendMsg(m)
 }
 
-func (n *Node) invokeStream(ss grpc.ServerStream, method string) error {
-	h, ok := n.handlers.stream[method]
+func (s *Server) invokeStream(ss grpc.ServerStream, method string) error {
+	h, ok := s.handlers.stream[method]
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 	}
@@ -465,7 +628,7 @@ func (n *Node) invokeStream(ss grpc.ServerStream, method string) error {
 
 // invokeStreamMany fans a server-streaming call out to several nodes. The request
 // message is read once and replayed to each target.
-func (n *Node) invokeStreamMany(ctx context.Context, ss grpc.ServerStream, method string, targets []string) error {
+func (s *Server) invokeStreamMany(ctx context.Context, ss grpc.ServerStream, method string, targets []string) error {
 	var mu sync.Mutex
 
 	req, err := readStreamRequest(ss, method)
@@ -483,7 +646,7 @@ func (n *Node) invokeStreamMany(ctx context.Context, ss grpc.ServerStream, metho
 
 			out := &serverStream{ServerStream: &replayStream{ServerStream: ss, req: req}, ctx: ctx, mu: &mu, meta: &common.Metadata{Hostname: name}}
 
-			t, err := n.target(name)
+			t, err := s.target(name)
 			if err == nil {
 				err = t.invokeStream(out, method)
 			}
