@@ -1,8 +1,12 @@
 package talostest
 
 import (
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdclient"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/kubelet"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/machined"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/staticpod"
 )
@@ -54,3 +58,13 @@ const (
 	ServiceFinished  = etcdsvc.ServiceFinished
 	ServiceFailed    = etcdsvc.ServiceFailed
 )
+
+// EtcdAccess is how machined's local etcd client reaches the node's own member.
+type EtcdAccess = etcdclient.Access
+
+// TalosBaseArgs returns the kube-apiserver flags Talos v1.13 renders before merging
+// the user's extraArgs (control_plane_static_pod.go), including its choice of
+// authorization flags for the Kubernetes version named by the image tag.
+func TalosBaseArgs(_ *Node, spec *k8s.APIServerConfigSpec) map[string]string {
+	return machined.TalosBaseArgs(spec)
+}

@@ -2,12 +2,16 @@ package talostest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,12 +23,13 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/apid"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdclient"
-	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/machined"
 )
 
 // Defaults used when ClusterOptions leaves a field empty.
@@ -118,9 +123,10 @@ type Cluster struct {
 	ControlPlaneConfig []byte
 	WorkerConfig       []byte
 
-	opts   ClusterOptions
-	dir    string
-	tmpDir bool
+	opts      ClusterOptions
+	dir       string
+	tmpDir    bool
+	etcdModel *machined.EtcdModel // etcd when no member runs on the nodes
 
 	mu sync.Mutex
 }
@@ -161,6 +167,10 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 
 	c := &Cluster{Endpoint: opts.Endpoint, Name: opts.ClusterName, opts: opts, dir: opts.Dir}
+
+	if opts.Etcd == nil {
+		c.etcdModel = machined.NewEtcdModel(opts.ClusterName)
+	}
 
 	if c.dir == "" {
 		if c.dir, err = os.MkdirTemp("", "talostest-"); err != nil {
@@ -228,7 +238,7 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		}
 
 		if no.ExtraDocuments != "" {
-			no.KnownKinds = append(no.KnownKinds, documentKinds(no.ExtraDocuments)...)
+			no.KnownKinds = append(no.KnownKinds, machined.DocumentKinds(no.ExtraDocuments)...)
 		}
 
 		n, err := newNode(ctx, c, ips[i], typ, no)
@@ -271,7 +281,7 @@ func (c *Cluster) formEtcd(ctx context.Context) error {
 	}
 
 	for _, n := range cps {
-		n.etcd.Start(etcdsvc.Mode{Formation: strings.Join(initial, ",")})
+		n.etcd.Form(strings.Join(initial, ","))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -297,11 +307,11 @@ func (c *Cluster) formEtcd(ctx context.Context) error {
 
 	// the static pods are rendered once etcd runs healthy: the kubelets start with them
 	for _, n := range cps {
-		if err := n.waitRendered(ctx); err != nil {
+		if err := n.machined.WaitRendered(ctx); err != nil {
 			return fmt.Errorf("node %s: static pods not rendered: %w", n.IP, err)
 		}
 
-		n.startKubelet()
+		n.kubelet.Start()
 	}
 
 	return nil
@@ -352,6 +362,15 @@ func (c *Cluster) lookup(name string) *Node {
 	}
 
 	return nil
+}
+
+// AdminKubeconfig returns an admin kubeconfig for the cluster endpoint, as the node's Kubeconfig call does.
+func (c *Cluster) AdminKubeconfig() ([]byte, error) {
+	for _, n := range c.ControlPlanes() {
+		return n.machined.AdminKubeconfig()
+	}
+
+	return nil, errors.New("no control-plane node")
 }
 
 // apidOf is apid's view of the cluster: another node's apid, by IP, IP:port or name.
@@ -491,40 +510,81 @@ func (c *Cluster) etcdEndpoints() []string {
 // etcdMembers is how n's machined reaches etcd: its own member's service, with its
 // admin certificate (ClusterOptions.Etcd), or the members ClusterOptions.EtcdMember
 // names; nothing without either.
-func (c *Cluster) etcdMembers(ctx context.Context, n *Node) (EtcdMembers, error) {
+func (c *Cluster) etcdMembers(n *Node) machined.EtcdMembers {
 	switch {
 	case n.etcd != nil:
-		tlsConf, err := etcdclient.AdminTLS(ctx, n.st)
-		if err != nil {
-			return EtcdMembers{}, err
+		access := func(endpoint string) EtcdAccess {
+			tlsConf, _ := etcdclient.AdminTLS(n.host.Life, n.host.State) //nolint:errcheck // machined issued them
+			return EtcdAccess{Endpoint: endpoint, TLS: tlsConf}
 		}
 
-		all := func() []EtcdAccess {
-			var out []EtcdAccess
-			for _, e := range c.etcdEndpoints() {
-				out = append(out, EtcdAccess{Endpoint: e, TLS: tlsConf})
-			}
+		return machined.EtcdMembers{
+			Local: func() (EtcdAccess, error) { return access(n.etcd.ClientURL()), nil },
+			All: func() []EtcdAccess {
+				var out []EtcdAccess
+				for _, e := range c.etcdEndpoints() {
+					out = append(out, access(e))
+				}
 
-			return out
+				return out
+			},
 		}
-
-		return EtcdMembers{Local: func() (EtcdAccess, error) { return EtcdAccess{Endpoint: n.etcd.ClientURL(), TLS: tlsConf}, nil }, All: all}, nil
 	case c.opts.EtcdMember != nil && n.Type == machine.TypeControlPlane:
 		hook := c.opts.EtcdMember
-		all := func() []EtcdAccess {
-			var out []EtcdAccess
 
-			for _, m := range c.ControlPlanes() {
-				if acc, err := hook(m); err == nil { // no member there: the node's address is still listed, and refuses
-					out = append(out, acc)
+		return machined.EtcdMembers{
+			Local: func() (EtcdAccess, error) { return hook(n) },
+			All: func() []EtcdAccess {
+				var out []EtcdAccess
+
+				for _, m := range c.ControlPlanes() {
+					if acc, err := hook(m); err == nil { // no member there: the node's address is still listed, and refuses
+						out = append(out, acc)
+					}
 				}
-			}
 
-			return out
+				return out
+			},
 		}
-
-		return EtcdMembers{Local: func() (EtcdAccess, error) { return hook(n) }, All: all}, nil
 	}
 
-	return EtcdMembers{}, nil
+	return machined.EtcdMembers{}
+}
+
+// nodeID is a node's discovery identity: random base62 on a node, stable here.
+func nodeID(c *Cluster, n *Node) string {
+	sum := sha256.Sum256([]byte("identity/" + c.Name + "/" + n.Name))
+
+	return new(big.Int).SetBytes(sum[:]).Text(62)
+}
+
+// publishMembers writes the discovery Members of every node of the cluster.
+func (c *Cluster) publishMembers() error {
+	apiPort := 6443
+
+	if u, err := url.Parse(c.Endpoint); err == nil && u.Port() != "" {
+		apiPort, _ = strconv.Atoi(u.Port()) //nolint:errcheck
+	}
+
+	for _, n := range c.Nodes {
+		for _, m := range c.Nodes {
+			member := cluster.NewMember(cluster.NamespaceName, m.Name)
+			spec := member.TypedSpec()
+			spec.NodeID = nodeID(c, m)
+			spec.Addresses = []netip.Addr{netip.MustParseAddr(m.IP)}
+			spec.Hostname = m.Name
+			spec.MachineType = m.Type
+			spec.OperatingSystem = fmt.Sprintf("Talos (%s)", m.TalosVersion)
+
+			if m.Type == machine.TypeControlPlane {
+				spec.ControlPlane = &cluster.ControlPlane{APIServerPort: apiPort}
+			}
+
+			if err := n.host.State.Create(n.host.Life, member); err != nil {
+				return fmt.Errorf("node %s: member %s: %w", n.IP, m.Name, err)
+			}
+		}
+	}
+
+	return nil
 }

@@ -448,9 +448,15 @@ func (s *Service) Wait(ctx context.Context, cond func(State) bool) (State, error
 	}
 }
 
-// Start starts a run of the service unless one is in progress, and returns once it
-// is Starting (machined's Start).
-func (s *Service) Start(mode Mode) {
+// Start starts a run of the service with what its data directory holds (a boot),
+// unless one is in progress, and returns once it is Starting (machined's Start).
+func (s *Service) Start() { s.start(Mode{}) }
+
+// Form starts the cluster's first run of the service: the members of initialCluster
+// (NAME=PEER_URL,...) formed together, as if bootstrapped and joined before.
+func (s *Service) Form(initialCluster string) { s.start(Mode{Formation: initialCluster}) }
+
+func (s *Service) start(mode Mode) {
 	s.mu.Lock()
 	if s.run != nil {
 		s.mu.Unlock()
@@ -1053,7 +1059,7 @@ func (s *Service) Bootstrap(ctx context.Context, recover, skipHashCheck bool) er
 		return errors.New("etcd data directory is not empty")
 	}
 
-	s.Start(Mode{Bootstrap: true, Recover: recover, SkipHashCheck: skipHashCheck})
+	s.start(Mode{Bootstrap: true, Recover: recover, SkipHashCheck: skipHashCheck})
 
 	return nil
 }

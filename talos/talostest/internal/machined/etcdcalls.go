@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 // The etcd membership and recovery calls, and the service calls, as machined answers
 // them (sources: siderolabs/talos v1.13.8,
@@ -49,44 +49,41 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	etcdres "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
-
-	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
-	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 )
 
 // errNoEtcdService answers the calls that need the node's real etcd service.
 var errNoEtcdService = status.Error(codes.Unimplemented, "this emulated node runs no etcd service (talostest.ClusterOptions.Etcd)")
 
 // etcdServiceFor returns the node's service, or the reason there is none.
-func (n *Node) etcdServiceFor(api string) (*etcdsvc.Service, error) {
-	if err := checkControlPlane(n, api); err != nil {
+func (m *Machined) etcdServiceFor(api string) (EtcdService, error) {
+	if err := m.checkControlPlane(api); err != nil {
 		return nil, err
 	}
 
-	if n.etcd == nil {
+	if m.etcd == nil {
 		return nil, errNoEtcdService
 	}
 
-	return n.etcd, nil
+	return m.etcd, nil
 }
 
 // etcdDataEmpty is machined's `os.ReadDir(EtcdDataPath)` check: a missing or unreadable
 // directory counts as empty.
-func (n *Node) etcdDataEmpty() bool {
-	entries, _ := os.ReadDir(n.host.Path(constants.EtcdDataPath)) //nolint:errcheck
+func (m *Machined) etcdDataEmpty() bool {
+	entries, _ := os.ReadDir(m.host.Path(constants.EtcdDataPath)) //nolint:errcheck
 
 	return len(entries) == 0
 }
 
 // localMemberID is machined's GetLocalMemberID: it waits (3 minutes at most) for the
 // local Member resource, which exists while the etcd service runs healthy.
-func (n *Node) localMemberID(ctx context.Context) (uint64, error) {
+func (m *Machined) localMemberID(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdLocalMemberID)
 	defer cancel()
 
 	md := etcdres.NewMember(etcdres.NamespaceName, etcdres.LocalMemberID).Metadata()
 
-	ev, err := n.st.WatchFor(ctx, md, state.WithEventTypes(state.Created, state.Updated))
+	ev, err := m.st.WatchFor(ctx, md, state.WithEventTypes(state.Created, state.Updated))
 	if err != nil {
 		return 0, fmt.Errorf("failed to get local etcd member ID: %w", err)
 	}
@@ -99,20 +96,20 @@ const etcdLocalMemberID = 3 * time.Minute
 
 // Bootstrap implements machine.MachineServiceServer.
 func (s *machineService) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
-	n := s.n
+	m := s.m
 
-	n.logf("bootstrap request received")
+	m.logf("bootstrap request received")
 
-	if !n.booted("cri") {
+	if !m.booted("cri") {
 		return nil, status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
 	}
 
-	svc, err := n.etcdServiceFor("bootstrap")
+	svc, err := m.etcdServiceFor("bootstrap")
 	if err != nil {
 		return nil, err
 	}
 
-	if !n.etcdDataEmpty() {
+	if !m.etcdDataEmpty() {
 		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
 	}
 
@@ -125,9 +122,9 @@ func (s *machineService) Bootstrap(ctx context.Context, in *machine.BootstrapReq
 
 // EtcdRecover implements machine.MachineServiceServer.
 func (s *machineService) EtcdRecover(srv machine.MachineService_EtcdRecoverServer) error {
-	n := s.n
+	m := s.m
 
-	if _, err := os.Stat(n.hostPath("/var/lib")); err != nil {
+	if _, err := os.Stat(m.host.Path("/var/lib")); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return status.Error(codes.FailedPrecondition, "etcd service is not ready for recovery yet")
 		}
@@ -135,11 +132,11 @@ func (s *machineService) EtcdRecover(srv machine.MachineService_EtcdRecoverServe
 		return err
 	}
 
-	if _, err := n.etcdServiceFor("etcd recover"); err != nil {
+	if _, err := m.etcdServiceFor("etcd recover"); err != nil {
 		return err
 	}
 
-	path := n.hostPath(etcdRecoverySnapshotPath)
+	path := m.host.Path(etcdRecoverySnapshotPath)
 
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o700)
 	if err != nil {
@@ -185,13 +182,13 @@ func (s *machineService) EtcdRecover(srv machine.MachineService_EtcdRecoverServe
 
 // EtcdRemoveMemberByID implements machine.MachineServiceServer.
 func (s *machineService) EtcdRemoveMemberByID(ctx context.Context, in *machine.EtcdRemoveMemberByIDRequest) (*machine.EtcdRemoveMemberByIDResponse, error) {
-	n := s.n
+	m := s.m
 
-	if _, err := n.etcdServiceFor("etcd remove member"); err != nil {
+	if _, err := m.etcdServiceFor("etcd remove member"); err != nil {
 		return nil, err
 	}
 
-	cli, err := n.anyEtcd(ctx)
+	cli, err := m.anyEtcd(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create etcd client: %w", err)
 	}
@@ -212,11 +209,11 @@ func (s *machineService) EtcdRemoveMemberByID(ctx context.Context, in *machine.E
 
 // EtcdLeaveCluster implements machine.MachineServiceServer.
 func (s *machineService) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLeaveClusterRequest) (*machine.EtcdLeaveClusterResponse, error) {
-	if _, err := s.n.etcdServiceFor("etcd leave"); err != nil {
+	if _, err := s.m.etcdServiceFor("etcd leave"); err != nil {
 		return nil, err
 	}
 
-	if err := s.n.leaveEtcd(ctx); err != nil {
+	if err := s.m.leaveEtcd(ctx); err != nil {
 		return nil, err
 	}
 
@@ -224,18 +221,18 @@ func (s *machineService) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLe
 }
 
 // leaveEtcd is machined's Client.LeaveCluster, with its handler's wrapping.
-func (n *Node) leaveEtcd(ctx context.Context) error {
-	if n.etcd == nil {
+func (m *Machined) leaveEtcd(ctx context.Context) error {
+	if m.etcd == nil {
 		return nil
 	}
 
-	cli, err := n.anyEtcd(ctx)
+	cli, err := m.anyEtcd(ctx)
 	if err != nil {
 		return fmt.Errorf("failed to create etcd client: %w", err)
 	}
 	defer cli.Close() //nolint:errcheck
 
-	id, err := n.localMemberID(ctx)
+	id, err := m.localMemberID(ctx)
 	if err != nil {
 		return fmt.Errorf("failed to leave cluster: %w", err)
 	}
@@ -260,11 +257,11 @@ func (n *Node) leaveEtcd(ctx context.Context) error {
 		}
 	}
 
-	if err := n.etcd.Stop(ctx); err != nil {
+	if err := m.etcd.Stop(ctx); err != nil {
 		return fmt.Errorf("failed to leave cluster: failed to stop etcd: %w", err)
 	}
 
-	if err := os.RemoveAll(n.host.Path(constants.EtcdDataPath)); err != nil {
+	if err := os.RemoveAll(m.host.Path(constants.EtcdDataPath)); err != nil {
 		return fmt.Errorf("failed to leave cluster: failed to remove %s: %w", constants.EtcdDataPath, err)
 	}
 
@@ -273,13 +270,13 @@ func (n *Node) leaveEtcd(ctx context.Context) error {
 
 // EtcdForfeitLeadership implements machine.MachineServiceServer.
 func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.EtcdForfeitLeadershipRequest) (*machine.EtcdForfeitLeadershipResponse, error) {
-	n := s.n
+	m := s.m
 
-	if _, err := n.etcdServiceFor("etcd forfeit leadership"); err != nil {
+	if _, err := m.etcdServiceFor("etcd forfeit leadership"); err != nil {
 		return nil, err
 	}
 
-	cli, err := n.anyEtcd(ctx)
+	cli, err := m.anyEtcd(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create etcd client: %w", err)
 	}
@@ -287,12 +284,12 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 
 	ctx = clientv3.WithRequireLeader(ctx)
 
-	id, err := n.localMemberID(ctx)
+	id, err := m.localMemberID(ctx)
 	if err != nil {
 		return nil, err
 	}
 
-	leader, err := n.forfeitLeadership(ctx, cli, id)
+	leader, err := m.forfeitLeadership(ctx, cli, id)
 	if err != nil {
 		return nil, fmt.Errorf("failed to forfeit leadership: %w", err)
 	}
@@ -301,7 +298,7 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 }
 
 // forfeitLeadership is machined's Client.ForfeitLeadership.
-func (n *Node) forfeitLeadership(ctx context.Context, cli *clientv3.Client, id uint64) (string, error) {
+func (m *Machined) forfeitLeadership(ctx context.Context, cli *clientv3.Client, id uint64) (string, error) {
 	resp, err := cli.MemberList(ctx)
 	if err != nil {
 		return "", fmt.Errorf("failed to list etcd members: %w", err)
@@ -311,7 +308,7 @@ func (n *Node) forfeitLeadership(ctx context.Context, cli *clientv3.Client, id u
 		return "", errors.New("cannot forfeit leadership, only one member")
 	}
 
-	local, endpoint, err := n.localEtcd(ctx)
+	local, endpoint, err := m.localEtcd(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -325,14 +322,15 @@ func (n *Node) forfeitLeadership(ctx context.Context, cli *clientv3.Client, id u
 	if st.Leader != id {
 		return "", nil
 	}
-	for _, m := range resp.Members {
-		if m.ID == id {
+
+	for _, member := range resp.Members {
+		if member.ID == id {
 			continue
 		}
 
-		n.logf("moving leadership from %q to %q", n.Name, m.Name)
+		m.logf("moving leadership from %q to %q", m.host.Name, member.Name)
 
-		if _, err := local.MoveLeader(ctx, m.ID); err != nil {
+		if _, err := local.MoveLeader(ctx, member.ID); err != nil {
 			if errors.Is(err, rpctypes.ErrNotLeader) {
 				return "", nil
 			}
@@ -340,21 +338,21 @@ func (n *Node) forfeitLeadership(ctx context.Context, cli *clientv3.Client, id u
 			return "", err
 		}
 
-		return m.Name, nil
+		return member.Name, nil
 	}
 
 	return "", nil
 }
 
 // serviceRunning tells whether the service has a run in progress (machined's IsRunning).
-func (n *Node) serviceRunning(id string) (bool, error) {
-	for _, d := range n.services() {
+func (m *Machined) serviceRunning(id string) (bool, error) {
+	for _, d := range m.services() {
 		if d.id != id {
 			continue
 		}
 
-		if id == "etcd" && n.etcd != nil {
-			return n.etcd.InRun(), nil
+		if id == "etcd" && m.etcd != nil {
+			return m.etcd.InRun(), nil
 		}
 
 		return true, nil
@@ -365,7 +363,7 @@ func (n *Node) serviceRunning(id string) (bool, error) {
 
 // ServiceStart implements machine.MachineServiceServer (machined's APIStart).
 func (s *machineService) ServiceStart(_ context.Context, in *machine.ServiceStartRequest) (*machine.ServiceStartResponse, error) {
-	running, err := s.n.serviceRunning(in.Id)
+	running, err := s.m.serviceRunning(in.Id)
 	if err != nil {
 		return &machine.ServiceStartResponse{}, err
 	}
@@ -379,7 +377,7 @@ func (s *machineService) ServiceStart(_ context.Context, in *machine.ServiceStar
 
 // ServiceStop implements machine.MachineServiceServer (machined's APIStop).
 func (s *machineService) ServiceStop(_ context.Context, in *machine.ServiceStopRequest) (*machine.ServiceStopResponse, error) {
-	running, err := s.n.serviceRunning(in.Id)
+	running, err := s.m.serviceRunning(in.Id)
 	if err != nil {
 		return &machine.ServiceStopResponse{}, err
 	}
@@ -393,7 +391,7 @@ func (s *machineService) ServiceStop(_ context.Context, in *machine.ServiceStopR
 
 // ServiceRestart implements machine.MachineServiceServer (machined's APIRestart).
 func (s *machineService) ServiceRestart(ctx context.Context, in *machine.ServiceRestartRequest) (*machine.ServiceRestartResponse, error) {
-	running, err := s.n.serviceRunning(in.Id)
+	running, err := s.m.serviceRunning(in.Id)
 	if err != nil {
 		return &machine.ServiceRestartResponse{}, err
 	}
@@ -414,77 +412,3 @@ func (s *machineService) ServiceRestart(ctx context.Context, in *machine.Service
 
 // The node's etcd, for tests and the lab (what happens to a node, not what is asked
 // of its API). Each needs ClusterOptions.Etcd.
-
-// EtcdState returns the node's etcd service as machined reports it.
-func (n *Node) EtcdState() EtcdServiceState {
-	if n.etcd == nil {
-		return EtcdServiceState{}
-	}
-
-	return n.etcd.State()
-}
-
-// WaitEtcd waits until cond holds for the node's etcd service.
-func (n *Node) WaitEtcd(ctx context.Context, cond func(EtcdServiceState) bool) (EtcdServiceState, error) {
-	if n.etcd == nil {
-		return EtcdServiceState{}, errNoEtcdService
-	}
-
-	return n.etcd.Wait(ctx, cond)
-}
-
-// EtcdEndpoint is the node's member's client URL ("" without ClusterOptions.Etcd).
-func (n *Node) EtcdEndpoint() string {
-	if n.etcd == nil {
-		return ""
-	}
-
-	return n.etcd.ClientURL()
-}
-
-// EtcdLog returns the member's own log lines (talosctl logs etcd).
-func (n *Node) EtcdLog() []string {
-	if n.etcd == nil {
-		return nil
-	}
-
-	return lines(n.etcd.Log())
-}
-
-// Cluster is the cluster the node belongs to.
-func (n *Node) Cluster() *Cluster { return n.cluster }
-
-// SystemLog returns machined's own log lines (talosctl dmesg's talos lines): the
-// etcd service's states, its joins, promotions and retries.
-func (n *Node) SystemLog() []string { return lines(n.host.Logs.Open(host.MachinedLog)) }
-
-func lines(l *host.Log) []string {
-	var out []string
-	for _, line := range l.Lines() {
-		out = append(out, string(line))
-	}
-
-	return out
-}
-
-// KillEtcd makes the member's process die (SIGKILL): the service restarts it 5 s
-// later with the same arguments, as machined's restart runner does.
-func (n *Node) KillEtcd() error {
-	if n.etcd == nil {
-		return errNoEtcdService
-	}
-
-	return n.etcd.Kill()
-}
-
-// DestroyEtcdData is a member whose disk is lost: its process dies and its data
-// directory is emptied. The service restarts it every 5 s with the arguments its
-// PreFunc computed when the data was there (no initial cluster): each start fails
-// until the node is reset or bootstrapped.
-func (n *Node) DestroyEtcdData() error {
-	if n.etcd == nil {
-		return errNoEtcdService
-	}
-
-	return n.etcd.DestroyData()
-}

@@ -1,7 +1,8 @@
-package talostest
+package machined
 
 import (
 	"github.com/cosi-project/runtime/pkg/resource"
+
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 )
 
@@ -9,10 +10,10 @@ import (
 // runtime, Services.v1alpha1.talos.dev), which any role may read and which
 // the static pod controller watches for etcd: Running, Healthy, or Unknown
 // for a service without a health check. etcd follows the node's etcd health.
-func (n *Node) publishServices() {
-	up := n.etcdUp()
-	for _, d := range n.services() {
-		if d.id == "etcd" && n.etcd != nil {
+func (m *Machined) publishServices() {
+	up := m.etcdUp()
+	for _, d := range m.services() {
+		if d.id == "etcd" && m.etcd != nil {
 			continue // the real service writes its own (etcdservice.go)
 		}
 
@@ -20,14 +21,14 @@ func (n *Node) publishServices() {
 		if d.id == "etcd" {
 			spec.Healthy = up
 		}
-		if err := n.st.Modify(n.ctx, v1alpha1.NewService(d.id), func(r resource.Resource) error {
+		if err := m.st.Modify(m.ctx, v1alpha1.NewService(d.id), func(r resource.Resource) error {
 			*r.(*v1alpha1.Service).TypedSpec() = spec
 
 			return nil
-		}); err != nil && n.ctx.Err() == nil {
-			n.logf("writing Service %s: %v", d.id, err)
+		}); err != nil && m.ctx.Err() == nil {
+			m.logf("writing Service %s: %v", d.id, err)
 		}
 	}
 
-	n.publishMachineStatus()
+	m.publishMachineStatus()
 }

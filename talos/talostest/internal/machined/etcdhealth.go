@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 import (
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -17,68 +17,70 @@ import (
 //
 // It models etcd on a node without a real member: with ClusterOptions.Etcd the health
 // is the real service's (etcdservice.go), and calling it is a mistake (it panics).
-func (n *Node) SetEtcdHealthy(healthy bool) {
-	if n.etcd != nil {
+func (m *Machined) SetEtcdHealthy(healthy bool) {
+	if m.etcd != nil {
 		panic("talostest: SetEtcdHealthy on a node that runs a real etcd member (ClusterOptions.Etcd)")
 	}
 
-	n.etcdDown.Store(!healthy)
-	n.publishServices()
-	n.etcdHealthChanged()
+	m.etcdDown.Store(!healthy)
+	m.publishServices()
+	m.etcdHealthChanged()
 }
 
 // EtcdHealthy reports the node's etcd service health: with ClusterOptions.Etcd, Running
 // and its last health check passed; otherwise true unless SetEtcdHealthy(false).
-func (n *Node) EtcdHealthy() bool {
-	if n.etcd != nil {
-		return n.etcd.HealthyRunning()
+func (m *Machined) EtcdHealthy() bool {
+	if m.etcd != nil {
+		_, healthy := m.etcdServiceStatus()
+
+		return healthy
 	}
 
-	return !n.etcdDown.Load()
+	return !m.etcdDown.Load()
 }
 
 // etcdHealthChanged lets the static pod controller catch up: a render that
 // waited for etcd happens once it is healthy again, and the pods are torn
 // down while the etcd service does not run (its Service resource is gone).
-func (n *Node) etcdHealthChanged() {
-	if n.kubelet == nil {
+func (m *Machined) etcdHealthChanged() {
+	if m.kubelet == nil {
 		return
 	}
 
-	n.cfgMu.Lock()
-	defer n.cfgMu.Unlock()
+	m.cfgMu.Lock()
+	defer m.cfgMu.Unlock()
 
-	if n.running == nil {
+	if m.running == nil {
 		return // the node is still being made
 	}
 
-	if running, healthy := n.etcdServiceStatus(); (n.renderPending && healthy) || !running {
-		n.renderPodLocked()
+	if running, healthy := m.etcdServiceStatus(); (m.renderPending && healthy) || !running {
+		m.renderPodLocked()
 	}
 }
 
 // teardownPodsLocked is the static pod controller's teardownAll: the StaticPod resource
 // goes, and the kubelet stops the pod at its next poll.
-func (n *Node) teardownPodsLocked() {
-	n.renderPending = true
+func (m *Machined) teardownPodsLocked() {
+	m.renderPending = true
 
-	if n.rendered == nil {
+	if m.rendered == nil {
 		return
 	}
 
-	n.rendered, n.renderedVersion = nil, ""
+	m.rendered, m.renderedVersion = nil, ""
 
-	if err := n.st.Destroy(n.ctx, k8s.NewStaticPod(k8s.NamespaceName, k8s.APIServerID).Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
-		n.logf("removing StaticPod: %v", err)
+	if err := m.st.Destroy(m.ctx, k8s.NewStaticPod(k8s.NamespaceName, k8s.APIServerID).Metadata()); err != nil && !state.IsNotFoundError(err) && m.ctx.Err() == nil {
+		m.logf("removing StaticPod: %v", err)
 	}
 
-	n.logf("k8s.ControlPlaneStaticPodController: etcd service is not running, static pods torn down")
+	m.logf("k8s.ControlPlaneStaticPodController: etcd service is not running, static pods torn down")
 }
 
 // etcdServiceStatus is the etcd service as the static pod controller reads it: its
 // Service resource, there only while it runs, and whether it is healthy.
-func (n *Node) etcdServiceStatus() (running, healthy bool) {
-	svc, err := safe.StateGetByID[*v1alpha1.Service](n.ctx, n.st, "etcd")
+func (m *Machined) etcdServiceStatus() (running, healthy bool) {
+	svc, err := safe.StateGetByID[*v1alpha1.Service](m.ctx, m.st, "etcd")
 	if err != nil {
 		return false, false
 	}

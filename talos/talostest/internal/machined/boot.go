@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 // A node's boots, its files, and its reset (sources: siderolabs/talos v1.13.8,
 // internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go Reset,
@@ -44,8 +44,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
-
-	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
 )
 
 // kernelToUp is how long after its kernel started the node shows itself up (Dmesg's
@@ -66,15 +64,9 @@ func bootOffset(id string) time.Duration {
 	return kernelToUp
 }
 
-// HostPath is where a path of the node lives on this machine, "" for a path the
-// emulator does not hold: /var (EPHEMERAL) and /system.
-func (n *Node) HostPath(path string) string { return n.host.Path(path) }
-
-func (n *Node) hostPath(path string) string { return n.HostPath(path) }
-
 // etcdRoot is the etcd CA the node holds (EtcdRootSecrets).
-func (n *Node) etcdRoot() *sidero.PEMEncodedCertificateAndKey {
-	r, err := n.st.Get(n.ctx, secrets.NewEtcdRoot(secrets.EtcdRootID).Metadata())
+func (m *Machined) etcdRoot() *sidero.PEMEncodedCertificateAndKey {
+	r, err := m.st.Get(m.ctx, secrets.NewEtcdRoot(secrets.EtcdRootID).Metadata())
 	if err != nil {
 		return nil
 	}
@@ -83,35 +75,35 @@ func (n *Node) etcdRoot() *sidero.PEMEncodedCertificateAndKey {
 }
 
 // BootID is the current boot's ID, as the node's boot_id file says it.
-func (n *Node) BootID() string {
-	_, id := n.boot()
+func (m *Machined) BootID() string {
+	_, id := m.boot()
 	return id
 }
 
 // boot returns when the current boot started and its boot ID.
-func (n *Node) boot() (time.Time, string) {
-	n.bootMu.Lock()
-	defer n.bootMu.Unlock()
+func (m *Machined) boot() (time.Time, string) {
+	m.bootMu.Lock()
+	defer m.bootMu.Unlock()
 
-	return n.bootAt, n.bootID
+	return m.bootAt, m.bootID
 }
 
 // booted tells whether the service runs already in the current boot.
-func (n *Node) booted(id string) bool {
-	at, _ := n.boot()
+func (m *Machined) booted(id string) bool {
+	at, _ := m.boot()
 
-	return time.Since(at) >= n.cluster.scaled(bootOffset(id))
+	return time.Since(at) >= m.host.Scaled(bootOffset(id))
 }
 
-// waitBooted waits until the service runs in the current boot.
-func (n *Node) waitBooted(ctx context.Context, id string) error {
-	return n.waitUntil(ctx, func() bool { return n.booted(id) })
+// WaitBooted waits until the service runs in the current boot.
+func (m *Machined) WaitBooted(ctx context.Context, id string) error {
+	return m.waitUntil(ctx, func() bool { return m.booted(id) })
 }
 
 // startKubelet starts the kubelet service.
-func (n *Node) startKubelet() {
-	if n.kubelet != nil {
-		n.kubelet.Start()
+func (m *Machined) startKubelet() {
+	if m.kubelet != nil {
+		m.kubelet.Start()
 	}
 }
 
@@ -128,7 +120,7 @@ type resetPhase struct {
 
 // resetPhases is machined's Sequencer.Reset for a metal node whose request wipes
 // EPHEMERAL and reboots.
-func (n *Node) resetPhases(graceful bool) []resetPhase {
+func (m *Machined) resetPhases(graceful bool) []resetPhase {
 	noop := func(context.Context) error { return nil }
 	phase := func(name, task string, run func(context.Context) error) resetPhase {
 		return resetPhase{name: name, tasks: []resetTask{{task, run}}}
@@ -139,24 +131,24 @@ func (n *Node) resetPhases(graceful bool) []resetPhase {
 	if graceful {
 		phases = append(phases,
 			phase("drain", "cordonAndDrainNode", func(context.Context) error {
-				n.logf("task cordonAndDrainNode (1/1): failed: failed to cordon node %s: nodes %q not found (the emulator registers no Kubernetes Node)", n.Name, n.Name)
+				m.logf("task cordonAndDrainNode (1/1): failed: failed to cordon node %s: nodes %q not found (the emulator registers no Kubernetes Node)", m.host.Name, m.host.Name)
 
 				return nil // machined logs this task's errors and goes on
 			}),
-			phase("cleanup", "removeAllPods", n.stopAllPods))
+			phase("cleanup", "removeAllPods", m.stopAllPods))
 	} else {
-		phases = append(phases, phase("cleanup", "stopAllPods", n.stopAllPods))
+		phases = append(phases, phase("cleanup", "stopAllPods", m.stopAllPods))
 	}
 
 	phases = append(phases, phase("dbus", "stopDBus", noop))
 
 	if graceful {
-		phases = append(phases, phase("leave", "leaveEtcd", n.leaveEtcd))
+		phases = append(phases, phase("leave", "leaveEtcd", m.leaveEtcd))
 	}
 
 	return append(phases,
 		phase("preReset", "sendResetSignal", noop),
-		phase("stopServices", "stopServicesForUpgrade", n.stopEtcdService),
+		phase("stopServices", "stopServicesForUpgrade", m.stopEtcdService),
 		phase("umount", "unmountPodMounts", noop),
 		phase("unmountBind", "unmountSystemDiskBindMounts", noop),
 		phase("unmountSystem", "unmountEphemeralPartition", noop),
@@ -169,14 +161,14 @@ func (n *Node) resetPhases(graceful bool) []resetPhase {
 			// missed it, its stream cut by a hard stop on a loaded machine,
 			// waited for ever). On a node, seconds pass between the request and
 			// this task.
-			n.events.Drain(15 * time.Second)
-			n.events.EndStreams()
-			n.apid.StopGracefully()
+			m.host.Events.Drain(15 * time.Second)
+			m.host.Events.EndStreams()
+			m.api.StopGracefully()
 
 			return nil
 		}),
 		phase("forceCleanup", "forceCleanup", noop),
-		phase("resetSpec", "resetSystemDiskSpec", n.wipeEphemeral),
+		phase("resetSpec", "resetSystemDiskSpec", m.wipeEphemeral),
 		phase("reboot", "reboot", noop),
 	)
 }
@@ -191,53 +183,53 @@ const podsStopTime = 2 * time.Second
 
 // stopAllPods is the task of that name: the kubelet service stops and the CRI stops
 // every pod sandbox at once.
-func (n *Node) stopAllPods(ctx context.Context) error {
-	if n.kubelet != nil {
-		n.kubelet.Stop()
-		n.kubelet.StopAllPods()
+func (m *Machined) stopAllPods(ctx context.Context) error {
+	if m.kubelet != nil {
+		m.kubelet.Stop()
+		m.kubelet.StopAllPods()
 	}
 
-	sleep(ctx, n.cluster.scaled(podsStopTime))
+	sleep(ctx, m.host.Scaled(podsStopTime))
 
 	return nil
 }
 
 // stopEtcdService stops the etcd service (and, on a node, everything else on
 // EPHEMERAL).
-func (n *Node) stopEtcdService(ctx context.Context) error {
-	if n.etcd == nil {
+func (m *Machined) stopEtcdService(ctx context.Context) error {
+	if m.etcd == nil {
 		return nil
 	}
 
-	return n.etcd.Stop(ctx)
+	return m.etcd.Stop(ctx)
 }
 
 // wipeEphemeral is resetSystemDiskSpec for EPHEMERAL: everything under /var is gone.
-func (n *Node) wipeEphemeral(context.Context) error {
-	if err := os.RemoveAll(n.hostPath("/var")); err != nil {
+func (m *Machined) wipeEphemeral(context.Context) error {
+	if err := os.RemoveAll(m.host.Path("/var")); err != nil {
 		return fmt.Errorf("failed wiping partition EPHEMERAL: %w", err)
 	}
 
-	n.logf("task resetSystemDiskSpec (1/1): successfully reset system disk by the spec")
+	m.logf("task resetSystemDiskSpec (1/1): successfully reset system disk by the spec")
 
 	return nil
 }
 
 // runReset runs the reset sequence for the actor, then boots again.
-func (n *Node) runReset(actorID string, graceful bool) {
-	publish := func(m proto.Message) { n.events.Publish(actorID, m) }
-	ctx := n.ctx
-	phases := n.resetPhases(graceful)
+func (m *Machined) runReset(actorID string, graceful bool) {
+	publish := func(ev proto.Message) { m.host.Events.Publish(actorID, ev) }
+	ctx := m.ctx
+	phases := m.resetPhases(graceful)
 	start := time.Now()
 
 	publish(&machine.SequenceEvent{Sequence: "reset", Action: machine.SequenceEvent_START})
-	n.logf("reset sequence: %d phase(s)", len(phases))
+	m.logf("reset sequence: %d phase(s)", len(phases))
 
 	for i, p := range phases {
 		progress := fmt.Sprintf("%d/%d", i+1, len(phases))
 
 		publish(&machine.PhaseEvent{Phase: p.name, Action: machine.PhaseEvent_START})
-		n.logf("phase %s (%s): %d tasks(s)", p.name, progress, len(p.tasks))
+		m.logf("phase %s (%s): %d tasks(s)", p.name, progress, len(p.tasks))
 
 		for _, t := range p.tasks {
 			if ctx.Err() != nil {
@@ -245,18 +237,18 @@ func (n *Node) runReset(actorID string, graceful bool) {
 			}
 
 			publish(&machine.TaskEvent{Task: t.name, Action: machine.TaskEvent_START})
-			n.logf("task %s (1/1): starting", t.name)
+			m.logf("task %s (1/1): starting", t.name)
 
 			err := t.run(ctx)
 
 			publish(&machine.TaskEvent{Task: t.name, Action: machine.TaskEvent_STOP})
 
 			if err != nil {
-				n.logf("task %s (1/1): failed: %v", t.name, err)
-				n.logf("phase %s (%s): failed", p.name, progress)
+				m.logf("task %s (1/1): failed: %v", t.name, err)
+				m.logf("phase %s (%s): failed", p.name, progress)
 				publish(&machine.SequenceEvent{Sequence: "reset", Action: machine.SequenceEvent_STOP, Error: &common.Error{Message: err.Error()}})
-				n.logf("reset failed: error running phase %d in reset sequence: task 1/1: failed, %v", i+1, err)
-				n.rebooting.Store(false)
+				m.logf("reset failed: error running phase %d in reset sequence: task 1/1: failed, %v", i+1, err)
+				m.rebooting.Store(false)
 
 				return
 			}
@@ -266,31 +258,31 @@ func (n *Node) runReset(actorID string, graceful bool) {
 	}
 
 	publish(&machine.RestartEvent{Cmd: int64(unix.LINUX_REBOOT_CMD_KEXEC)})
-	n.logf("reset sequence: rebooting after %s", time.Since(start).Round(time.Millisecond))
+	m.logf("reset sequence: rebooting after %s", time.Since(start).Round(time.Millisecond))
 
-	n.bootAgain()
+	m.bootAgain()
 }
 
 // bootAgain is the kexec boot after a reset: machined's memory (events) is gone, a new
 // boot ID, the API after apid's start, etcd's service from cri's, the kubelet at its
 // own; EPHEMERAL, wiped, is formatted and mounted again (etcd's data directory made).
-func (n *Node) bootAgain() {
-	if n.ctx.Err() != nil {
+func (m *Machined) bootAgain() {
+	if m.ctx.Err() != nil {
 		return
 	}
 
-	n.events.Forget()
+	m.host.Events.Forget()
 
-	if n.etcd != nil {
-		n.etcd.Forget()
+	if m.etcd != nil {
+		m.etcd.Forget()
 	}
 
-	n.bootMu.Lock()
-	n.bootAt, n.bootID = time.Now(), uuid.NewString()
-	n.bootMu.Unlock()
+	m.bootMu.Lock()
+	m.bootAt, m.bootID = time.Now(), uuid.NewString()
+	m.bootMu.Unlock()
 
-	if err := os.MkdirAll(n.hostPath(constants.EtcdDataPath), 0o700); err != nil {
-		n.logf("mounting EPHEMERAL: %v", err)
+	if err := os.MkdirAll(m.host.Path(constants.EtcdDataPath), 0o700); err != nil {
+		m.logf("mounting EPHEMERAL: %v", err)
 	}
 
 	for _, step := range []struct {
@@ -298,22 +290,22 @@ func (n *Node) bootAgain() {
 		do      func()
 	}{
 		{"apid", func() {
-			n.rebooting.Store(false)
+			m.rebooting.Store(false)
 
-			if err := n.Start(); err != nil {
-				n.logf("starting the API after the reboot: %v", err)
+			if err := m.api.Start(); err != nil {
+				m.logf("starting the API after the reboot: %v", err)
 			}
 		}},
 		{"cri", func() {
-			if n.etcd != nil {
-				n.etcd.Start(etcdsvc.Mode{})
+			if m.etcd != nil {
+				m.etcd.Start()
 			}
 		}},
 		{"kubelet", func() {
-			n.startKubelet()
+			m.startKubelet()
 		}},
 	} {
-		if err := n.waitBooted(n.ctx, step.service); err != nil {
+		if err := m.WaitBooted(m.ctx, step.service); err != nil {
 			return
 		}
 
@@ -324,9 +316,9 @@ func (n *Node) bootAgain() {
 // Reset implements machine.MachineServiceServer: machined's checks of the request,
 // then the reset sequence in the background; the reply carries its actor ID.
 func (s *machineService) Reset(_ context.Context, in *machine.ResetRequest) (*machine.ResetResponse, error) {
-	n := s.n
+	m := s.m
 
-	n.logf("reset request received")
+	m.logf("reset request received")
 
 	if len(in.GetUserDisksToWipe()) > 0 {
 		if in.Mode == machine.ResetRequest_SYSTEM_DISK {
@@ -366,18 +358,18 @@ func (s *machineService) Reset(_ context.Context, in *machine.ResetRequest) (*ma
 
 	actorID := uuid.NewString()
 
-	if n.rebooting.CompareAndSwap(false, true) {
-		n.background.Add(1)
+	if m.rebooting.CompareAndSwap(false, true) {
+		m.background.Add(1)
 
 		go func() {
-			defer n.background.Done()
+			defer m.background.Done()
 
-			n.runReset(actorID, in.Graceful)
+			m.runReset(actorID, in.Graceful)
 		}()
 	} else {
 		// machined's controller is busy with another sequence: the reply is the same,
 		// and the reset fails in the background
-		n.logf("reset failed: locked")
+		m.logf("reset failed: locked")
 	}
 
 	return &machine.ResetResponse{Messages: []*machine.Reset{{ActorId: actorID}}}, nil

@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 // The node's runtime MachineStatus and the cluster's discovery Members (sources: siderolabs/talos
 // v1.13.8, internal/app/machined/pkg/controllers/runtime/machine_status.go and
@@ -20,31 +20,22 @@ package talostest
 //     its TTL).
 
 import (
-	"context"
-	"crypto/sha256"
 	"fmt"
-	"math/big"
-	"net/netip"
-	"net/url"
-	"strconv"
 	"strings"
 
-	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
-	"github.com/cosi-project/runtime/pkg/state"
 	corev1 "k8s.io/api/core/v1"
 
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
-	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 )
 
 // publishMachineStatus writes the MachineStatus resource from the node's current state.
-func (n *Node) publishMachineStatus() {
-	n.statusMu.Lock()
-	defer n.statusMu.Unlock()
+func (m *Machined) publishMachineStatus() {
+	m.statusMu.Lock()
+	defer m.statusMu.Unlock()
 
 	var unmet []runtime.UnmetCondition
 
@@ -54,29 +45,29 @@ func (n *Node) publishMachineStatus() {
 	}{
 		{"time", func() string { return "" }},
 		{"network", func() string { return "" }},
-		{"services", n.servicesProblems},
-		{"staticPods", n.staticPodsProblems},
-		{"nodeReady", func() string { return fmt.Sprintf("node %q status is not available yet", n.Name) }},
+		{"services", m.servicesProblems},
+		{"staticPods", m.staticPodsProblems},
+		{"nodeReady", func() string { return fmt.Sprintf("node %q status is not available yet", m.host.Name) }},
 	} {
 		if reason := check.f(); reason != "" {
 			unmet = append(unmet, runtime.UnmetCondition{Name: check.name, Reason: reason})
 		}
 	}
 
-	if err := safe.StateModify(n.ctx, n.st, runtime.NewMachineStatus(), func(ms *runtime.MachineStatus) error {
+	if err := safe.StateModify(m.ctx, m.st, runtime.NewMachineStatus(), func(ms *runtime.MachineStatus) error {
 		ms.TypedSpec().Stage = runtime.MachineStageRunning
 		ms.TypedSpec().Status.Ready = len(unmet) == 0
 		ms.TypedSpec().Status.UnmetConditions = unmet
 
 		return nil
-	}); err != nil && n.ctx.Err() == nil {
-		n.logf("writing MachineStatus: %v", err)
+	}); err != nil && m.ctx.Err() == nil {
+		m.logf("writing MachineStatus: %v", err)
 	}
 }
 
 // servicesProblems is machined's servicesCheck over the node's Service resources.
-func (n *Node) servicesProblems() string {
-	list, err := safe.StateListAll[*v1alpha1.Service](n.ctx, n.st)
+func (m *Machined) servicesProblems() string {
+	list, err := safe.StateListAll[*v1alpha1.Service](m.ctx, m.st)
 	if err != nil {
 		return err.Error()
 	}
@@ -101,7 +92,7 @@ func (n *Node) servicesProblems() string {
 	}
 
 	required := []string{"apid", "machined", "kubelet"}
-	if n.Type == machinetype.TypeControlPlane {
+	if m.typ == machinetype.TypeControlPlane {
 		required = append(required, "etcd", "trustd")
 	}
 
@@ -115,8 +106,8 @@ func (n *Node) servicesProblems() string {
 }
 
 // staticPodsProblems is machined's staticPodsCheck over the StaticPodStatus resources.
-func (n *Node) staticPodsProblems() string {
-	list, err := safe.StateListAll[*k8s.StaticPodStatus](n.ctx, n.st)
+func (m *Machined) staticPodsProblems() string {
+	list, err := safe.StateListAll[*k8s.StaticPodStatus](m.ctx, m.st)
 	if err != nil {
 		return err.Error()
 	}
@@ -149,90 +140,4 @@ func parseReady(ps map[string]any) bool {
 	}
 
 	return false
-}
-
-// nodeID is a node's discovery identity: random base62 on a node, stable here.
-func nodeID(c *Cluster, n *Node) string {
-	sum := sha256.Sum256([]byte("identity/" + c.Name + "/" + n.Name))
-
-	return new(big.Int).SetBytes(sum[:]).Text(62)
-}
-
-// publishMembers writes the discovery Members of every node of the cluster.
-func (c *Cluster) publishMembers() error {
-	apiPort := 6443
-
-	if u, err := url.Parse(c.Endpoint); err == nil && u.Port() != "" {
-		apiPort, _ = strconv.Atoi(u.Port()) //nolint:errcheck
-	}
-
-	for _, n := range c.Nodes {
-		for _, m := range c.Nodes {
-			member := cluster.NewMember(cluster.NamespaceName, m.Name)
-			spec := member.TypedSpec()
-			spec.NodeID = nodeID(c, m)
-			spec.Addresses = []netip.Addr{netip.MustParseAddr(m.IP)}
-			spec.Hostname = m.Name
-			spec.MachineType = m.Type
-			spec.OperatingSystem = fmt.Sprintf("Talos (%s)", m.TalosVersion)
-
-			if m.Type == machinetype.TypeControlPlane {
-				spec.ControlPlane = &cluster.ControlPlane{APIServerPort: apiPort}
-			}
-
-			if err := n.st.Create(n.ctx, member); err != nil {
-				return fmt.Errorf("node %s: member %s: %w", n.IP, m.Name, err)
-			}
-		}
-	}
-
-	return nil
-}
-
-// follow calls react after changes of resources of the kinds, as machined's controllers
-// react to their inputs, until ctx ends. The watches are set before it returns; a burst
-// of changes may make one call.
-func follow(ctx context.Context, st state.State, react func(), kinds ...resource.Kind) error {
-	kick := make(chan struct{}, 1)
-
-	for _, kind := range kinds {
-		ch := make(chan state.Event)
-		if err := st.WatchKind(ctx, kind, ch); err != nil {
-			return err
-		}
-
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev := <-ch:
-					select {
-					case kick <- struct{}{}:
-					default:
-					}
-
-					if ev.Type == state.Errored { // the watch fell behind and ended: watch again
-						ch = make(chan state.Event)
-						if st.WatchKind(ctx, kind, ch) != nil {
-							return
-						}
-					}
-				}
-			}
-		}()
-	}
-
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-kick:
-				react()
-			}
-		}
-	}()
-
-	return nil
 }

@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 // ClusterService.HealthCheck (talosctl health, --server by default), as machined runs it
 // (sources: siderolabs/talos v1.13.8, internal/app/machined/internal/server/v1alpha1/
@@ -49,7 +49,7 @@ import (
 type clusterService struct {
 	clusterapi.UnimplementedClusterServiceServer
 
-	n *Node
+	m *Machined
 }
 
 // healthNodes is the cluster as the health check sees it: internal IPs by type.
@@ -72,16 +72,16 @@ const notChecked = "not checked by the emulator"
 
 // HealthCheck implements clusterapi.ClusterServiceServer.
 func (s *clusterService) HealthCheck(in *clusterapi.HealthCheckRequest, srv clusterapi.ClusterService_HealthCheckServer) error {
-	n := s.n
+	m := s.m
 
-	if err := checkControlPlane(n, "cluster health check"); err != nil {
+	if err := m.checkControlPlane("cluster health check"); err != nil {
 		return err
 	}
 
 	ctx, cancel := context.WithTimeout(srv.Context(), in.GetWaitTimeout().AsDuration())
 	defer cancel()
 
-	nodes, err := n.healthNodes(ctx, in.GetClusterInfo())
+	nodes, err := m.healthNodes(ctx, in.GetClusterInfo())
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (s *clusterService) HealthCheck(in *clusterapi.HealthCheckRequest, srv clus
 
 	var skipped []string
 
-	for _, c := range n.healthChecks(nodes, in.GetClusterInfo().GetForceEndpoint()) {
+	for _, c := range m.healthChecks(nodes, in.GetClusterInfo().GetForceEndpoint()) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func pollCheck(ctx context.Context, c healthCheck, send func(string) error) erro
 }
 
 // healthNodes is machined's buildClusterInfo: the request's nodes, else discovery's.
-func (n *Node) healthNodes(ctx context.Context, info *clusterapi.ClusterInfo) (healthNodes, error) {
+func (m *Machined) healthNodes(ctx context.Context, info *clusterapi.ClusterInfo) (healthNodes, error) {
 	if len(info.GetControlPlaneNodes()) > 0 || len(info.GetWorkerNodes()) > 0 {
 		for _, ip := range slices.Concat(info.GetControlPlaneNodes(), info.GetWorkerNodes()) {
 			if _, err := netip.ParseAddr(ip); err != nil {
@@ -180,7 +180,7 @@ func (n *Node) healthNodes(ctx context.Context, info *clusterapi.ClusterInfo) (h
 		return healthNodes{controlPlanes: info.GetControlPlaneNodes(), workers: info.GetWorkerNodes()}, nil
 	}
 
-	members, err := safe.StateListAll[*cluster.Member](ctx, n.st)
+	members, err := safe.StateListAll[*cluster.Member](ctx, m.st)
 	if err != nil {
 		return healthNodes{}, err
 	}
@@ -205,8 +205,8 @@ func (n *Node) healthNodes(ctx context.Context, info *clusterapi.ClusterInfo) (h
 }
 
 // call makes a unary machine-service call on a node through apid, with the caller's roles.
-func (n *Node) call(ctx context.Context, node, method string, req, resp proto.Message) error {
-	return n.apid.Call(ctx, node, "/machine.MachineService/"+method, req, resp)
+func (m *Machined) call(ctx context.Context, node, method string, req, resp proto.Message) error {
+	return m.api.Call(ctx, node, "/machine.MachineService/"+method, req, resp)
 }
 
 // joinNodeErrors is how the machinery client reports the failures of several nodes.
@@ -224,12 +224,12 @@ func joinNodeErrors(errs []error) error {
 }
 
 // serviceHealth is check.ServiceHealthAssertion on the given nodes.
-func (n *Node) serviceHealth(ctx context.Context, nodes []string, service string) error {
+func (m *Machined) serviceHealth(ctx context.Context, nodes []string, service string) error {
 	var errs []error
 
 	for _, ip := range slices.Sorted(slices.Values(nodes)) {
 		var resp machine.ServiceListResponse
-		if err := n.call(ctx, ip, "ServiceList", &emptypb.Empty{}, &resp); err != nil {
+		if err := m.call(ctx, ip, "ServiceList", &emptypb.Empty{}, &resp); err != nil {
 			return fmt.Errorf("%s: %w", ip, err)
 		}
 
@@ -258,7 +258,7 @@ func (n *Node) serviceHealth(ctx context.Context, nodes []string, service string
 }
 
 // etcdConsistent is check.EtcdConsistentAssertion: every control plane lists the same members.
-func (n *Node) etcdConsistent(ctx context.Context, nodes []string) error {
+func (m *Machined) etcdConsistent(ctx context.Context, nodes []string) error {
 	type member struct {
 		hostname string
 		id       uint64
@@ -269,7 +269,7 @@ func (n *Node) etcdConsistent(ctx context.Context, nodes []string) error {
 
 	for i, ip := range slices.Sorted(slices.Values(nodes)) {
 		var resp machine.EtcdMemberListResponse
-		if err := n.call(ctx, ip, "EtcdMemberList", &machine.EtcdMemberListRequest{}, &resp); err != nil {
+		if err := m.call(ctx, ip, "EtcdMemberList", &machine.EtcdMemberListRequest{}, &resp); err != nil {
 			return err
 		}
 
@@ -312,9 +312,9 @@ func (n *Node) etcdConsistent(ctx context.Context, nodes []string) error {
 
 // etcdOnControlPlanes is check.EtcdControlPlaneNodesAssertion: every member's peer
 // address is a control plane's.
-func (n *Node) etcdOnControlPlanes(ctx context.Context, nodes []string) error {
+func (m *Machined) etcdOnControlPlanes(ctx context.Context, nodes []string) error {
 	var resp machine.EtcdMemberListResponse
-	if err := n.call(ctx, n.IP, "EtcdMemberList", &machine.EtcdMemberListRequest{}, &resp); err != nil {
+	if err := m.call(ctx, m.host.IP, "EtcdMemberList", &machine.EtcdMemberListRequest{}, &resp); err != nil {
 		return err
 	}
 
@@ -343,12 +343,12 @@ func (n *Node) etcdOnControlPlanes(ctx context.Context, nodes []string) error {
 }
 
 // apidReady is check.ApidReadyAssertion: Version answers on every node.
-func (n *Node) apidReady(ctx context.Context, nodes []string) error {
+func (m *Machined) apidReady(ctx context.Context, nodes []string) error {
 	var errs []error
 
 	for _, ip := range nodes {
 		var resp machine.VersionResponse
-		if err := n.call(ctx, ip, "Version", &emptypb.Empty{}, &resp); err != nil {
+		if err := m.call(ctx, ip, "Version", &emptypb.Empty{}, &resp); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", ip, err))
 		}
 	}
@@ -357,11 +357,11 @@ func (n *Node) apidReady(ctx context.Context, nodes []string) error {
 }
 
 // allBooted is check.AllNodesBootedAssertion: every node's MachineStatus stage is running.
-func (n *Node) allBooted(ctx context.Context, nodes []string) error {
+func (m *Machined) allBooted(ctx context.Context, nodes []string) error {
 	stages := map[string][]string{}
 
 	for _, ip := range nodes {
-		ms, err := n.machineStatus(ctx, ip)
+		ms, err := m.machineStatus(ctx, ip)
 		if err != nil {
 			return err
 		}
@@ -388,8 +388,8 @@ func (n *Node) allBooted(ctx context.Context, nodes []string) error {
 // k8sNodesReported is check.K8sAllNodesReportedAssertion: kube-apiserver's Node objects
 // are the cluster's nodes, asked of kube-apiserver at the cluster endpoint (or the
 // request's) with an admin certificate, as machined's client-go does.
-func (n *Node) k8sNodesReported(ctx context.Context, nodes []string, endpoint string) error {
-	kp, caPEM, err := adminCredentials(n)
+func (m *Machined) k8sNodesReported(ctx context.Context, nodes []string, endpoint string) error {
+	kp, caPEM, err := m.adminCredentials()
 	if err != nil {
 		return err
 	}
@@ -403,7 +403,7 @@ func (n *Node) k8sNodesReported(ctx context.Context, nodes []string, endpoint st
 	pool.AppendCertsFromPEM(caPEM)
 
 	if endpoint == "" {
-		endpoint = n.cluster.Endpoint
+		endpoint = m.currentConfig().prov.Cluster().Endpoint().String()
 	} else if !strings.Contains(endpoint, "://") {
 		endpoint = "https://" + endpoint
 	}
@@ -464,20 +464,20 @@ func (n *Node) k8sNodesReported(ctx context.Context, nodes []string, endpoint st
 }
 
 // healthChecks are machined's DefaultClusterChecks, in order.
-func (n *Node) healthChecks(nodes healthNodes, endpoint string) []healthCheck {
+func (m *Machined) healthChecks(nodes healthNodes, endpoint string) []healthCheck {
 	const every = 5 * time.Second
 
 	return []healthCheck{
-		{"etcd to be healthy", every, func(ctx context.Context) error { return n.serviceHealth(ctx, nodes.controlPlanes, "etcd") }},
-		{"etcd members to be consistent across nodes", every, func(ctx context.Context) error { return n.etcdConsistent(ctx, nodes.controlPlanes) }},
-		{"etcd members to be control plane nodes", every, func(ctx context.Context) error { return n.etcdOnControlPlanes(ctx, nodes.controlPlanes) }},
-		{"apid to be ready", every, func(ctx context.Context) error { return n.apidReady(ctx, nodes.all()) }},
+		{"etcd to be healthy", every, func(ctx context.Context) error { return m.serviceHealth(ctx, nodes.controlPlanes, "etcd") }},
+		{"etcd members to be consistent across nodes", every, func(ctx context.Context) error { return m.etcdConsistent(ctx, nodes.controlPlanes) }},
+		{"etcd members to be control plane nodes", every, func(ctx context.Context) error { return m.etcdOnControlPlanes(ctx, nodes.controlPlanes) }},
+		{"apid to be ready", every, func(ctx context.Context) error { return m.apidReady(ctx, nodes.all()) }},
 		{"all nodes memory sizes", every, nil},
 		{"all nodes disk sizes", every, nil},
 		{"no diagnostics", every, nil},
-		{"kubelet to be healthy", every, func(ctx context.Context) error { return n.serviceHealth(ctx, nodes.controlPlanes, "kubelet") }},
-		{"all nodes to finish boot sequence", every, func(ctx context.Context) error { return n.allBooted(ctx, nodes.all()) }},
-		{"all k8s nodes to report", 30 * time.Second, func(ctx context.Context) error { return n.k8sNodesReported(ctx, nodes.all(), endpoint) }},
+		{"kubelet to be healthy", every, func(ctx context.Context) error { return m.serviceHealth(ctx, nodes.controlPlanes, "kubelet") }},
+		{"all nodes to finish boot sequence", every, func(ctx context.Context) error { return m.allBooted(ctx, nodes.all()) }},
+		{"all k8s nodes to report", 30 * time.Second, func(ctx context.Context) error { return m.k8sNodesReported(ctx, nodes.all(), endpoint) }},
 		{"all control plane static pods to be running", every, nil},
 		{"all control plane components to be ready", every, nil},
 		{"all k8s nodes to report ready", every, nil},
@@ -489,11 +489,11 @@ func (n *Node) healthChecks(nodes healthNodes, endpoint string) []healthCheck {
 
 // machineStatus reads a node's MachineStatus through its COSI API, as machined's
 // client does.
-func (n *Node) machineStatus(ctx context.Context, node string) (*runtime.MachineStatus, error) {
+func (m *Machined) machineStatus(ctx context.Context, node string) (*runtime.MachineStatus, error) {
 	md := runtime.NewMachineStatus().Metadata()
 
 	var resp cosiv1alpha1.GetResponse
-	if err := n.apid.Call(ctx, node, "/cosi.resource.State/Get", &cosiv1alpha1.GetRequest{Namespace: md.Namespace(), Type: md.Type(), Id: md.ID()}, &resp); err != nil {
+	if err := m.api.Call(ctx, node, "/cosi.resource.State/Get", &cosiv1alpha1.GetRequest{Namespace: md.Namespace(), Type: md.Type(), Id: md.ID()}, &resp); err != nil {
 		return nil, err
 	}
 

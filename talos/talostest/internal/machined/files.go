@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 // Reading files off the node (sources: siderolabs/talos v1.13.8, v1alpha1_server.go Read
 // and Copy, pkg/archiver): the node's /var (EPHEMERAL, where etcd's data is) and
@@ -33,8 +33,8 @@ const bootIDPath = "/proc/sys/kernel/random/boot_id"
 const chunkSize = 1024
 
 // nodeFile opens a file of the node: its host path, or the reason it cannot.
-func (n *Node) nodeFile(path string) (string, error) {
-	host := n.HostPath(path)
+func (m *Machined) nodeFile(path string) (string, error) {
+	host := m.host.Path(path)
 	if host == "" {
 		return "", status.Errorf(codes.Unimplemented, "%s is not emulated (only /var and /system, and %s)", path, bootIDPath)
 	}
@@ -43,22 +43,22 @@ func (n *Node) nodeFile(path string) (string, error) {
 }
 
 // nodeError writes an error about a host path with the node's path instead.
-func (n *Node) nodeError(err error, path string) error {
-	return errors.New(strings.ReplaceAll(err.Error(), n.HostPath(path), path))
+func (m *Machined) nodeError(err error, path string) error {
+	return errors.New(strings.ReplaceAll(err.Error(), m.host.Path(path), path))
 }
 
 // Read implements machine.MachineServiceServer.
 func (s *machineService) Read(in *machine.ReadRequest, srv machine.MachineService_ReadServer) error {
-	n := s.n
+	m := s.m
 	send := func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) }
 
 	if filepath.Clean(in.Path) == bootIDPath {
-		_, id := n.boot()
+		_, id := m.boot()
 
 		return send([]byte(id + "\n"))
 	}
 
-	host, err := n.nodeFile(in.Path)
+	host, err := m.nodeFile(in.Path)
 	if err != nil {
 		return err
 	}
@@ -66,10 +66,10 @@ func (s *machineService) Read(in *machine.ReadRequest, srv machine.MachineServic
 	st, err := os.Stat(host)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return status.Error(codes.NotFound, n.nodeError(err, in.Path).Error())
+			return status.Error(codes.NotFound, m.nodeError(err, in.Path).Error())
 		}
 
-		return n.nodeError(err, in.Path)
+		return m.nodeError(err, in.Path)
 	}
 
 	if !st.Mode().IsRegular() {
@@ -78,7 +78,7 @@ func (s *machineService) Read(in *machine.ReadRequest, srv machine.MachineServic
 
 	f, err := os.Open(host)
 	if err != nil {
-		return n.nodeError(err, in.Path)
+		return m.nodeError(err, in.Path)
 	}
 	defer f.Close() //nolint:errcheck
 
@@ -108,14 +108,14 @@ func sendChunks(r io.Reader, send func([]byte) error) error {
 // under its base name; a directory's contents relative to it), an archive error sent
 // as a message carrying it, as machined does.
 func (s *machineService) Copy(in *machine.CopyRequest, srv machine.MachineService_CopyServer) error {
-	n := s.n
+	m := s.m
 	path := filepath.Clean(in.RootPath)
 
 	if !filepath.IsAbs(path) {
 		return fmt.Errorf("path is not absolute %v", path)
 	}
 
-	host, err := n.nodeFile(path)
+	host, err := m.nodeFile(path)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (s *machineService) Copy(in *machine.CopyRequest, srv machine.MachineServic
 			return serr
 		}
 
-		return srv.Send(&common.Data{Metadata: &common.Metadata{Error: n.nodeError(err, path).Error()}})
+		return srv.Send(&common.Data{Metadata: &common.Metadata{Error: m.nodeError(err, path).Error()}})
 	}
 
 	return sendChunks(&archive, func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) })

@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 import (
 	"archive/tar"
@@ -36,7 +36,7 @@ import (
 type machineService struct {
 	machine.UnimplementedMachineServiceServer
 
-	n *Node
+	m *Machined
 
 	etcdHealth etcdHealthLog // services.go
 }
@@ -46,7 +46,7 @@ func (s *machineService) Version(context.Context, *emptypb.Empty) (*machine.Vers
 	return &machine.VersionResponse{
 		Messages: []*machine.Version{{
 			Version: &machine.VersionInfo{
-				Tag:       s.n.TalosVersion,
+				Tag:       s.m.talosVersion,
 				Sha:       "talostest",
 				GoVersion: "go1.26",
 				Os:        "linux",
@@ -60,14 +60,14 @@ func (s *machineService) Version(context.Context, *emptypb.Empty) (*machine.Vers
 
 // ApplyConfiguration follows machined's handler (v1alpha1_server.go) step by step.
 func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
-	n := s.n
+	m := s.m
 
-	if !n.applyMu.TryLock() {
+	if !m.applyMu.TryLock() {
 		return nil, status.Error(codes.FailedPrecondition, "another apply configuration is already in progress")
 	}
-	defer n.applyMu.Unlock()
+	defer m.applyMu.Unlock()
 
-	if n.rebooting.Load() {
+	if m.rebooting.Load() {
 		return nil, status.Error(codes.FailedPrecondition, "configuration was already applied and node is rebooting, cannot apply more configuration changes until next reboot")
 	}
 
@@ -75,8 +75,8 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 		return nil, authz.ErrNotAuthorized
 	}
 
-	if hook := n.cluster.opts.applyHook; hook != nil {
-		hook(n)
+	if hook := m.opts.ApplyHook; hook != nil {
+		hook()
 	}
 
 	mode := in.Mode.String()
@@ -86,10 +86,10 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 	// machined cancels a pending try-mode rollback before it even looks at the new
 	// config: any non-TRY request, dry run or invalid included, cancels it
 	if in.Mode != machine.ApplyConfigurationRequest_TRY {
-		n.cancelRollback()
+		m.cancelRollback()
 	}
 
-	cfg, err := n.parseConfig(in.GetData())
+	cfg, err := m.parseConfig(in.GetData())
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 
 	switch in.Mode { //nolint:exhaustive
 	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_NO_REBOOT:
-		if err := n.canApplyImmediate(cfg); err != nil {
+		if err := m.canApplyImmediate(cfg); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 
@@ -106,7 +106,7 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 	case machine.ApplyConfigurationRequest_STAGED:
 		modeDetails = "Staged configuration to be applied after the next reboot"
 	case machine.ApplyConfigurationRequest_AUTO:
-		if err := n.canApplyImmediate(cfg); err != nil {
+		if err := m.canApplyImmediate(cfg); err != nil {
 			in.Mode = machine.ApplyConfigurationRequest_REBOOT
 			modeDetails = "Applied configuration with a reboot"
 			modeErr = ": " + err.Error()
@@ -119,7 +119,7 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 	}
 
 	if in.DryRun {
-		diff, err := configdiff.DiffConfigs(n.currentConfig().prov, cfg.prov)
+		diff, err := configdiff.DiffConfigs(m.currentConfig().prov, cfg.prov)
 		if err != nil {
 			return nil, fmt.Errorf("failed to generate diff: %w", err)
 		}
@@ -136,7 +136,7 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 		}, nil
 	}
 
-	n.logf("apply config request: mode %s", strings.ToLower(mode))
+	m.logf("apply config request: mode %s", strings.ToLower(mode))
 
 	switch in.Mode { //nolint:exhaustive
 	case machine.ApplyConfigurationRequest_TRY:
@@ -147,27 +147,27 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, in *machine.App
 
 		modeDetails += fmt.Sprintf("\nThe config is applied in 'try' mode and will be automatically reverted back in %s", timeout.String())
 
-		n.cfgMu.Lock()
-		n.rollbackAfterLocked(n.cluster.scaled(timeout))
-		n.setRunningLocked(cfg)
-		n.cfgMu.Unlock()
+		m.cfgMu.Lock()
+		m.rollbackAfterLocked(m.host.Scaled(timeout))
+		m.setRunningLocked(cfg)
+		m.cfgMu.Unlock()
 	case machine.ApplyConfigurationRequest_NO_REBOOT:
-		n.cfgMu.Lock()
-		n.setPersistentLocked(cfg)
-		n.setRunningLocked(cfg)
-		n.cfgMu.Unlock()
+		m.cfgMu.Lock()
+		m.setPersistentLocked(cfg)
+		m.setRunningLocked(cfg)
+		m.cfgMu.Unlock()
 	case machine.ApplyConfigurationRequest_STAGED:
-		n.cfgMu.Lock()
-		n.setPersistentLocked(cfg)
-		n.cfgMu.Unlock()
+		m.cfgMu.Lock()
+		m.setPersistentLocked(cfg)
+		m.cfgMu.Unlock()
 	case machine.ApplyConfigurationRequest_REBOOT:
-		n.cfgMu.Lock()
-		n.setPersistentLocked(cfg)
-		n.cfgMu.Unlock()
+		m.cfgMu.Lock()
+		m.setPersistentLocked(cfg)
+		m.cfgMu.Unlock()
 
-		n.rebooting.Store(true)
+		m.rebooting.Store(true)
 
-		go n.reboot()
+		go m.reboot()
 	default:
 		return nil, fmt.Errorf("incorrect mode '%s' specified for the apply config call", in.Mode.String())
 	}
@@ -198,8 +198,8 @@ func configWarnings(cfg *nodeConfig) []string {
 // canApplyImmediate is machined's Runtime.CanApplyImmediate: the v1alpha1 documents
 // must be equal once the sections Talos applies live are copied over from the
 // running config (.debug, .cluster and a list of .machine keys).
-func (n *Node) canApplyImmediate(cfg *nodeConfig) error {
-	currentConfig := n.currentConfig().prov.RawV1Alpha1()
+func (m *Machined) canApplyImmediate(cfg *nodeConfig) error {
+	currentConfig := m.currentConfig().prov.RawV1Alpha1()
 	if currentConfig == nil {
 		return errors.New("current config is not v1alpha1")
 	}
@@ -258,77 +258,77 @@ func (n *Node) canApplyImmediate(cfg *nodeConfig) error {
 
 // rollbackAfterLocked arms the try-mode rollback to the config running now, replacing
 // any pending one (as machined does: two TRYs in a row lose the first original).
-func (n *Node) rollbackAfterLocked(timeout time.Duration) {
-	orig := n.running
+func (m *Machined) rollbackAfterLocked(timeout time.Duration) {
+	orig := m.running
 
-	if n.rollbackTimer != nil {
-		n.rollbackTimer.Stop()
+	if m.rollbackTimer != nil {
+		m.rollbackTimer.Stop()
 	}
 
 	var t *time.Timer
 
 	t = time.AfterFunc(timeout, func() {
-		n.cfgMu.Lock()
-		defer n.cfgMu.Unlock()
+		m.cfgMu.Lock()
+		defer m.cfgMu.Unlock()
 
-		if n.rollbackTimer != t {
+		if m.rollbackTimer != t {
 			return // cancelled or replaced meanwhile
 		}
 
-		n.rollbackTimer = nil
-		n.rollbackDeadline = time.Time{}
+		m.rollbackTimer = nil
+		m.rollbackDeadline = time.Time{}
 
-		n.logf("rolling back the configuration")
-		n.setRunningLocked(orig)
+		m.logf("rolling back the configuration")
+		m.setRunningLocked(orig)
 	})
 
-	n.rollbackTimer = t
-	n.rollbackDeadline = time.Now().Add(timeout)
+	m.rollbackTimer = t
+	m.rollbackDeadline = time.Now().Add(timeout)
 }
 
-func (n *Node) cancelRollback() {
-	n.cfgMu.Lock()
-	defer n.cfgMu.Unlock()
+func (m *Machined) cancelRollback() {
+	m.cfgMu.Lock()
+	defer m.cfgMu.Unlock()
 
-	if n.rollbackTimer != nil {
-		n.rollbackTimer.Stop()
-		n.rollbackTimer = nil
-		n.rollbackDeadline = time.Time{}
+	if m.rollbackTimer != nil {
+		m.rollbackTimer.Stop()
+		m.rollbackTimer = nil
+		m.rollbackDeadline = time.Time{}
 	}
 }
 
 // reboot emulates the reboot after a REBOOT apply: the Talos API goes away for
 // ClusterOptions.RebootDuration, then the node comes back running its persistent config.
-func (n *Node) reboot() {
+func (m *Machined) reboot() {
 	// the reboot sequence starts after the reply is on its way, as on a node
 	select {
-	case <-n.ctx.Done():
+	case <-m.ctx.Done():
 		return
 	case <-time.After(100 * time.Millisecond):
 	}
 
-	n.logf("rebooting")
+	m.logf("rebooting")
 
-	wasUp := n.up()
-	n.Stop()
+	wasUp := m.api.Up()
+	m.api.Stop()
 
 	select {
-	case <-n.ctx.Done():
+	case <-m.ctx.Done():
 		return
-	case <-time.After(n.cluster.rebootDuration()):
+	case <-time.After(m.rebootDuration()):
 	}
 
-	n.cancelRollback()
+	m.cancelRollback()
 
-	n.cfgMu.Lock()
-	n.setRunningLocked(n.persistent)
-	n.cfgMu.Unlock()
+	m.cfgMu.Lock()
+	m.setRunningLocked(m.persistent)
+	m.cfgMu.Unlock()
 
-	n.rebooting.Store(false)
+	m.rebooting.Store(false)
 
 	if wasUp {
-		if err := n.Start(); err != nil {
-			n.logf("restarting API after reboot: %v", err)
+		if err := m.api.Start(); err != nil {
+			m.logf("restarting API after reboot: %v", err)
 		}
 	}
 }
@@ -356,11 +356,11 @@ func criInspector(namespace string, driver common.ContainerDriver) error {
 // Logs serves machined's and kubelet's logs (namespace "system") and the kube-apiserver
 // container's logs (namespace k8s.io, CRI driver, id "kube-system/kube-apiserver-<node>:kube-apiserver[:<container id>]").
 func (s *machineService) Logs(req *machine.LogsRequest, srv machine.MachineService_LogsServer) error {
-	n := s.n
+	m := s.m
 	send := func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) }
 
 	if req.Namespace == constants.SystemContainerdNamespace || req.Id == "kubelet" {
-		buf, ok := n.host.Logs.Get(req.Id)
+		buf, ok := m.host.Logs.Get(req.Id)
 		if !ok {
 			return status.Errorf(codes.NotFound, "log %q is not available on this emulated node", req.Id)
 		}
@@ -376,11 +376,11 @@ func (s *machineService) Logs(req *machine.LogsRequest, srv machine.MachineServi
 		return fmt.Errorf("container %q not found", req.Id)
 	}
 
-	if n.kubelet == nil {
+	if m.kubelet == nil {
 		return fmt.Errorf("container %q not found", req.Id)
 	}
 
-	log, err := n.kubelet.ContainerLog(req.Id)
+	log, err := m.kubelet.ContainerLog(req.Id)
 	if err != nil {
 		return err
 	}
@@ -397,15 +397,15 @@ func (s *machineService) Containers(_ context.Context, in *machine.ContainersReq
 
 	var list []*machine.ContainerInfo
 
-	if s.n.kubelet != nil && in.Namespace == constants.K8sContainerdNamespace && in.Driver == common.ContainerDriver_CRI {
-		list = s.n.kubelet.Containers(in.Namespace)
+	if s.m.kubelet != nil && in.Namespace == constants.K8sContainerdNamespace && in.Driver == common.ContainerDriver_CRI {
+		list = s.m.kubelet.Containers(in.Namespace)
 	}
 
 	return &machine.ContainersResponse{Messages: []*machine.Container{{Containers: list}}}, nil
 }
 
-func checkControlPlane(n *Node, api string) error {
-	if n.Type != machinetype.TypeControlPlane {
+func (m *Machined) checkControlPlane(api string) error {
+	if m.typ != machinetype.TypeControlPlane {
 		return status.Errorf(codes.Unimplemented, "%s is only available on control plane nodes", api)
 	}
 
@@ -414,11 +414,11 @@ func checkControlPlane(n *Node, api string) error {
 
 // Kubeconfig returns an admin kubeconfig signed by the cluster CA, wrapped in a .tar.gz as Talos does.
 func (s *machineService) Kubeconfig(_ *emptypb.Empty, srv machine.MachineService_KubeconfigServer) error {
-	if err := checkControlPlane(s.n, "kubeconfig"); err != nil {
+	if err := s.m.checkControlPlane("kubeconfig"); err != nil {
 		return err
 	}
 
-	kc, err := adminKubeconfig(s.n)
+	kc, err := s.m.AdminKubeconfig()
 	if err != nil {
 		return err
 	}
@@ -449,8 +449,8 @@ func (s *machineService) Kubeconfig(_ *emptypb.Empty, srv machine.MachineService
 
 // adminCredentials is the admin client certificate machined mints from the cluster CA
 // for a kubeconfig, and the CAs the kubeconfig trusts.
-func adminCredentials(n *Node) (*x509.KeyPair, []byte, error) {
-	cl := n.currentConfig().prov.Cluster()
+func (m *Machined) adminCredentials() (*x509.KeyPair, []byte, error) {
+	cl := m.currentConfig().prov.Cluster()
 
 	issuing := cl.IssuingCA()
 	if issuing == nil {
@@ -482,19 +482,11 @@ func adminCredentials(n *Node) (*x509.KeyPair, []byte, error) {
 	return kp, append(caData, issuing.Crt...), nil
 }
 
-// AdminKubeconfig returns an admin kubeconfig for the cluster endpoint, as the node's Kubeconfig call does.
-func (c *Cluster) AdminKubeconfig() ([]byte, error) {
-	for _, n := range c.ControlPlanes() {
-		return adminKubeconfig(n)
-	}
+// AdminKubeconfig returns an admin kubeconfig for the cluster endpoint, as the Kubeconfig call does.
+func (m *Machined) AdminKubeconfig() ([]byte, error) {
+	cl := m.currentConfig().prov.Cluster()
 
-	return nil, errors.New("no control-plane node")
-}
-
-func adminKubeconfig(n *Node) ([]byte, error) {
-	cl := n.currentConfig().prov.Cluster()
-
-	kp, caData, err := adminCredentials(n)
+	kp, caData, err := m.adminCredentials()
 	if err != nil {
 		return nil, err
 	}
@@ -534,13 +526,13 @@ func adminKubeconfig(n *Node) ([]byte, error) {
 // EtcdSnapshot streams a snapshot through ClusterOptions.EtcdSnapshot, else of the node's
 // member (ClusterOptions.EtcdMember).
 func (s *machineService) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machine.MachineService_EtcdSnapshotServer) error {
-	if err := checkControlPlane(s.n, "etcd snapshot"); err != nil {
+	if err := s.m.checkControlPlane("etcd snapshot"); err != nil {
 		return err
 	}
 
-	hook := s.n.cluster.opts.EtcdSnapshot
-	if hook == nil && s.n.realEtcd() {
-		return s.n.etcdSnapshotFromMember(srv.Context(), func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) })
+	hook := s.m.opts.EtcdSnapshot
+	if hook == nil && s.m.realEtcd() {
+		return s.m.etcdSnapshotFromMember(srv.Context(), func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) })
 	}
 
 	if hook == nil {
@@ -549,7 +541,7 @@ func (s *machineService) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machin
 
 	w := &chunkWriter{send: func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) }}
 
-	if err := hook(srv.Context(), s.n, w); err != nil {
+	if err := hook(srv.Context(), w); err != nil {
 		return fmt.Errorf("failed reading etcd snapshot: %w", err)
 	}
 
@@ -575,5 +567,13 @@ var _ io.Writer = (*chunkWriter)(nil)
 
 // Events implements machine.MachineServiceServer (host.Bus.Stream).
 func (s *machineService) Events(req *machine.EventsRequest, srv machine.MachineService_EventsServer) error {
-	return s.n.events.Stream(srv.Context(), req, srv.Send)
+	return s.m.host.Events.Stream(srv.Context(), req, srv.Send)
+}
+
+func (m *Machined) rebootDuration() time.Duration {
+	if m.opts.RebootDuration <= 0 {
+		return time.Second
+	}
+
+	return m.opts.RebootDuration
 }

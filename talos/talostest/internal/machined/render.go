@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func apiServerConfigSpec(cfg config.Config) k8s.APIServerConfigSpec {
 // TalosBaseArgs returns the kube-apiserver flags Talos v1.13 renders before merging
 // the user's extraArgs (control_plane_static_pod.go), including its choice of
 // authorization flags for the Kubernetes version named by the image tag.
-func TalosBaseArgs(_ *Node, spec *k8s.APIServerConfigSpec) map[string]string {
+func TalosBaseArgs(spec *k8s.APIServerConfigSpec) map[string]string {
 	sec := func(f string) string { return filepath.Join(constants.KubernetesAPIServerSecretsDir, f) }
 	cfgDir := func(f string) string { return filepath.Join(constants.KubernetesAPIServerConfigDir, f) }
 

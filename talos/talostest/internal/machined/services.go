@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 // What a node answers for its services, etcd and kernel log (sources: siderolabs/talos
 // v1.13.8, internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go and
@@ -30,8 +30,6 @@ package talostest
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -104,35 +102,35 @@ type etcdHealthLog struct {
 }
 
 // upTime is when the node showed itself up in its current boot (boot.go).
-func (n *Node) upTime() time.Time {
-	at, _ := n.boot()
+func (m *Machined) upTime() time.Time {
+	at, _ := m.boot()
 
 	return at.Add(kernelToUp)
 }
 
 // etcdUp reports whether the node's etcd answers: healthy and not rebooting (the
 // model), or its real member's process runs (ClusterOptions.Etcd).
-func (n *Node) etcdUp() bool {
-	if n.etcd != nil {
-		return n.etcd.MemberRunning()
+func (m *Machined) etcdUp() bool {
+	if m.etcd != nil {
+		return m.etcd.MemberRunning()
 	}
 
-	return n.Type == machinetype.TypeControlPlane && n.EtcdHealthy() && !n.rebooting.Load()
+	return m.typ == machinetype.TypeControlPlane && m.EtcdHealthy() && !m.rebooting.Load()
 }
 
 // observeEtcdHealth records a change of the node's etcd health since last seen, as
 // machined's service runner does when a health check flips (event and log line).
-func (n *Node) observeEtcdHealth() []serviceEvent {
-	if n.Type != machinetype.TypeControlPlane || n.etcd != nil {
+func (m *Machined) observeEtcdHealth() []serviceEvent {
+	if m.typ != machinetype.TypeControlPlane || m.etcd != nil {
 		return nil
 	}
 
-	h := &n.machine.etcdHealth
+	h := &m.machine.etcdHealth
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 
-	if down := !n.EtcdHealthy(); down != h.down {
+	if down := !m.EtcdHealthy(); down != h.down {
 		h.down = down
 
 		msg := "Health check successful"
@@ -141,7 +139,7 @@ func (n *Node) observeEtcdHealth() []serviceEvent {
 		}
 
 		h.events = append(h.events, serviceEvent{state: "Running", msg: msg, at: time.Now()})
-		n.logf("service[etcd](Running): %s", msg)
+		m.logf("service[etcd](Running): %s", msg)
 	}
 
 	return slices.Clone(h.events)
@@ -170,11 +168,11 @@ func (d serviceDef) events(up time.Time) []serviceEvent {
 	return evs
 }
 
-func (n *Node) services() []serviceDef {
+func (m *Machined) services() []serviceDef {
 	var out []serviceDef
 
 	for _, d := range nodeServices {
-		if !d.controlPlane || n.Type == machinetype.TypeControlPlane {
+		if !d.controlPlane || m.typ == machinetype.TypeControlPlane {
 			out = append(out, d)
 		}
 	}
@@ -184,15 +182,15 @@ func (n *Node) services() []serviceDef {
 
 // ServiceList implements machine.MachineServiceServer.
 func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
-	n := s.n
-	up := n.upTime()
-	etcdEvents := n.observeEtcdHealth()
+	m := s.m
+	up := m.upTime()
+	etcdEvents := m.observeEtcdHealth()
 
 	var list []*machine.ServiceInfo
 
-	for _, d := range n.services() {
-		if d.id == "etcd" && n.etcd != nil {
-			list = append(list, n.etcd.Info())
+	for _, d := range m.services() {
+		if d.id == "etcd" && m.etcd != nil {
+			list = append(list, m.etcd.Info())
 
 			continue
 		}
@@ -227,45 +225,24 @@ func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.
 	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: list}}}, nil
 }
 
-// etcdMemberID is a node's etcd member ID: random on a real cluster, stable here.
-func etcdMemberID(n *Node) uint64 {
-	sum := sha256.Sum256([]byte(n.cluster.Name + "/" + n.Name))
-
-	return binary.BigEndian.Uint64(sum[:8]) | 1 // never 0, which means "no member"
-}
-
-// etcdLeader returns the leader of the cluster's etcd (the first control plane whose
-// etcd is up) and the control planes, or nil without a quorum of members up.
-func (n *Node) etcdLeader() (*Node, []*Node) {
-	members := n.cluster.ControlPlanes()
-
-	var up []*Node
-
-	for _, m := range members {
-		if m.etcdUp() {
-			up = append(up, m)
-		}
-	}
-
-	if len(up) <= len(members)/2 {
-		return nil, members
-	}
-
-	return up[0], members
+// etcdLeader returns the model etcd's members and leader (nil without a quorum of
+// members up).
+func (m *Machined) etcdLeader() ([]*etcdModelMember, *etcdModelMember) {
+	return m.opts.EtcdModel.view()
 }
 
 // waitLocalEtcd blocks while the node's etcd is down, as etcd's client does
 // (WaitForReady): until it comes back or the caller gives up.
-func (n *Node) waitLocalEtcd(ctx context.Context) error {
-	if n.etcd != nil {
+func (m *Machined) waitLocalEtcd(ctx context.Context) error {
+	if m.etcd != nil {
 		return nil // a real member: etcd's own client waits
 	}
 
-	return n.waitUntil(ctx, n.etcdUp)
+	return m.waitUntil(ctx, m.etcdUp)
 }
 
 // waitUntil blocks until up holds, the caller gives up or the node shuts down.
-func (n *Node) waitUntil(ctx context.Context, up func() bool) error {
+func (m *Machined) waitUntil(ctx context.Context, up func() bool) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 
@@ -273,8 +250,8 @@ func (n *Node) waitUntil(ctx context.Context, up func() bool) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-n.ctx.Done():
-			return n.ctx.Err()
+		case <-m.ctx.Done():
+			return m.ctx.Err()
 		case <-t.C:
 		}
 	}
@@ -284,43 +261,43 @@ func (n *Node) waitUntil(ctx context.Context, up func() bool) error {
 
 // EtcdMemberList implements machine.MachineServiceServer.
 func (s *machineService) EtcdMemberList(ctx context.Context, in *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
-	n := s.n
+	m := s.m
 
-	if err := checkControlPlane(n, "member list"); err != nil {
+	if err := m.checkControlPlane("member list"); err != nil {
 		return nil, err
 	}
 
-	n.observeEtcdHealth()
+	m.observeEtcdHealth()
 
 	if in.QueryLocal {
-		if err := n.waitLocalEtcd(ctx); err != nil {
+		if err := m.waitLocalEtcd(ctx); err != nil {
 			return nil, err
 		}
-	} else if err := n.waitAnyEtcd(ctx); err != nil {
+	} else if err := m.waitAnyEtcd(ctx); err != nil {
 		return nil, err
 	}
 
-	if n.realEtcd() {
-		return n.realEtcdMembers(ctx, in.QueryLocal)
+	if m.realEtcd() {
+		return m.realEtcdMembers(ctx, in.QueryLocal)
 	}
 
-	leader, members := n.etcdLeader()
+	members, leader := m.etcdLeader()
 	if leader == nil {
 		// etcd's rpctypes.ErrNoLeader reaches the caller as an error without a gRPC status
 		return nil, status.Error(codes.Unknown, "etcdserver: no leader")
 	}
 
-	slices.SortFunc(members, func(a, b *Node) int { return cmp.Compare(etcdMemberID(a), etcdMemberID(b)) })
+	slices.SortFunc(members, func(a, b *etcdModelMember) int { return cmp.Compare(a.id, b.id) })
 
 	resp := &machine.EtcdMembers{}
 
-	for _, m := range members {
-		resp.LegacyMembers = append(resp.LegacyMembers, m.Name)
+	for _, mm := range members {
+		resp.LegacyMembers = append(resp.LegacyMembers, mm.name)
 		resp.Members = append(resp.Members, &machine.EtcdMember{
-			Id:         etcdMemberID(m),
-			Hostname:   m.Name,
-			PeerUrls:   []string{fmt.Sprintf("https://%s:%d", m.IP, constants.EtcdPeerPort)},
-			ClientUrls: []string{fmt.Sprintf("https://%s:%d", m.IP, constants.EtcdClientPort)},
+			Id:         mm.id,
+			Hostname:   mm.name,
+			PeerUrls:   []string{fmt.Sprintf("https://%s:%d", mm.ip, constants.EtcdPeerPort)},
+			ClientUrls: []string{fmt.Sprintf("https://%s:%d", mm.ip, constants.EtcdClientPort)},
 		})
 	}
 
@@ -329,38 +306,38 @@ func (s *machineService) EtcdMemberList(ctx context.Context, in *machine.EtcdMem
 
 // waitAnyEtcd blocks while no control plane's etcd answers (the client is given every
 // control-plane endpoint and picks one that is up).
-func (n *Node) waitAnyEtcd(ctx context.Context) error {
-	if n.etcd != nil {
+func (m *Machined) waitAnyEtcd(ctx context.Context) error {
+	if m.etcd != nil {
 		return nil // real members: etcd's own client waits
 	}
 
-	return n.waitUntil(ctx, func() bool { return slices.ContainsFunc(n.cluster.ControlPlanes(), (*Node).etcdUp) })
+	return m.waitUntil(ctx, m.opts.EtcdModel.anyUp)
 }
 
 // EtcdStatus implements machine.MachineServiceServer.
 func (s *machineService) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
-	n := s.n
+	m := s.m
 
-	if err := checkControlPlane(n, "etcd status"); err != nil {
+	if err := m.checkControlPlane("etcd status"); err != nil {
 		return nil, err
 	}
 
-	n.observeEtcdHealth()
+	m.observeEtcdHealth()
 
-	if err := n.waitLocalEtcd(ctx); err != nil {
+	if err := m.waitLocalEtcd(ctx); err != nil {
 		return nil, fmt.Errorf("failed to query etcd status: %w", err)
 	}
 
-	if n.realEtcd() {
-		return n.realEtcdStatus(ctx)
+	if m.realEtcd() {
+		return m.realEtcdStatus(ctx)
 	}
 
-	id := etcdMemberID(n)
-	leader, members := n.etcdLeader()
+	id := m.etcdModel.id
+	members, leader := m.etcdLeader()
 
 	st := &machine.EtcdMemberStatus{
 		MemberId:        id,
-		ProtocolVersion: etcdVersion(n),
+		ProtocolVersion: m.etcdVersion(),
 		StorageVersion:  "3.6.0",
 		// a small cluster's bbolt file, about 60% in use
 		DbSize:      int64(20<<20 + (id%1024)*4096), //nolint:gosec
@@ -368,14 +345,14 @@ func (s *machineService) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*mac
 	}
 
 	// the raft log grows as kube-apiserver writes (leases, events)
-	st.RaftIndex = 4096 + uint64(time.Since(n.upTime())/time.Second)*3 //nolint:gosec
+	st.RaftIndex = 4096 + uint64(time.Since(m.upTime())/time.Second)*3 //nolint:gosec
 	st.RaftAppliedIndex = st.RaftIndex
 	st.RaftTerm = 2
 
 	if leader == nil {
 		st.Errors = []string{"etcdserver: no leader"}
 	} else {
-		st.Leader = etcdMemberID(leader)
+		st.Leader = leader.id
 		st.RaftTerm += uint64(slices.Index(members, leader)) //nolint:gosec // each new leader takes a new term
 	}
 
@@ -383,8 +360,8 @@ func (s *machineService) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*mac
 }
 
 // etcdVersion is the version of the etcd image in the running config, without the "v".
-func etcdVersion(n *Node) string {
-	img := n.currentConfig().prov.Cluster().Etcd().Image()
+func (m *Machined) etcdVersion() string {
+	img := m.currentConfig().prov.Cluster().Etcd().Image()
 	if i := strings.LastIndex(img, ":"); i >= 0 && strings.HasPrefix(img[i+1:], "v") {
 		return strings.TrimPrefix(img[i+1:], "v")
 	}
@@ -399,8 +376,8 @@ func kmsgLine(facility, priority string, at time.Time, msg string) []byte {
 
 // bootKmsg is the kernel log of the node's boot: kernel lines, then machined's
 // service lines (machined logs every service event).
-func (n *Node) bootKmsg() [][]byte {
-	up := n.upTime()
+func (m *Machined) bootKmsg() [][]byte {
+	up := m.upTime()
 	boot := up.Add(-kernelToUp)
 
 	kernel := []struct {
@@ -429,7 +406,7 @@ func (n *Node) bootKmsg() [][]byte {
 
 	var evs []bootEvent
 
-	for _, d := range n.services() {
+	for _, d := range m.services() {
 		for _, e := range d.events(up) {
 			evs = append(evs, bootEvent{d.id, e})
 		}
@@ -460,10 +437,10 @@ func machinedKmsg(line []byte) []byte {
 
 // Dmesg implements machine.MachineServiceServer.
 func (s *machineService) Dmesg(req *machine.DmesgRequest, srv machine.MachineService_DmesgServer) error {
-	n := s.n
+	m := s.m
 	ctx := srv.Context()
 
-	n.observeEtcdHealth()
+	m.observeEtcdHealth()
 
 	send := func(b []byte) error { return srv.Send(&common.Data{Bytes: b}) }
 
@@ -472,7 +449,7 @@ func (s *machineService) Dmesg(req *machine.DmesgRequest, srv machine.MachineSer
 	if req.Tail {
 		tail = 0 // only what comes next
 	} else {
-		for _, l := range n.bootKmsg() {
+		for _, l := range m.bootKmsg() {
 			if err := send(l); err != nil {
 				return err
 			}
@@ -480,7 +457,7 @@ func (s *machineService) Dmesg(req *machine.DmesgRequest, srv machine.MachineSer
 	}
 
 	// machined sends one record per message
-	return n.host.Logs.Open(host.MachinedLog).Stream(ctx, tail, req.Follow, func(chunk []byte) error {
+	return m.host.Logs.Open(host.MachinedLog).Stream(ctx, tail, req.Follow, func(chunk []byte) error {
 		for line := range strings.Lines(string(chunk)) {
 			if err := send(machinedKmsg([]byte(line))); err != nil {
 				return err

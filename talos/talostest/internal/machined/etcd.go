@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 // The etcd maintenance calls, answered as machined answers them (sources: siderolabs/talos
 // v1.13.8, internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go and
@@ -26,29 +26,18 @@ import (
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdclient"
 )
 
-// EtcdAccess is how machined's local etcd client reaches the node's own member.
-type EtcdAccess = etcdclient.Access
-
-// EtcdMembers is how machined's etcd client finds the members: the node's own (its
-// local client) and every control plane's (NewClientFromControlPlaneIPs). Nil Local:
-// no member is reachable from this node.
-type EtcdMembers struct {
-	Local func() (EtcdAccess, error)
-	All   func() []EtcdAccess
-}
-
 // errNoEtcdHook is the answer of a call that needs the real member when the
 // cluster was given none.
 var errNoEtcdHook = errors.New("etcd is not running on this emulated node")
 
 // localEtcd is machined's etcd.NewLocalClient: a client of the node's own member only,
 // and that member's endpoint (the handlers pass it to Status and Defragment).
-func (n *Node) localEtcd(ctx context.Context) (*clientv3.Client, string, error) {
-	if !n.realEtcd() {
+func (m *Machined) localEtcd(ctx context.Context) (*clientv3.Client, string, error) {
+	if !m.realEtcd() {
 		return nil, "", errNoEtcdHook
 	}
 
-	acc, err := n.etcdMembers.Local()
+	acc, err := m.opts.EtcdMembers.Local()
 	if err != nil {
 		return nil, "", err
 	}
@@ -60,12 +49,12 @@ func (n *Node) localEtcd(ctx context.Context) (*clientv3.Client, string, error) 
 
 // anyEtcd is machined's etcd.NewClientFromControlPlaneIPs: every control plane's member,
 // in random order.
-func (n *Node) anyEtcd(ctx context.Context) (*clientv3.Client, error) {
-	if !n.realEtcd() {
+func (m *Machined) anyEtcd(ctx context.Context) (*clientv3.Client, error) {
+	if !m.realEtcd() {
 		return nil, errNoEtcdHook
 	}
 
-	all := n.etcdMembers.All()
+	all := m.opts.EtcdMembers.All()
 	if len(all) == 0 {
 		return nil, errNoEtcdHook
 	}
@@ -79,7 +68,7 @@ func (n *Node) anyEtcd(ctx context.Context) (*clientv3.Client, error) {
 }
 
 // realEtcd tells whether the etcd calls go to a real member.
-func (n *Node) realEtcd() bool { return n.etcdMembers.Local != nil }
+func (m *Machined) realEtcd() bool { return m.opts.EtcdMembers.Local != nil }
 
 // mapAlarms is machined's mapAlarms.
 func mapAlarms(alarms []*etcdserverpb.AlarmMember) []*machine.EtcdMemberAlarm {
@@ -104,16 +93,16 @@ func mapAlarms(alarms []*etcdserverpb.AlarmMember) []*machine.EtcdMemberAlarm {
 // onLocalMember is the frame of machined's etcd maintenance handlers: control planes
 // only, a new client of the node's own member, one call, its error in machined's words
 // (failed, e.g. "failed to list etcd alarms").
-func (n *Node) onLocalMember(ctx context.Context, api, failed string, call func(cli *clientv3.Client, endpoint string) error) error {
-	if err := checkControlPlane(n, api); err != nil {
+func (m *Machined) onLocalMember(ctx context.Context, api, failed string, call func(cli *clientv3.Client, endpoint string) error) error {
+	if err := m.checkControlPlane(api); err != nil {
 		return err
 	}
 
-	if err := n.waitLocalEtcd(ctx); err != nil { // a stopped member: etcd's client waits
+	if err := m.waitLocalEtcd(ctx); err != nil { // a stopped member: etcd's client waits
 		return fmt.Errorf("%s: %w", failed, err)
 	}
 
-	cli, endpoint, err := n.localEtcd(ctx)
+	cli, endpoint, err := m.localEtcd(ctx)
 	if err != nil {
 		return fmt.Errorf("failed to create etcd client: %w", err)
 	}
@@ -131,7 +120,7 @@ func (n *Node) onLocalMember(ctx context.Context, api, failed string, call func(
 func (s *machineService) EtcdAlarmList(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdAlarmListResponse, error) {
 	var resp *clientv3.AlarmResponse
 
-	err := s.n.onLocalMember(ctx, "etcd alarm list", "failed to list etcd alarms", func(cli *clientv3.Client, _ string) (err error) {
+	err := s.m.onLocalMember(ctx, "etcd alarm list", "failed to list etcd alarms", func(cli *clientv3.Client, _ string) (err error) {
 		resp, err = cli.AlarmList(ctx)
 
 		return err
@@ -149,7 +138,7 @@ func (s *machineService) EtcdAlarmList(ctx context.Context, _ *emptypb.Empty) (*
 func (s *machineService) EtcdAlarmDisarm(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdAlarmDisarmResponse, error) {
 	var resp *clientv3.AlarmResponse
 
-	err := s.n.onLocalMember(ctx, "etcd alarm disarm", "failed to disarm etcd alarm", func(cli *clientv3.Client, _ string) (err error) {
+	err := s.m.onLocalMember(ctx, "etcd alarm disarm", "failed to disarm etcd alarm", func(cli *clientv3.Client, _ string) (err error) {
 		resp, err = cli.AlarmDisarm(ctx, &clientv3.AlarmMember{})
 
 		return err
@@ -164,7 +153,7 @@ func (s *machineService) EtcdAlarmDisarm(ctx context.Context, _ *emptypb.Empty) 
 // EtcdDefragment implements machine.MachineServiceServer: the node's member defragments
 // its database, refusing reads and writes until it is done, as etcd does.
 func (s *machineService) EtcdDefragment(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdDefragmentResponse, error) {
-	err := s.n.onLocalMember(ctx, "etcd defragment", "failed to defragment etcd", func(cli *clientv3.Client, endpoint string) error {
+	err := s.m.onLocalMember(ctx, "etcd defragment", "failed to defragment etcd", func(cli *clientv3.Client, endpoint string) error {
 		_, err := cli.Defragment(ctx, endpoint)
 
 		return err
@@ -177,8 +166,8 @@ func (s *machineService) EtcdDefragment(ctx context.Context, _ *emptypb.Empty) (
 }
 
 // realEtcdStatus is machined's EtcdStatus against the real member.
-func (n *Node) realEtcdStatus(ctx context.Context) (*machine.EtcdStatusResponse, error) {
-	cli, endpoint, err := n.localEtcd(ctx)
+func (m *Machined) realEtcdStatus(ctx context.Context) (*machine.EtcdStatusResponse, error) {
+	cli, endpoint, err := m.localEtcd(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create etcd client: %w", err)
 	}
@@ -215,16 +204,16 @@ func (n *Node) realEtcdStatus(ctx context.Context) (*machine.EtcdStatusResponse,
 }
 
 // realEtcdMembers is machined's EtcdMemberList against the real members.
-func (n *Node) realEtcdMembers(ctx context.Context, local bool) (*machine.EtcdMemberListResponse, error) {
+func (m *Machined) realEtcdMembers(ctx context.Context, local bool) (*machine.EtcdMemberListResponse, error) {
 	var (
 		cli *clientv3.Client
 		err error
 	)
 
 	if local {
-		cli, _, err = n.localEtcd(ctx)
+		cli, _, err = m.localEtcd(ctx)
 	} else {
-		cli, err = n.anyEtcd(ctx)
+		cli, err = m.anyEtcd(ctx)
 	}
 
 	if err != nil {
@@ -254,8 +243,8 @@ func (n *Node) realEtcdMembers(ctx context.Context, local bool) (*machine.EtcdMe
 }
 
 // etcdSnapshotFromMember is machined's EtcdSnapshot body: the member's snapshot, streamed.
-func (n *Node) etcdSnapshotFromMember(ctx context.Context, send func([]byte) error) error {
-	cli, _, err := n.localEtcd(ctx)
+func (m *Machined) etcdSnapshotFromMember(ctx context.Context, send func([]byte) error) error {
+	cli, _, err := m.localEtcd(ctx)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "failed to create etcd client: %v", err)
 	}

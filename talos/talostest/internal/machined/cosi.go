@@ -1,4 +1,4 @@
-package talostest
+package machined
 
 import (
 	"context"
