@@ -212,16 +212,14 @@ func (n *Node) HostPath(path string) string { return n.host.Path(path) }
 // BootID is the current boot's ID, as the node's boot_id file says it.
 func (n *Node) BootID() string { return n.machined.BootID() }
 
-// SetEtcdHealthy marks the node's etcd service healthy or not, on a node without a
-// real member: see machined.Machined.SetEtcdHealthy. With ClusterOptions.Etcd the
-// health is the real service's, and calling it is a mistake (it panics).
-func (n *Node) SetEtcdHealthy(healthy bool) {
-	if n.etcd != nil {
-		panic("talostest: SetEtcdHealthy on a node that runs a real etcd member (ClusterOptions.Etcd)")
-	}
-
-	n.machined.SetEtcdHealthy(healthy)
-}
+// SetEtcdHealthy marks the node's etcd service healthy or not. On Talos the
+// control-plane static pods are rendered only while the node's etcd service is
+// healthy: while it is not, a config change is applied (MachineConfig,
+// APIServerConfig) but the StaticPod resource and the kubelet keep the old pod; the
+// render happens when etcd is healthy again. It models etcd on a node without a real
+// member: with ClusterOptions.Etcd the health is the real service's, and calling it
+// is a mistake (it panics).
+func (n *Node) SetEtcdHealthy(healthy bool) { n.machined.SetEtcdHealthy(healthy) }
 
 // EtcdHealthy reports the node's etcd service health: with ClusterOptions.Etcd, Running
 // and its last health check passed; otherwise true unless SetEtcdHealthy(false).

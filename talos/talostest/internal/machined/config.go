@@ -20,7 +20,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
-	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 )
 
 // nodeConfig is a machine config as the node holds it: the exact bytes, and the
@@ -274,8 +273,9 @@ func (m *Machined) setPersistentLocked(cfg *nodeConfig) {
 	}
 }
 
-// setRunningLocked makes cfg the running config and lets the "controllers" follow:
-// MachineConfig, APIServerConfig, the rendered StaticPod and the kubelet.
+// setRunningLocked makes cfg the running config (the MachineConfig resource) and lets
+// the controllers that follow it catch up, in machined's order: on a control plane the
+// APIServerConfig, then the static pods the kubelet fetches.
 func (m *Machined) setRunningLocked(cfg *nodeConfig) {
 	m.running = cfg
 
@@ -291,24 +291,7 @@ func (m *Machined) setRunningLocked(cfg *nodeConfig) {
 		return
 	}
 
-	spec := apiServerConfigSpec(cfg.prov)
-
-	published := spec
-	if m.stringOnlyArgs() {
-		// extraArgs moved to a new protobuf field in 1.13: a 1.13 client reads none from older nodes
-		published.ExtraArgs = nil
-	}
-
-	asc := k8s.NewAPIServerConfig()
-
-	if err := m.st.Modify(m.ctx, asc, func(r resource.Resource) error {
-		*r.(*k8s.APIServerConfig).TypedSpec() = published
-
-		return nil
-	}); err != nil {
-		m.logf("writing APIServerConfig: %v", err)
-	}
-
+	m.writeAPIServerConfig(cfg)
 	m.renderPodLocked()
 }
 

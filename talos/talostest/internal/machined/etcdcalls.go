@@ -409,6 +409,3 @@ func (s *machineService) ServiceRestart(ctx context.Context, in *machine.Service
 
 	return &machine.ServiceRestartResponse{Messages: []*machine.ServiceRestart{{Resp: fmt.Sprintf("Service %q restarted", in.Id)}}}, nil
 }
-
-// The node's etcd, for tests and the lab (what happens to a node, not what is asked
-// of its API). Each needs ClusterOptions.Etcd.

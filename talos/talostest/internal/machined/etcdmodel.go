@@ -68,3 +68,34 @@ func (e *EtcdModel) anyUp() bool {
 
 	return slices.ContainsFunc(members, func(m *etcdModelMember) bool { return m.up() })
 }
+
+// SetEtcdHealthy marks the node's etcd service healthy or not. On Talos the
+// control-plane static pods are rendered only while the node's etcd service is
+// healthy (internal/app/machined/pkg/controllers/k8s/control_plane_static_pod.go):
+// while it is not, a config change is applied (MachineConfig, APIServerConfig)
+// but the StaticPod resource and the kubelet keep the old pod; the render
+// happens when etcd is healthy again.
+//
+// It models etcd on a node without a real member: with ClusterOptions.Etcd the health
+// is the real service's (etcdservice.go), and calling it is a mistake (it panics).
+func (m *Machined) SetEtcdHealthy(healthy bool) {
+	if m.etcd != nil {
+		panic("talostest: SetEtcdHealthy on a node that runs a real etcd member (ClusterOptions.Etcd)")
+	}
+
+	m.etcdDown.Store(!healthy)
+	m.publishServices()
+	m.etcdHealthChanged()
+}
+
+// EtcdHealthy reports the node's etcd service health: with ClusterOptions.Etcd, Running
+// and its last health check passed; otherwise true unless SetEtcdHealthy(false).
+func (m *Machined) EtcdHealthy() bool {
+	if m.etcd != nil {
+		_, healthy := m.etcdServiceStatus()
+
+		return healthy
+	}
+
+	return !m.etcdDown.Load()
+}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cosi-project/runtime/pkg/resource"
+
 	"github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
@@ -31,6 +33,24 @@ func apiServerConfigSpec(cfg config.Config) k8s.APIServerConfigSpec {
 		ExtraArgs:            extra,
 		EnvironmentVariables: cfg.Cluster().APIServer().Env(),
 		AdvertisedAddress:    "$(POD_IP)",
+	}
+}
+
+// writeAPIServerConfig is machined's ControlPlaneAPIServerController: the
+// APIServerConfig resource derived from the config.
+func (m *Machined) writeAPIServerConfig(cfg *nodeConfig) {
+	spec := apiServerConfigSpec(cfg.prov)
+	if m.stringOnlyArgs() {
+		// extraArgs moved to a new protobuf field in 1.13: a 1.13 client reads none from older nodes
+		spec.ExtraArgs = nil
+	}
+
+	if err := m.st.Modify(m.ctx, k8s.NewAPIServerConfig(), func(r resource.Resource) error {
+		*r.(*k8s.APIServerConfig).TypedSpec() = spec
+
+		return nil
+	}); err != nil {
+		m.logf("writing APIServerConfig: %v", err)
 	}
 }
 

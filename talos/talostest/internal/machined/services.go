@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/resource"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -45,6 +46,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 )
@@ -466,4 +468,31 @@ func (s *machineService) Dmesg(req *machine.DmesgRequest, srv machine.MachineSer
 
 		return nil
 	})
+}
+
+// publishServices writes machined's COSI Service resources (namespace
+// runtime, Services.v1alpha1.talos.dev), which any role may read and which
+// the static pod controller watches for etcd: Running, Healthy, or Unknown
+// for a service without a health check. etcd follows the node's etcd health.
+func (m *Machined) publishServices() {
+	up := m.etcdUp()
+	for _, d := range m.services() {
+		if d.id == "etcd" && m.etcd != nil {
+			continue // the real service writes its own (etcdservice.go)
+		}
+
+		spec := v1alpha1.ServiceSpec{Running: true, Healthy: d.healthCheck, Unknown: !d.healthCheck}
+		if d.id == "etcd" {
+			spec.Healthy = up
+		}
+		if err := m.st.Modify(m.ctx, v1alpha1.NewService(d.id), func(r resource.Resource) error {
+			*r.(*v1alpha1.Service).TypedSpec() = spec
+
+			return nil
+		}); err != nil && m.ctx.Err() == nil {
+			m.logf("writing Service %s: %v", d.id, err)
+		}
+	}
+
+	m.publishMachineStatus()
 }

@@ -5,8 +5,11 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/staticpod"
 )
@@ -111,4 +114,53 @@ func (m *Machined) WaitRendered(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// etcdHealthChanged lets the static pod controller catch up: a render that
+// waited for etcd happens once it is healthy again, and the pods are torn
+// down while the etcd service does not run (its Service resource is gone).
+func (m *Machined) etcdHealthChanged() {
+	if m.kubelet == nil {
+		return
+	}
+
+	m.cfgMu.Lock()
+	defer m.cfgMu.Unlock()
+
+	if m.running == nil {
+		return // the node is still being made
+	}
+
+	if running, healthy := m.etcdServiceStatus(); (m.renderPending && healthy) || !running {
+		m.renderPodLocked()
+	}
+}
+
+// teardownPodsLocked is the static pod controller's teardownAll: the StaticPod resource
+// goes, and the kubelet stops the pod at its next poll.
+func (m *Machined) teardownPodsLocked() {
+	m.renderPending = true
+
+	if m.rendered == nil {
+		return
+	}
+
+	m.rendered, m.renderedVersion = nil, ""
+
+	if err := m.st.Destroy(m.ctx, k8s.NewStaticPod(k8s.NamespaceName, k8s.APIServerID).Metadata()); err != nil && !state.IsNotFoundError(err) && m.ctx.Err() == nil {
+		m.logf("removing StaticPod: %v", err)
+	}
+
+	m.logf("k8s.ControlPlaneStaticPodController: etcd service is not running, static pods torn down")
+}
+
+// etcdServiceStatus is the etcd service as the static pod controller reads it: its
+// Service resource, there only while it runs, and whether it is healthy.
+func (m *Machined) etcdServiceStatus() (running, healthy bool) {
+	svc, err := safe.StateGetByID[*v1alpha1.Service](m.ctx, m.st, "etcd")
+	if err != nil {
+		return false, false
+	}
+
+	return svc.TypedSpec().Running, svc.TypedSpec().Healthy
 }
