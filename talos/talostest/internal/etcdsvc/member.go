@@ -16,9 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/breakglass-dev/breakglass/internal/childproc"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
 )
 
@@ -135,38 +134,24 @@ func startProcess(m memberSpec, log *host.Log) (*member, error) {
 		return nil, err
 	}
 
-	out := &lineWriter{log: log}
+	out := logLines(log)
 	cmd := &exec.Cmd{Path: exe, Args: []string{"etcd", "--name=" + m.Name}, Env: []string{memberEnv + "=" + string(raw)}, Stdout: out, Stderr: out}
-	// its own process group, and SIGKILL when the emulator's process dies, so that no
-	// member outlives it
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	// its own process group, killed with the emulator's process: no member outlives it
+	exited, err := childproc.Start(cmd)
+	if err != nil {
+		return nil, err
+	}
 
 	p := &member{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
 
 	go func() {
-		// Pdeathsig fires when the thread that started the child ends: keep that
-		// thread for as long as the child runs
-		runtime.LockOSThread()
-
-		if err := cmd.Start(); err != nil {
-			started <- err
-
-			return
-		}
-
-		started <- nil
-
-		err := cmd.Wait()
-		out.flush()
+		err := <-exited
+		out.Flush()
 
 		p.code = exitCode(cmd.ProcessState, err)
 		close(p.done)
 	}()
-
-	if err := <-started; err != nil {
-		return nil, err
-	}
 
 	return p, nil
 }
@@ -174,7 +159,7 @@ func startProcess(m memberSpec, log *host.Log) (*member, error) {
 func (p *member) pid() int { return p.cmd.Process.Pid }
 
 // signal sends sig to the member's process group.
-func (p *member) signal(sig syscall.Signal) { _ = syscall.Kill(-p.pid(), sig) }
+func (p *member) signal(sig syscall.Signal) { childproc.Signal(p.cmd, sig) }
 
 // exitCode is the code a shell shows: 128+signal when a signal ended the process.
 func exitCode(ps *os.ProcessState, err error) int {
@@ -194,43 +179,10 @@ func exitCode(ps *os.ProcessState, err error) int {
 	return 1
 }
 
-// lineWriter appends what the member writes to its log, a line at a time (etcd
-// writes one JSON entry a line; a panic's trace comes in pieces).
-type lineWriter struct {
-	mu      sync.Mutex
-	log     *host.Log
-	partial []byte
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-
-	data := append(w.partial, p...)
-
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			break
-		}
-
-		w.log.Append(bytes.Clone(data[:i+1]))
-		data = data[i+1:]
-	}
-
-	w.partial = bytes.Clone(data)
-
-	return len(p), nil
-}
-
-func (w *lineWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-
-	if len(w.partial) > 0 {
-		w.log.Append(append(w.partial, '\n'))
-		w.partial = nil
-	}
+// logLines appends what the member writes to its log, a line at a time (etcd writes
+// one JSON entry a line; a panic's trace comes in pieces).
+func logLines(log *host.Log) *host.LineWriter {
+	return &host.LineWriter{Emit: func(line []byte) { log.Append(append(bytes.Clone(line), '\n')) }}
 }
 
 // String names the process as the service's events do.

@@ -715,7 +715,7 @@ func (s *Service) logger() *zap.Logger {
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 
-	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(&lineWriter{log: s.log}), zap.InfoLevel))
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(logLines(s.log)), zap.InfoLevel))
 }
 
 // killAnd makes the member's process die at once (SIGKILL), then runs then (a change of

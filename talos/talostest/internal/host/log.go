@@ -89,3 +89,44 @@ func (b *Log) Stream(ctx context.Context, tail int, follow bool, send func([]byt
 
 	return nil
 }
+
+// LineWriter hands each whole line written to it to Emit (without its newline), as a
+// process writes its log in pieces; Flush hands over a last line that has none.
+type LineWriter struct {
+	Emit func(line []byte)
+
+	mu      sync.Mutex
+	partial []byte
+}
+
+func (w *LineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	data := append(w.partial, p...)
+
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+
+		w.Emit(data[:i])
+		data = data[i+1:]
+	}
+
+	w.partial = bytes.Clone(data)
+
+	return len(p), nil
+}
+
+// Flush emits a trailing partial line.
+func (w *LineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	if len(w.partial) > 0 {
+		w.Emit(w.partial)
+		w.partial = nil
+	}
+}

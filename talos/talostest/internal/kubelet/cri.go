@@ -1,15 +1,12 @@
 package kubelet
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -126,55 +123,15 @@ func (k *Kubelet) ContainerLog(id string) (*host.Log, error) {
 	return nil, notFound
 }
 
-var _ io.Writer = (*criWriter)(nil)
-
-// criWriter turns written text into CRI log lines: "<RFC3339Nano> stderr F <line>".
-type criWriter struct {
-	mu      sync.Mutex
-	buf     *host.Log
-	stream  string
-	partial []byte
-}
-
-func (w *criWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-
-	data := append(w.partial, p...)
-
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			break
-		}
-
-		w.emit(data[:i])
-		data = data[i+1:]
-	}
-
-	w.partial = append([]byte(nil), data...)
-
-	return len(p), nil
-}
-
-func (w *criWriter) emit(line []byte) {
-	out := make([]byte, 0, len(line)+48)
-	out = time.Now().UTC().AppendFormat(out, time.RFC3339Nano)
-	out = append(out, ' ')
-	out = append(out, w.stream...)
-	out = append(out, " F "...)
-	out = append(out, line...)
-	out = append(out, '\n')
-	w.buf.Append(out)
-}
-
-// flush emits a trailing partial line.
-func (w *criWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-
-	if len(w.partial) > 0 {
-		w.emit(w.partial)
-		w.partial = nil
-	}
+// criLog writes a container's output into log as CRI log lines, as the kubelet's
+// runtime writes its log file: "<RFC3339Nano> stderr F <line>".
+func criLog(log *host.Log) *host.LineWriter {
+	return &host.LineWriter{Emit: func(line []byte) {
+		out := make([]byte, 0, len(line)+48)
+		out = time.Now().UTC().AppendFormat(out, time.RFC3339Nano)
+		out = append(out, " stderr F "...)
+		out = append(out, line...)
+		out = append(out, '\n')
+		log.Append(out)
+	}}
 }

@@ -73,7 +73,7 @@ type containerRecord struct {
 
 	pod        *podRecord
 	logs       *host.Log
-	out        *criWriter
+	out        *host.LineWriter
 	running    bool
 	finishedAt time.Time
 	exitCode   int
@@ -192,7 +192,7 @@ func (k *Kubelet) startContainerLocked(p *podRecord) {
 		exited:  make(chan struct{}),
 		handled: make(chan struct{}),
 	}
-	c.out = &criWriter{buf: c.logs, stream: "stderr"}
+	c.out = criLog(c.logs)
 	p.containers = append(p.containers, c)
 	p.waiting, p.waitingMsg = "", ""
 
@@ -213,7 +213,7 @@ func (k *Kubelet) containerExited(c *containerRecord, err error) {
 	defer close(c.handled)
 	defer k.notifyLocked()
 
-	c.out.flush()
+	c.out.Flush()
 	c.running, c.finishedAt = false, time.Now()
 	c.cancel()
 

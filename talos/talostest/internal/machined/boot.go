@@ -189,7 +189,10 @@ func (m *Machined) stopAllPods(ctx context.Context) error {
 		m.kubelet.StopAllPods()
 	}
 
-	sleep(ctx, m.host.Scaled(podsStopTime))
+	select {
+	case <-ctx.Done():
+	case <-time.After(m.host.Scaled(podsStopTime)):
+	}
 
 	return nil
 }
@@ -373,17 +376,4 @@ func (s *machineService) Reset(_ context.Context, in *machine.ResetRequest) (*ma
 	}
 
 	return &machine.ResetResponse{Messages: []*machine.Reset{{ActorId: actorID}}}, nil
-}
-
-// sleep waits d; false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -2,7 +2,6 @@ package machined
 
 import (
 	"context"
-	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -105,15 +104,11 @@ func (m *Machined) renderPodLocked() {
 
 // WaitRendered waits until the static pod controller rendered the pod, or failed to.
 func (m *Machined) WaitRendered(ctx context.Context) error {
-	for {
-		if r, err := m.Rendered(); r != nil || err != nil {
-			return nil
-		}
+	return m.waitUntil(ctx, func() bool {
+		r, err := m.Rendered()
 
-		if !sleep(ctx, 10*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
+		return r != nil || err != nil
+	})
 }
 
 // etcdHealthChanged lets the static pod controller catch up: a render that
