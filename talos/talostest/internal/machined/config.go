@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"google.golang.org/grpc/codes"
@@ -44,35 +43,6 @@ func (m *Machined) PersistentConfig() []byte {
 	defer m.cfgMu.Unlock()
 
 	return bytes.Clone(m.persistent.raw)
-}
-
-// RollbackPending reports whether a TRY apply is waiting to be rolled back, and when.
-// Talos keeps this timer in machined's memory only; there is no resource for it.
-func (m *Machined) RollbackPending() (bool, time.Time) {
-	m.cfgMu.Lock()
-	defer m.cfgMu.Unlock()
-
-	return m.rollbackTimer != nil, m.rollbackDeadline
-}
-
-// ExpireRollback makes a pending TRY rollback happen now, as if its timeout
-// had passed: tests play the node's clock forward instead of sleeping on it,
-// so a slow machine cannot make a timeout pass early or late. It reports
-// whether a rollback was pending.
-func (m *Machined) ExpireRollback() bool {
-	m.cfgMu.Lock()
-	t := m.rollbackTimer
-	m.cfgMu.Unlock()
-
-	if t == nil || !t.Reset(0) {
-		return false
-	}
-
-	for pending, _ := m.RollbackPending(); pending; pending, _ = m.RollbackPending() {
-		time.Sleep(time.Millisecond)
-	}
-
-	return true
 }
 
 func (m *Machined) currentConfig() *nodeConfig {
