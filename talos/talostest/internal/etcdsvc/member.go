@@ -50,7 +50,12 @@ type memberSpec struct {
 }
 
 // memberMain is etcd's main in the member's process: it serves until SIGTERM, or until
-// the server stops by itself (a removed member), and returns the exit code.
+// the server stops by itself (a removed member), and returns the exit code. It starts
+// the embedded server with the configuration the emulator has always given its members
+// rather than go through etcdmain, which would also make up an initial cluster from
+// the member's name when it is given none: a member that lost its disk would then
+// start a cluster of its own instead of failing at every restart, as the lab's lost
+// member does (not checked against a real node either way).
 func memberMain(raw string) int {
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
