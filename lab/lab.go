@@ -1,10 +1,10 @@
 // Package lab reproduces the incident breakglass exists for with real
-// parts: an embedded etcd with TLS and client-certificate auth, real
-// kube-apiserver processes of pinned versions, and emulated Talos
-// control-plane nodes (talos/talostest) that run them as static pods, plus
-// the policy engine's webhook backend that only answers while the cluster's
-// service network is up. On top of it: scenarios, and the rehearsal of the
-// recovery through the same code paths as the real commands.
+// parts: real etcd members (a process per node) with TLS and
+// client-certificate auth, real kube-apiserver processes of pinned versions,
+// and emulated Talos control-plane nodes (talos/talostest) that run them as
+// static pods, plus the policy engine's webhook backend that only answers
+// while the cluster's service network is up. On top of it: scenarios, and the
+// rehearsal of the recovery through the same code paths as the real commands.
 package lab
 
 import (

@@ -11,12 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/breakglass-dev/breakglass/internal/childproc"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
@@ -169,25 +169,9 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 	tail := &tailWriter{w: logs}
 	cmd.Stdout, cmd.Stderr = tail, tail
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	// Its own process group, so that a stop reaches everything it started,
-	// and SIGKILL when the lab process dies, so that nothing outlives it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that started the child ends: keep
-		// that thread for as long as the child runs (a goroutine that ends
-		// locked takes its thread with it, which is fine by then).
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	// its own process group, killed with the lab process: nothing outlives it
+	exited, err := childproc.Start(cmd)
+	if err != nil {
 		r.record(func() { run.Exited, run.ExitErr = time.Now(), err.Error() })
 		return err
 	}
@@ -210,16 +194,15 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 	stopWatch()
 	r.record(func() { run.StopRequested = time.Now() })
 	// SIGTERM; SIGKILL when the kubelet's grace period is over
-	pgid := cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	childproc.Signal(cmd, syscall.SIGTERM)
 	var err2 error
 	select {
 	case err2 = <-exited:
 	case <-c.Kill:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		childproc.Signal(cmd, syscall.SIGKILL)
 		err2 = <-exited
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL) // anything left in the group
+	childproc.Signal(cmd, syscall.SIGKILL) // anything left in the group
 	r.record(func() {
 		run.Exited = time.Now()
 		run.LastLog = tail.lines(3)

@@ -42,8 +42,11 @@ func TestOnCallBinaryLinksNoLabCode(t *testing.T) {
 	}
 	for _, dep := range deps {
 		for _, f := range forbidden {
-			if dep == f {
+			// the emulator's parts are packages under talostest
+			if dep == f || strings.HasPrefix(dep, "github.com/breakglass-dev/breakglass/talos/talostest/") {
 				t.Errorf("breakglass links %s", dep)
+
+				break
 			}
 		}
 	}

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
+
 	"github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 )
 
 // BrokenEndpoints are Talos API endpoints on one loopback IP that each fail
@@ -74,7 +77,7 @@ func NewBrokenEndpoints(ip string) (b *BrokenEndpoints, err error) {
 	foreignConf := mtls(ours, tls.VersionTLS13)
 	foreignConf.Certificates = []tls.Certificate{foreign}
 
-	res, err := ReservePort(ip, 0)
+	res, err := ports.Reserve(ip, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -2,24 +2,34 @@ package talostest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
+
 	"github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/apid"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdclient"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/machined"
 )
 
 // Defaults used when ClusterOptions leaves a field empty.
@@ -113,9 +123,10 @@ type Cluster struct {
 	ControlPlaneConfig []byte
 	WorkerConfig       []byte
 
-	opts   ClusterOptions
-	dir    string
-	tmpDir bool
+	opts      ClusterOptions
+	dir       string
+	tmpDir    bool
+	etcdModel *machined.EtcdModel // etcd when no member runs on the nodes
 
 	mu sync.Mutex
 }
@@ -156,6 +167,10 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 
 	c := &Cluster{Endpoint: opts.Endpoint, Name: opts.ClusterName, opts: opts, dir: opts.Dir}
+
+	if opts.Etcd == nil {
+		c.etcdModel = machined.NewEtcdModel(opts.ClusterName)
+	}
 
 	if c.dir == "" {
 		if c.dir, err = os.MkdirTemp("", "talostest-"); err != nil {
@@ -223,7 +238,7 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		}
 
 		if no.ExtraDocuments != "" {
-			no.KnownKinds = append(no.KnownKinds, documentKinds(no.ExtraDocuments)...)
+			no.KnownKinds = append(no.KnownKinds, machined.DocumentKinds(no.ExtraDocuments)...)
 		}
 
 		n, err := newNode(ctx, c, ips[i], typ, no)
@@ -262,36 +277,41 @@ func (c *Cluster) formEtcd(ctx context.Context) error {
 
 	cps := c.ControlPlanes()
 	for _, n := range cps {
-		initial = append(initial, n.Name+"="+n.etcd.peerURL)
+		initial = append(initial, n.Name+"="+n.etcd.PeerURL())
 	}
 
 	for _, n := range cps {
-		n.etcd.start(etcdMode{formation: strings.Join(initial, ",")})
+		n.etcd.Form(strings.Join(initial, ","))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 
 	for _, n := range cps {
-		for !n.etcd.healthyRunning() {
-			if _, err := n.etcd.wait(ctx, func(st EtcdServiceState) bool { return st.State == ServiceRunning }); err != nil {
-				return fmt.Errorf("node %s: etcd did not start: %w (%s)", n.IP, err, n.etcd.snapshot().LastEvent)
+		for !n.etcd.HealthyRunning() {
+			if _, err := n.etcd.Wait(ctx, func(st EtcdServiceState) bool { return st.State == ServiceRunning }); err != nil {
+				return fmt.Errorf("node %s: etcd did not start: %w (%s)", n.IP, err, n.etcd.State().LastEvent)
 			}
 
-			n.etcd.checkOnce(ctx)
+			n.etcd.CheckHealth(ctx)
 
 			if ctx.Err() != nil {
-				return fmt.Errorf("node %s: etcd not healthy: %w (%s; its log ends %s)", n.IP, ctx.Err(), n.etcd.snapshot().HealthMessage, n.etcd.lastLog(3))
+				return fmt.Errorf("node %s: etcd not healthy: %w (%s; its log ends %s)", n.IP, ctx.Err(), n.etcd.State().HealthMessage, n.etcd.LastLog(3))
 			}
 
-			if !n.etcd.healthyRunning() {
+			if !n.etcd.HealthyRunning() {
 				time.Sleep(100 * time.Millisecond) // the members are still electing a leader
 			}
 		}
 	}
 
+	// the static pods are rendered once etcd runs healthy: the kubelets start with them
 	for _, n := range cps {
-		n.startKubelet()
+		if err := n.machined.WaitRendered(ctx); err != nil {
+			return fmt.Errorf("node %s: static pods not rendered: %w", n.IP, err)
+		}
+
+		n.kubelet.Start()
 	}
 
 	return nil
@@ -339,6 +359,24 @@ func (c *Cluster) lookup(name string) *Node {
 		if name == n.IP || name == n.Addr || name == n.Name {
 			return n
 		}
+	}
+
+	return nil
+}
+
+// AdminKubeconfig returns an admin kubeconfig for the cluster endpoint, as the node's Kubeconfig call does.
+func (c *Cluster) AdminKubeconfig() ([]byte, error) {
+	for _, n := range c.ControlPlanes() {
+		return n.machined.AdminKubeconfig()
+	}
+
+	return nil, errors.New("no control-plane node")
+}
+
+// apidOf is apid's view of the cluster: another node's apid, by IP, IP:port or name.
+func (c *Cluster) apidOf(name string) *apid.Server {
+	if n := c.lookup(name); n != nil {
+		return n.apid
 	}
 
 	return nil
@@ -455,18 +493,98 @@ func (c *Cluster) rebootDuration() time.Duration {
 	return c.opts.RebootDuration
 }
 
-// attemptTimeout is the 30 s machined gives one attempt to join or promote a member,
-// scaled, but never under 5 s: the attempt's work is etcd's, which does not scale.
-func (c *Cluster) attemptTimeout() time.Duration {
-	return max(c.scaled(machinedAttempt), 5*time.Second)
+// etcdEndpoints are the client URLs of the control planes' members, as machined finds
+// them (NewClientFromControlPlaneIPs).
+func (c *Cluster) etcdEndpoints() []string {
+	var out []string
+
+	for _, n := range c.ControlPlanes() {
+		if n.etcd != nil {
+			out = append(out, n.etcd.ClientURL())
+		}
+	}
+
+	return out
 }
 
-const machinedAttempt = 30 * time.Second
+// etcdMembers is how n's machined reaches etcd: its own member's service, with its
+// admin certificate (ClusterOptions.Etcd), or the members ClusterOptions.EtcdMember
+// names; nothing without either.
+func (c *Cluster) etcdMembers(n *Node) machined.EtcdMembers {
+	switch {
+	case n.etcd != nil:
+		access := func(endpoint string) EtcdAccess {
+			tlsConf, _ := etcdclient.AdminTLS(n.host.Life, n.host.State) //nolint:errcheck // machined issued them
+			return EtcdAccess{Endpoint: endpoint, TLS: tlsConf}
+		}
 
-// attemptsFor is how long machined keeps trying (10 minutes to promote, 30 to join),
-// scaled, but never fewer attempts than machined makes: scaled alone, 10 minutes
-// would be 6 s at 0.01, gone in one attempt that a member not answering holds for 5 s
-// (seen in CI on a loaded machine: a learner never promoted).
-func (c *Cluster) attemptsFor(d time.Duration) time.Duration {
-	return max(c.scaled(d), time.Duration(d/machinedAttempt)*c.attemptTimeout())
+		return machined.EtcdMembers{
+			Local: func() (EtcdAccess, error) { return access(n.etcd.ClientURL()), nil },
+			All: func() []EtcdAccess {
+				var out []EtcdAccess
+				for _, e := range c.etcdEndpoints() {
+					out = append(out, access(e))
+				}
+
+				return out
+			},
+		}
+	case c.opts.EtcdMember != nil && n.Type == machine.TypeControlPlane:
+		hook := c.opts.EtcdMember
+
+		return machined.EtcdMembers{
+			Local: func() (EtcdAccess, error) { return hook(n) },
+			All: func() []EtcdAccess {
+				var out []EtcdAccess
+
+				for _, m := range c.ControlPlanes() {
+					if acc, err := hook(m); err == nil { // no member there: the node's address is still listed, and refuses
+						out = append(out, acc)
+					}
+				}
+
+				return out
+			},
+		}
+	}
+
+	return machined.EtcdMembers{}
+}
+
+// nodeID is a node's discovery identity: random base62 on a node, stable here.
+func nodeID(c *Cluster, n *Node) string {
+	sum := sha256.Sum256([]byte("identity/" + c.Name + "/" + n.Name))
+
+	return new(big.Int).SetBytes(sum[:]).Text(62)
+}
+
+// publishMembers writes the discovery Members of every node of the cluster.
+func (c *Cluster) publishMembers() error {
+	apiPort := 6443
+
+	if u, err := url.Parse(c.Endpoint); err == nil && u.Port() != "" {
+		apiPort, _ = strconv.Atoi(u.Port()) //nolint:errcheck
+	}
+
+	for _, n := range c.Nodes {
+		for _, m := range c.Nodes {
+			member := cluster.NewMember(cluster.NamespaceName, m.Name)
+			spec := member.TypedSpec()
+			spec.NodeID = nodeID(c, m)
+			spec.Addresses = []netip.Addr{netip.MustParseAddr(m.IP)}
+			spec.Hostname = m.Name
+			spec.MachineType = m.Type
+			spec.OperatingSystem = fmt.Sprintf("Talos (%s)", m.TalosVersion)
+
+			if m.Type == machine.TypeControlPlane {
+				spec.ControlPlane = &cluster.ControlPlane{APIServerPort: apiPort}
+			}
+
+			if err := n.host.State.Create(n.host.Life, member); err != nil {
+				return fmt.Errorf("node %s: member %s: %w", n.IP, m.Name, err)
+			}
+		}
+	}
+
+	return nil
 }

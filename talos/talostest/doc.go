@@ -14,6 +14,28 @@
 //	cl, err := client.New(ctx, client.WithConfig(cfg))
 //	cl.Version(client.WithNode(ctx, c.Nodes[1].IP))
 //
+// A Node composes four parts, each a package of its own under internal/ that is handed
+// the node's host (its name and address, its COSI state, its event bus, machined's
+// logs, its files and its clock: internal/host) and never the Node or the Cluster:
+//
+//   - apid (internal/apid): the gRPC server with mTLS, the roles, the routing to the
+//     other nodes' apids;
+//   - machined (internal/machined): the machine and cluster API services, the COSI
+//     state, the config (apply, try, rollback) and the controllers that follow it, the
+//     boot and the reset;
+//   - machined's etcd service (internal/etcdsvc): a real member per control plane, a
+//     process of its own;
+//   - the kubelet (internal/kubelet), with the container runtime under it.
+//
+// What one part does to another goes through the state or the bus, as on a Talos
+// node: machined renders the StaticPod resource and the kubelet fetches it at its
+// polls; the kubelet writes the StaticPodStatus and machined's MachineStatus follows
+// it; the etcd service writes its Service and Member resources and machined's static
+// pod controller follows them. machined starts and stops its services through their
+// small interfaces, as Talos's service runner does. A part that fails fails alone: an
+// etcd member that panics or is killed is a service that reports the exit and
+// restarts the member 5 s later, and the other nodes go on.
+//
 // What is emulated, and how faithfully (sources: siderolabs/talos v1.13.8):
 //
 //   - apid: a call with "node" metadata is forwarded to that node (in-process), with
@@ -114,32 +136,34 @@
 //     cluster CA; EtcdSnapshot streams from ClusterOptions.EtcdSnapshot, else from the
 //     node's member (EtcdMember), Unavailable without either. Both are control-plane only
 //     (Unimplemented on a worker, as machined).
-//   - etcd maintenance (etcd.go): with ClusterOptions.EtcdMember, EtcdStatus,
+//   - etcd maintenance (internal/machined/etcd.go): with ClusterOptions.EtcdMember, EtcdStatus,
 //     EtcdMemberList, EtcdAlarmList, EtcdAlarmDisarm and EtcdDefragment make a client of
 //     the node's own real member and answer what it answers, in machined's words (NOSPACE
 //     alarms with the member that raised them, sizes, a real defragmentation that blocks
 //     the member while it runs, a disarm of every alarm); roles as machined's table
 //     (disarm and defragment: admin and operator). Without it, status and members come
-//     from the model in services.go and the others fail ("failed to create etcd client").
-//   - ClusterService.HealthCheck (health.go), discovery Members and the runtime
-//     MachineStatus (machinestatus.go), as described there: what the emulator cannot
+//     from the model (internal/machined/etcdmodel.go) and the others fail ("failed to create etcd client").
+//   - ClusterService.HealthCheck (internal/machined/health.go), discovery Members and the runtime
+//     MachineStatus (internal/machined/machinestatus.go), as described there: what the emulator cannot
 //     check is said so, never passed.
-//   - machined's etcd service (etcdservice.go), with ClusterOptions.Etcd: every control
-//     plane runs a real etcd member of its own (embedded, restartable), its data in the
-//     node's EPHEMERAL (/var/lib/etcd, Node.HostPath), its certificates the node's
+//   - machined's etcd service (internal/etcdsvc), with ClusterOptions.Etcd: every
+//     control plane runs a real etcd member as a process of its own (this executable
+//     started again, as etcd runs in its container on a node), its data in the node's
+//     EPHEMERAL (/var/lib/etcd, Node.HostPath), its certificates the node's
 //     EtcdSecrets; the service's states and events as machined reports them (talosctl
 //     service etcd), its health check (5 s, then every 20 s), a member that exits
-//     restarted every 5 s with the arguments its pre state computed, a node with an
+//     (exit code 0 when removed, 1 when it cannot start, 2 when it panics, 137 when
+//     killed) restarted every 5 s with the arguments its pre state computed, a node with an
 //     empty data directory waiting to join (as a learner, promoted once caught up) or
 //     to be bootstrapped; the Service and local Member resources follow it, and the
 //     static pods are rendered only while it runs healthy and torn down while it does
-//     not run. The membership and recovery calls (etcdcalls.go: Bootstrap with
+//     not run. The membership and recovery calls (internal/machined/etcdcalls.go: Bootstrap with
 //     RecoverEtcd, EtcdRecover, EtcdRemoveMemberByID, EtcdLeaveCluster,
 //     EtcdForfeitLeadership; ServiceStart/Stop/Restart, which machined refuses for etcd),
-//     Reset of EPHEMERAL with a reboot (boot.go: the reset sequence's events, which
+//     Reset of EPHEMERAL with a reboot (internal/machined/boot.go: the reset sequence's events, which
 //     talosctl reset follows, then a kexec boot on a VM's timeline), Copy and Read of
-//     the node's /var and /system and of its boot ID (files.go), the runtime Events
-//     (events.go), and Logs of "etcd" (the member's own log). Node.DestroyEtcdData and
+//     the node's /var and /system and of its boot ID (internal/machined/files.go), the runtime Events
+//     (internal/host/bus.go), and Logs of "etcd" (the member's own log). Node.DestroyEtcdData and
 //     Node.KillEtcd are what happens to a node (a lost disk, a killed process).
 //
 // Node.Stop takes the API off the network (connections refused) and Node.Start brings
@@ -147,7 +171,7 @@
 // else can take its port. The kube-apiserver keeps running: the node is unreachable,
 // not down.
 //
-// Not emulated: the machine-service methods not described here or in services.go
+// Not emulated: the machine-service methods not described here or in internal/machined/services.go
 // (Unimplemented), the other control-plane static pods, the runtime validation of
 // configs against node resources, the kubelet's restart through the API, a reset that
 // wipes more than EPHEMERAL or shuts the node down (Unimplemented), and, after an

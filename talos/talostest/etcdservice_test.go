@@ -269,6 +269,88 @@ func TestEtcdMemberLostRejoins(t *testing.T) {
 	}
 }
 
+// A member that rejoined and then loses its disk panics at every start (etcd's raft:
+// "tocommit(N) is out of range [lastIndex(0)]", its arguments still those of the
+// join), as etcd on a node does. Each member is a process of its own, as in its
+// container: the panic ends that member alone; its service reports the exit and
+// restarts it every 5 s, as machined does, and the other nodes, their etcd and their
+// kube-apiserver pods, go on. With the members embedded in one process, the first
+// panic ended the whole process (the test binary, or breakglass-lab with every node).
+func TestEtcdMemberPanicsAlone(t *testing.T) {
+	c := etcdCluster(t, 3)
+	cp1, cp2, cp3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	ctx1, cl1 := nodeClient(t, c, cp1)
+	ctx3, cl3 := nodeClient(t, c, cp3)
+
+	// lost, removed, reset: cp-3 rejoins as a new member
+	if err := cp3.DestroyEtcdData(); err != nil {
+		t.Fatal(err)
+	}
+
+	waitEtcd(t, cp3, "restarting without its data", restarting)
+	removeMember(t, ctx1, cl1, memberID(t, memberList(t, ctx1, cl1), cp3.Name))
+
+	if err := resetEphemeral(ctx3, cl3); err != nil {
+		t.Fatal(err)
+	}
+
+	waitEtcd(t, cp3, "healthy after the rejoin", etcdHealthy)
+
+	pods := map[*talostest.Node]talostest.PodState{}
+	for _, n := range []*talostest.Node{cp1, cp2} {
+		pods[n] = waitPod(t, n, "running", running)
+	}
+
+	// its disk lost again: the member panics at every start
+	if err := cp3.DestroyEtcdData(); err != nil {
+		t.Fatal(err)
+	}
+
+	panicked := func(st talostest.EtcdServiceState) bool {
+		return restarting(st) && strings.Contains(st.LastEvent, `failed: exit code 2 `) && strings.Contains(st.LastEvent, "out of range")
+	}
+
+	first := waitEtcd(t, cp3, "panicked", panicked)
+
+	// restarted 5 s later (50 ms here), and panicking again: two processes
+	pids := map[string]bool{}
+
+	waitEtcd(t, cp3, "restarted and panicked again", func(st talostest.EtcdServiceState) bool {
+		if pid, ok := strings.CutPrefix(st.LastEvent, "Started task etcd (PID "); ok {
+			pids[pid] = true
+		}
+
+		return len(pids) >= 2 && panicked(st)
+	})
+
+	ctx3, cl3 = nodeClient(t, c, cp3)
+
+	services, err := cl3.ServiceInfo(ctx3, "etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if svc := services[0].Service; svc.GetState() != talostest.ServiceWaiting || svc.GetHealth().GetHealthy() || !strings.Contains(svc.GetEvents().GetEvents()[len(svc.GetEvents().GetEvents())-1].GetMsg(), "Error running Containerd(etcd), going to restart forever") {
+		t.Errorf("talosctl service etcd on the node that panicked: %v", svc)
+	}
+
+	// the others go on: their members keep the quorum and take writes, their pods run on
+	kv := etcdClient(t, c, cp1, cp2)
+	if _, err := kv.Put(t.Context(), "/registry/after-the-panic", first.LastEvent); err != nil {
+		t.Fatalf("a write to the two others: %v", err)
+	}
+
+	for _, n := range []*talostest.Node{cp1, cp2} {
+		if st := n.EtcdState(); !etcdHealthy(st) {
+			t.Errorf("%s: etcd %+v", n.Name, st)
+		}
+
+		if p := n.Pod(); !p.Running || p.ContainerID != pods[n].ContainerID {
+			t.Errorf("%s: kube-apiserver pod %+v, was %+v", n.Name, p, pods[n])
+		}
+	}
+}
+
 // A member removed while its node keeps its data is refused by the others at every
 // restart ("the member has been permanently removed from the cluster"): etcd's own
 // refusal, reproduced, until its EPHEMERAL is reset.

@@ -4,4 +4,4 @@ package talostest
 func SetApplyHook(o *ClusterOptions, f func(n *Node)) { o.applyHook = f }
 
 // CollectGarbage runs the kubelet's container garbage collection now.
-func CollectGarbage(n *Node) { n.kubelet.do(n.kubelet.gc) }
+func CollectGarbage(n *Node) { n.kubelet.CollectGarbage() }

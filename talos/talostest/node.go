@@ -1,49 +1,32 @@
 package talostest
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	stdx509 "crypto/x509"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
-	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
-	"github.com/google/uuid"
-	"github.com/siderolabs/crypto/x509"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"gopkg.in/yaml.v3"
-	corev1 "k8s.io/api/core/v1"
 
-	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
-	"github.com/siderolabs/talos/pkg/machinery/constants"
-	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/apid"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/etcdsvc"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/host"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/kubelet"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/machined"
+	"github.com/breakglass-dev/breakglass/talos/talostest/internal/ports"
 )
 
-// Node is one emulated Talos node: its Talos API (apid + machined) on IP:port.
+// Node is one emulated Talos node: its Talos API (apid + machined) on IP:port. It
+// composes the node's parts and owns none of their state: apid, machined, machined's
+// etcd service (ClusterOptions.Etcd) and the kubelet (control planes), each handed the
+// node's host and meeting the others in its state and on its bus.
 type Node struct {
 	Name         string // node name (hostname)
 	IP           string
@@ -51,820 +34,329 @@ type Node struct {
 	Type         machinetype.Type
 	TalosVersion string
 
-	cluster    *Cluster
-	knownKinds []string
-	st         state.State
-	machine    *machineService
-	clusterSvc *clusterService
-	cosi       cosiv1alpha1.StateServer
-	handlers   *handlers
-	tlsConf    *tls.Config
-
-	srvMu sync.Mutex
-	srv   *grpc.Server
-	lis   net.Listener
-	addr  *PortReservation // holds Addr while the API is stopped
-	isUp  atomic.Bool
-
-	applyMu sync.Mutex // held for the whole of an ApplyConfiguration
-
-	cfgMu            sync.Mutex
-	running          *nodeConfig
-	persistent       *nodeConfig
-	rollbackTimer    *time.Timer
-	rollbackDeadline time.Time
-	rendered         *ContainerConfig
-	renderedVersion  string // the APIServerConfig version it was rendered from
-	renderErr        error
-	renderPending    bool // a render waits for etcd to be healthy
-
-	statusMu sync.Mutex // one MachineStatus computation at a time
-
-	kubelet        *kubelet
-	kubeletStarted atomic.Bool
-	rebooting      atomic.Bool
-	etcdDown       atomic.Bool // SetEtcdHealthy(false)
-	sysLog         *logBuffer  // machined's own log (Logs namespace "system", id "machined")
-	kubeletLog     *logBuffer  // the kubelet's log (id "kubelet")
-
-	dir    string       // the node's files: its EPHEMERAL under var/ (boot.go)
-	etcd   *etcdService // machined's etcd service with a real member (ClusterOptions.Etcd), else nil
-	events *eventBus    // machined's runtime events (events.go)
-
-	background sync.WaitGroup // a reset and the boot after it
-
-	bootMu sync.Mutex
-	bootAt time.Time // when the kernel of the current boot started
-	bootID string    // /proc/sys/kernel/random/boot_id, new at every boot
-
-	ctx    context.Context //nolint:containedctx
-	cancel context.CancelFunc
-}
-
-// nodeConfig is a machine config as the node holds it: the exact bytes, and the
-// machinery view of the documents this machinery knows.
-type nodeConfig struct {
-	raw  []byte
-	prov talosconfig.Provider
+	cluster  *Cluster
+	host     *host.Host
+	apid     *apid.Server
+	machined *machined.Machined
+	etcd     *etcdsvc.Service // nil unless ClusterOptions.Etcd, on a control plane
+	kubelet  *kubelet.Kubelet // nil on a worker
+	cancel   context.CancelFunc
 }
 
 func newNode(ctx context.Context, c *Cluster, ip string, typ machinetype.Type, o NodeOptions) (*Node, error) {
-	n := &Node{
-		Name:         o.Name,
-		IP:           ip,
-		Type:         typ,
-		TalosVersion: o.TalosVersion,
-		cluster:      c,
-		knownKinds:   o.KnownKinds,
-		sysLog:       newLogBuffer(),
-		kubeletLog:   newLogBuffer(),
-		dir:          filepath.Join(c.dir, "nodes", ip),
-		events:       newEventBus(),
-		bootAt:       time.Now().Add(-kernelToUp),
-		bootID:       uuid.NewString(),
-	}
+	n := &Node{Name: o.Name, IP: ip, Type: typ, TalosVersion: o.TalosVersion, cluster: c}
 
 	if n.TalosVersion == "" {
 		n.TalosVersion = DefaultTalosVersion
 	}
 
-	if _, _, err := parseTalosVersion(n.TalosVersion); err != nil {
-		return nil, err
-	}
-
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-
-	var err error
-
-	if n.st, err = newNodeState(ctx); err != nil {
-		return nil, err
-	}
-
-	cfg, err := n.parseConfig(o.Config)
+	st, err := machined.NewState(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("initial config refused: %w", err)
-	}
-
-	if cfg.prov.Machine().Type() != typ {
-		return nil, fmt.Errorf("initial config is for machine type %s, node is %s", cfg.prov.Machine().Type(), typ)
-	}
-
-	n.machine = &machineService{n: n}
-	n.clusterSvc = &clusterService{n: n}
-	n.cosi = server.NewState(state.WrapCore(state.Filter(n.st, accessPolicy(n.st))))
-	n.handlers = newHandlers(map[*grpc.ServiceDesc]any{
-		&machine.MachineService_ServiceDesc:    n.machine,
-		&clusterapi.ClusterService_ServiceDesc: n.clusterSvc,
-		&cosiv1alpha1.State_ServiceDesc:        n.cosi,
-	})
-
-	if err = n.publishStatic(ctx, cfg); err != nil {
 		return nil, err
 	}
 
-	if typ == machinetype.TypeControlPlane && c.opts.Etcd != nil {
-		if err = os.MkdirAll(n.hostPath(constants.EtcdDataPath), 0o700); err != nil {
-			return nil, err
-		}
-
-		if n.etcd, err = newEtcdService(n, c.opts.Etcd); err != nil {
-			return nil, err
-		}
+	life, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.host = &host.Host{
+		Name: n.Name, IP: ip, State: st, Events: host.NewBus(), Logs: host.NewLogs(),
+		Dir: filepath.Join(c.dir, "nodes", ip), TimeScale: c.opts.Kubelet.TimeScale, Life: life,
 	}
 
-	n.publishServices()
+	// The address is held for the node's life, so that Stop and Start (and a
+	// reboot) never lose the port to someone else.
+	addr, err := ports.Reserve(ip, c.opts.Port)
+	if err != nil {
+		return nil, err
+	}
+
+	n.apid = apid.New(n.Name, addr, c.apidOf)
+	n.Addr = n.apid.Addr()
 
 	if typ == machinetype.TypeControlPlane {
+		if c.opts.Etcd != nil {
+			rt := etcdsvc.Runtime{Ready: func(ctx context.Context) error { return n.machined.WaitBooted(ctx, "cri") }, Peers: c.etcdEndpoints}
+			if n.etcd, err = etcdsvc.New(n.host, *c.opts.Etcd, rt); err != nil {
+				return nil, err
+			}
+		}
+
 		runner := o.Runner
 		if runner == nil {
 			runner = c.opts.Runner
 		}
 
-		n.kubelet = newKubelet(n, runner, c.opts.Kubelet)
+		n.kubelet = kubelet.New(n.host, runner, c.opts.Kubelet)
 	}
 
-	n.cfgMu.Lock()
-	n.persistent = cfg
-	n.setPersistentLocked(cfg)
-	n.setRunningLocked(cfg)
-	n.cfgMu.Unlock()
+	if n.machined, err = machined.New(ctx, n.host, n.apid, n.machinedOptions(o)); err != nil {
+		return nil, err
+	}
 
 	if n.kubelet != nil && n.etcd == nil {
-		n.startKubelet() // after the first render: the kubelet starts the pod at once
+		n.kubelet.Start() // after the first render: the kubelet starts the pod at once
 	}
 
-	if err = n.issueServerCert(); err != nil {
-		return nil, err
-	}
-
-	// The address is held for the node's life, so that Stop and Start (and a
-	// reboot) never lose the port to someone else.
-	if n.addr, err = ReservePort(ip, c.opts.Port); err != nil {
-		return nil, err
-	}
-
-	n.Addr = n.addr.Addr()
-
-	lis, err := n.addr.Listen()
+	tlsConf, err := apid.ServerTLS(c.Secrets.Certs.OS, n.Name, n.certIPs())
 	if err != nil {
 		return nil, err
 	}
 
-	n.serve(lis)
+	if err := n.apid.Serve(tlsConf); err != nil {
+		return nil, err
+	}
 
 	return n, nil
 }
 
-func (n *Node) issueServerCert() error {
-	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(n.cluster.Secrets.Certs.OS)
-	if err != nil {
-		return err
+// machinedOptions are what machined is told of the node: its type, version and
+// config, its services, the ways to etcd, and the cluster's hooks bound to the node.
+func (n *Node) machinedOptions(o NodeOptions) machined.Options {
+	c := n.cluster
+	opts := machined.Options{
+		Type: n.Type, TalosVersion: n.TalosVersion, Config: o.Config, KnownKinds: o.KnownKinds,
+		EtcdMembers: c.etcdMembers(n), EtcdModel: c.etcdModel, RebootDuration: c.opts.RebootDuration,
 	}
 
+	if n.etcd != nil {
+		opts.Etcd = n.etcd
+	}
+
+	if n.kubelet != nil {
+		opts.Kubelet = n.kubelet
+	}
+
+	baseArgs := c.opts.BaseArgs
+	if baseArgs == nil {
+		baseArgs = TalosBaseArgs
+	}
+
+	opts.BaseArgs = func(spec *k8s.APIServerConfigSpec) map[string]string { return baseArgs(n, spec) }
+
+	if hook := c.opts.EtcdSnapshot; hook != nil {
+		opts.EtcdSnapshot = func(ctx context.Context, w io.Writer) error { return hook(ctx, n, w) }
+	}
+
+	if hook := c.opts.applyHook; hook != nil {
+		opts.ApplyHook = func() { hook(n) }
+	}
+
+	return opts
+}
+
+// certIPs are the addresses apid's certificate names: the node's, and the IPs among
+// the config's certSANs.
+func (n *Node) certIPs() []net.IP {
 	ips := []net.IP{net.ParseIP(n.IP)}
 
-	for _, san := range n.currentConfig().prov.Machine().Security().CertSANs() {
+	for _, san := range n.machined.CertSANs() {
 		if ip := net.ParseIP(san); ip != nil && !ip.Equal(ips[0]) {
 			ips = append(ips, ip)
 		}
 	}
 
-	kp, err := x509.NewKeyPair(ca,
-		x509.CommonName(n.Name),
-		x509.DNSNames([]string{n.Name}),
-		x509.IPAddresses(ips),
-		x509.NotAfter(time.Now().Add(24*time.Hour)),
-		x509.KeyUsage(stdx509.KeyUsageDigitalSignature),
-		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}),
-	)
-	if err != nil {
-		return err
-	}
-
-	pool := stdx509.NewCertPool()
-	if !pool.AppendCertsFromPEM(n.cluster.Secrets.Certs.OS.Crt) {
-		return errors.New("bad OS CA certificate")
-	}
-
-	n.tlsConf = serverTLS(*kp.Certificate, pool)
-
-	return nil
+	return ips
 }
 
-func (n *Node) serve(lis net.Listener) {
-	n.srvMu.Lock()
-	defer n.srvMu.Unlock()
-
-	n.srv, n.lis = n.newGRPCServer(n.tlsConf), lis
-	n.isUp.Store(true)
-
-	go n.srv.Serve(lis) //nolint:errcheck
-}
-
-func (n *Node) up() bool { return n.isUp.Load() }
-
-// Stop takes the node's Talos API off the network (connections are refused, and other
-// nodes answer Unavailable when asked to forward to it), like an unreachable node.
-// Its kube-apiserver keeps running. Start brings the API back.
-func (n *Node) Stop() {
-	n.srvMu.Lock()
-	defer n.srvMu.Unlock()
-
-	n.isUp.Store(false)
-
-	if n.srv != nil {
-		n.srv.Stop()
-		// Serve may not have taken the listener yet (then it closes it later):
-		// close it here, so that the port is free when Stop returns
-		n.lis.Close() //nolint:errcheck
-		n.srv, n.lis = nil, nil
-	}
-}
-
-// stopGracefully is apid stopping: the calls in flight finish (a reply already on its
-// way arrives), for a second at most, then every connection goes.
-func (n *Node) stopGracefully() {
-	n.srvMu.Lock()
-	srv := n.srv
-	n.srvMu.Unlock()
-
-	if srv != nil {
-		done := make(chan struct{})
-
-		go func() {
-			srv.GracefulStop()
-			close(done)
-		}()
-
-		select {
-		case <-done:
-		case <-time.After(time.Second):
-		}
-	}
-
-	n.Stop()
-}
+// Stop takes the node's Talos API off the network (connections are refused, and other nodes
+// answer Unavailable when asked to forward to it), like an unreachable node. Its
+// kube-apiserver keeps running. Start brings the API back.
+func (n *Node) Stop() { n.apid.Stop() }
 
 // Start serves the Talos API again on the same address after Stop.
-func (n *Node) Start() error {
-	if n.up() {
-		return nil
-	}
+func (n *Node) Start() error { return n.apid.Start() }
 
-	lis, err := n.addr.Listen()
-	if err != nil {
-		return err
-	}
-
-	n.serve(lis)
-
-	return nil
-}
-
-// shutdown stops the node's kubelet and timers (cluster close).
+// shutdown ends the node's life: its parts stop (cluster close).
 func (n *Node) shutdown() {
 	n.cancel()
-	n.background.Wait() // a reset or a boot in progress
+	n.machined.Close() // a reset or a boot in progress
 
-	n.cfgMu.Lock()
-	if n.rollbackTimer != nil {
-		n.rollbackTimer.Stop()
-		n.rollbackTimer = nil
-	}
-	n.cfgMu.Unlock()
-
-	if n.kubelet != nil && n.kubeletStarted.Load() {
-		<-n.kubelet.done
+	if n.kubelet != nil {
+		n.kubelet.Wait()
 	}
 
 	if n.etcd != nil {
-		n.etcd.close()
+		n.etcd.Close()
 	}
 
-	n.addr.Close() //nolint:errcheck
-}
-
-func (n *Node) logf(format string, args ...any) {
-	line := fmt.Sprintf("%s [talos] %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
-	n.sysLog.appendLine([]byte(line))
-}
-
-func (n *Node) kubeletf(format string, args ...any) {
-	line := fmt.Sprintf("%s kubelet: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
-	n.kubeletLog.appendLine([]byte(line))
+	n.apid.Close()
 }
 
 // RunningConfig returns the bytes of the running config (COSI MachineConfig v1alpha1).
-func (n *Node) RunningConfig() []byte {
-	return bytes.Clone(n.currentConfig().raw)
-}
+func (n *Node) RunningConfig() []byte { return n.machined.RunningConfig() }
 
 // PersistentConfig returns the bytes of the config on disk (COSI MachineConfig persistent).
-func (n *Node) PersistentConfig() []byte {
-	n.cfgMu.Lock()
-	defer n.cfgMu.Unlock()
-
-	return bytes.Clone(n.persistent.raw)
-}
+func (n *Node) PersistentConfig() []byte { return n.machined.PersistentConfig() }
 
 // RollbackPending reports whether a TRY apply is waiting to be rolled back, and when.
 // Talos keeps this timer in machined's memory only; there is no resource for it.
-func (n *Node) RollbackPending() (bool, time.Time) {
-	n.cfgMu.Lock()
-	defer n.cfgMu.Unlock()
+func (n *Node) RollbackPending() (bool, time.Time) { return n.machined.RollbackPending() }
 
-	return n.rollbackTimer != nil, n.rollbackDeadline
-}
-
-// ExpireRollback makes a pending TRY rollback happen now, as if its timeout
-// had passed: tests play the node's clock forward instead of sleeping on it,
-// so a slow machine cannot make a timeout pass early or late. It reports
-// whether a rollback was pending.
-func (n *Node) ExpireRollback() bool {
-	n.cfgMu.Lock()
-	t := n.rollbackTimer
-	n.cfgMu.Unlock()
-
-	if t == nil || !t.Reset(0) {
-		return false
-	}
-
-	for pending, _ := n.RollbackPending(); pending; pending, _ = n.RollbackPending() {
-		time.Sleep(time.Millisecond)
-	}
-
-	return true
-}
+// ExpireRollback makes a pending TRY rollback happen now, as if its timeout had
+// passed: tests play the node's clock forward instead of sleeping on it, so a slow
+// machine cannot make a timeout pass early or late. It reports whether a rollback was
+// pending.
+func (n *Node) ExpireRollback() bool { return n.machined.ExpireRollback() }
 
 // Rendered returns the kube-apiserver container rendered from the running config
 // (nil on a worker), and the error when the last render failed (the pod then stays as it was).
-func (n *Node) Rendered() (*ContainerConfig, error) {
-	n.cfgMu.Lock()
-	defer n.cfgMu.Unlock()
-
-	if n.rendered == nil {
-		return nil, n.renderErr
-	}
-
-	c := *n.rendered
-
-	return &c, n.renderErr
-}
-
-func (n *Node) currentConfig() *nodeConfig {
-	n.cfgMu.Lock()
-	defer n.cfgMu.Unlock()
-
-	return n.running
-}
-
-// parseTalosVersion reads "v1.12.3" as (1, 12).
-func parseTalosVersion(v string) (int, int, error) {
-	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
-	if len(parts) < 2 {
-		return 0, 0, fmt.Errorf("bad Talos version %q", v)
-	}
-
-	major, err1 := strconv.Atoi(parts[0])
-	minor, err2 := strconv.Atoi(parts[1])
-
-	if err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("bad Talos version %q", v)
-	}
-
-	return major, minor, nil
-}
-
-// stringOnlyArgs is true for Talos before v1.13, whose extraArgs are map[string]string.
-func (n *Node) stringOnlyArgs() bool {
-	major, minor, _ := parseTalosVersion(n.TalosVersion)
-
-	return major < 1 || (major == 1 && minor < 13)
-}
-
-// validationMode is the runtime mode configs are validated for: an installed metal node.
-type validationMode struct{}
-
-func (validationMode) String() string        { return "metal" }
-func (validationMode) RequiresInstall() bool { return false }
-func (validationMode) InContainer() bool     { return false }
-
-// parseConfig loads and validates config bytes as the node's machined would; errors are
-// gRPC InvalidArgument statuses with the loader's message.
-func (n *Node) parseConfig(raw []byte) (*nodeConfig, error) {
-	known, err := stripKinds(raw, n.knownKinds)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-
-	if n.stringOnlyArgs() {
-		if err := checkStringArgs(known); err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-	}
-
-	prov, err := configloader.NewFromBytes(known)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-
-	if prov.RawV1Alpha1() == nil {
-		return nil, status.Error(codes.InvalidArgument, "the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
-	}
-
-	if _, err := prov.Validate(validationMode{}); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-
-	return &nodeConfig{raw: bytes.Clone(raw), prov: prov}, nil
-}
-
-var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*\r?\n`)
-
-// stripKinds drops the documents whose kind is in kinds (documents a newer Talos knows
-// and this machinery does not), keeping every other byte.
-func stripKinds(raw []byte, kinds []string) ([]byte, error) {
-	if len(kinds) == 0 {
-		return raw, nil
-	}
-
-	parts := docSeparator.Split(string(raw), -1)
-	kept := make([]string, 0, len(parts))
-	dropped := false
-
-	for _, p := range parts {
-		var doc struct {
-			Kind string `yaml:"kind"`
-		}
-
-		if err := yaml.Unmarshal([]byte(p), &doc); err == nil && doc.Kind != "" && slices.Contains(kinds, doc.Kind) {
-			dropped = true
-
-			continue
-		}
-
-		if strings.TrimSpace(p) != "" {
-			kept = append(kept, p)
-		}
-	}
-
-	if !dropped {
-		return raw, nil
-	}
-
-	return []byte(strings.Join(kept, "---\n")), nil
-}
-
-// documentKinds lists the kinds of the YAML documents in text.
-func documentKinds(text string) []string {
-	var kinds []string
-
-	for _, p := range docSeparator.Split(text, -1) {
-		var doc struct {
-			Kind string `yaml:"kind"`
-		}
-
-		if yaml.Unmarshal([]byte(p), &doc) == nil && doc.Kind != "" {
-			kinds = append(kinds, doc.Kind)
-		}
-	}
-
-	return kinds
-}
-
-// checkStringArgs refuses list values in extraArgs, which a Talos 1.11/1.12 loader
-// cannot decode (its extraArgs are map[string]string).
-func checkStringArgs(raw []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-
-	for {
-		var doc yaml.Node
-
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-
-		if err != nil {
-			return err
-		}
-
-		if len(doc.Content) == 0 {
-			continue
-		}
-
-		root := doc.Content[0]
-
-		for _, path := range [][]string{
-			{"cluster", "apiServer", "extraArgs"},
-			{"cluster", "controllerManager", "extraArgs"},
-			{"cluster", "scheduler", "extraArgs"},
-			{"cluster", "proxy", "extraArgs"},
-			{"cluster", "etcd", "extraArgs"},
-			{"machine", "kubelet", "extraArgs"},
-		} {
-			m := lookupYAML(root, path...)
-			if m == nil || m.Kind != yaml.MappingNode {
-				continue
-			}
-
-			for i := 1; i < len(m.Content); i += 2 {
-				if v := m.Content[i]; v.Kind != yaml.ScalarNode {
-					return fmt.Errorf("yaml: unmarshal errors:\n  line %d: cannot unmarshal %s into string", v.Line, v.ShortTag())
-				}
-			}
-		}
-	}
-}
-
-func lookupYAML(n *yaml.Node, path ...string) *yaml.Node {
-	for _, key := range path {
-		if n == nil || n.Kind != yaml.MappingNode {
-			return nil
-		}
-
-		var next *yaml.Node
-
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				next = n.Content[i+1]
-			}
-		}
-
-		n = next
-	}
-
-	return n
-}
-
-// publishStatic writes the resources that do not follow the config.
-func (n *Node) publishStatic(ctx context.Context, cfg *nodeConfig) error {
-	mt := config.NewMachineType()
-	mt.SetMachineType(n.Type)
-
-	if err := n.st.Create(ctx, mt); err != nil {
-		return err
-	}
-
-	nn := k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID)
-	nn.TypedSpec().Nodename = n.Name
-	nn.TypedSpec().HostnameVersion = "1"
-
-	if err := n.st.Create(ctx, nn); err != nil {
-		return err
-	}
-
-	if n.Type != machinetype.TypeControlPlane {
-		return nil
-	}
-
-	root := secrets.NewEtcdRoot(secrets.EtcdRootID)
-	root.TypedSpec().EtcdCA = cfg.prov.Cluster().Etcd().CA()
-
-	if err := n.st.Create(ctx, root); err != nil {
-		return err
-	}
-
-	certs, err := n.etcdCerts(root.TypedSpec().EtcdCA)
-	if err != nil {
-		return fmt.Errorf("issuing etcd certificates: %w", err)
-	}
-
-	etcd := secrets.NewEtcd()
-	*etcd.TypedSpec() = *certs
-
-	return n.st.Create(ctx, etcd)
-}
-
-// etcdCerts issues the node's etcd certificates from the etcd CA, as machined's
-// secrets.EtcdController does: server and peer certificates for the node's addresses,
-// client certificates "talos" (admin) and "kube-apiserver".
-func (n *Node) etcdCerts(caPEM *x509.PEMEncodedCertificateAndKey) (*secrets.EtcdCertsSpec, error) {
-	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(caPEM)
-	if err != nil {
-		return nil, err
-	}
-
-	issue := func(cn string, usage []stdx509.ExtKeyUsage, ips []net.IP, dns []string) (*x509.PEMEncodedCertificateAndKey, error) {
-		kp, err := x509.NewKeyPair(ca,
-			x509.CommonName(cn),
-			x509.IPAddresses(ips),
-			x509.DNSNames(dns),
-			x509.NotAfter(time.Now().Add(365*24*time.Hour)),
-			x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
-			x509.ExtKeyUsage(usage),
-		)
-		if err != nil {
-			return nil, err
-		}
-
-		return x509.NewCertificateAndKeyFromKeyPair(kp), nil
-	}
-
-	both := []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth, stdx509.ExtKeyUsageClientAuth}
-	client := []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}
-	ips := []net.IP{net.ParseIP(n.IP), net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
-	dns := []string{n.Name, "localhost"}
-
-	var spec secrets.EtcdCertsSpec
-
-	if spec.Etcd, err = issue(n.Name, both, ips, dns); err != nil {
-		return nil, err
-	}
-
-	// etcd checks a peer's certificate against the address its connection comes from,
-	// and looks its DNS names up when no address matches: on loopback connections come
-	// from 127.0.0.1, and no name may be looked up (nothing leaves loopback), so the
-	// peer certificate names that address and no host name (on a node: its addresses
-	// and hostname)
-	if spec.EtcdPeer, err = issue(n.Name, both, ips[:2], nil); err != nil {
-		return nil, err
-	}
-
-	if spec.EtcdAdmin, err = issue("talos", client, nil, nil); err != nil {
-		return nil, err
-	}
-
-	if spec.EtcdAPIServer, err = issue("kube-apiserver", client, nil, nil); err != nil {
-		return nil, err
-	}
-
-	return &spec, nil
-}
+func (n *Node) Rendered() (*ContainerConfig, error) { return n.machined.Rendered() }
 
 // EtcdCerts returns the etcd certificates the node serves as the EtcdSecrets resource
 // (server and peer for its addresses, clients "talos" and "kube-apiserver"), nil on a worker.
-func (n *Node) EtcdCerts() *secrets.EtcdCertsSpec {
-	r, err := n.st.Get(n.ctx, secrets.NewEtcd().Metadata())
-	if err != nil {
-		return nil
+func (n *Node) EtcdCerts() *secrets.EtcdCertsSpec { return n.machined.EtcdCerts() }
+
+// HostPath is where a path of the node lives on this machine, "" for a path the
+// emulator does not hold: /var (EPHEMERAL) and /system.
+func (n *Node) HostPath(path string) string { return n.host.Path(path) }
+
+// BootID is the current boot's ID, as the node's boot_id file says it.
+func (n *Node) BootID() string { return n.machined.BootID() }
+
+// SetEtcdHealthy marks the node's etcd service healthy or not. On Talos the
+// control-plane static pods are rendered only while the node's etcd service is
+// healthy: while it is not, a config change is applied (MachineConfig,
+// APIServerConfig) but the StaticPod resource and the kubelet keep the old pod; the
+// render happens when etcd is healthy again. It models etcd on a node without a real
+// member: with ClusterOptions.Etcd the health is the real service's, and calling it
+// is a mistake (it panics).
+func (n *Node) SetEtcdHealthy(healthy bool) { n.machined.SetEtcdHealthy(healthy) }
+
+// EtcdHealthy reports the node's etcd service health: with ClusterOptions.Etcd, Running
+// and its last health check passed; otherwise true unless SetEtcdHealthy(false).
+func (n *Node) EtcdHealthy() bool { return n.machined.EtcdHealthy() }
+
+// errNoKubelet answers the kubelet's calls on a worker, which runs no kube-apiserver pod.
+var errNoKubelet = errors.New("no kubelet pod on a worker")
+
+// Pod returns the kubelet's live view of the kube-apiserver pod (zero on a worker).
+func (n *Node) Pod() PodState {
+	if n.kubelet == nil {
+		return PodState{}
 	}
 
-	return r.(*secrets.Etcd).TypedSpec()
+	return n.kubelet.Pod()
 }
 
-func (n *Node) setPersistentLocked(cfg *nodeConfig) {
-	n.persistent = cfg
+// WaitPod waits until cond holds for the kubelet's live view of the pod, and returns it.
+func (n *Node) WaitPod(ctx context.Context, cond func(PodState) bool) (PodState, error) {
+	if n.kubelet == nil {
+		return PodState{}, errNoKubelet
+	}
 
-	if err := n.st.Modify(n.ctx, newRawMachineConfig(config.PersistentID, nil), func(r resource.Resource) error {
-		r.(*rawMachineConfig).spec.raw = bytes.Clone(cfg.raw)
+	return n.kubelet.WaitPod(ctx, cond)
+}
 
-		return nil
-	}); err != nil {
-		n.logf("writing persistent config: %v", err)
+// PollKubelet makes the kubelet fetch the manifest now, as at its next poll, and
+// returns once it acted on it (a replaced pod's old container may still be stopping).
+// With a long PollInterval, tests decide when the kubelet notices a change.
+func (n *Node) PollKubelet() {
+	if n.kubelet != nil {
+		n.kubelet.Poll()
 	}
 }
 
-// setRunningLocked makes cfg the running config and lets the "controllers" follow:
-// MachineConfig, APIServerConfig, the rendered StaticPod and the kubelet.
-func (n *Node) setRunningLocked(cfg *nodeConfig) {
-	n.running = cfg
-
-	if err := n.st.Modify(n.ctx, newRawMachineConfig(config.ActiveID, nil), func(r resource.Resource) error {
-		r.(*rawMachineConfig).spec.raw = bytes.Clone(cfg.raw)
-
-		return nil
-	}); err != nil {
-		n.logf("writing running config: %v", err)
+// RefreshPodStatus makes Talos refresh the StaticPodStatus from the kubelet now,
+// as at its next refresh (nothing while the status is frozen).
+func (n *Node) RefreshPodStatus() {
+	if n.kubelet != nil {
+		n.kubelet.RefreshStatus()
 	}
-
-	if n.Type != machinetype.TypeControlPlane {
-		return
-	}
-
-	spec := apiServerConfigSpec(cfg.prov)
-
-	published := spec
-	if n.stringOnlyArgs() {
-		// extraArgs moved to a new protobuf field in 1.13: a 1.13 client reads none from older nodes
-		published.ExtraArgs = nil
-	}
-
-	asc := k8s.NewAPIServerConfig()
-
-	if err := n.st.Modify(n.ctx, asc, func(r resource.Resource) error {
-		*r.(*k8s.APIServerConfig).TypedSpec() = published
-
-		return nil
-	}); err != nil {
-		n.logf("writing APIServerConfig: %v", err)
-	}
-
-	n.renderPodLocked()
 }
 
-// renderPodLocked is machined's ControlPlaneStaticPodController: the StaticPod
-// resource, which the kubelet fetches, rendered from the config, but only while
-// the node's etcd is healthy (a render waits for it otherwise).
-func (n *Node) renderPodLocked() {
-	if n.etcd != nil && !n.etcd.running() {
-		n.teardownPodsLocked()
-
-		return
+// FreezePodStatus stops (true) or resumes (false) the StaticPodStatus refreshes:
+// the resource keeps its last values, as on a node whose kubelet cannot authorize
+// Talos's /pods call through a kube-apiserver that is down.
+func (n *Node) FreezePodStatus(frozen bool) {
+	if n.kubelet != nil {
+		n.kubelet.FreezeStatus(frozen)
 	}
-
-	if !n.EtcdHealthy() {
-		if !n.renderPending {
-			n.logf("k8s.ControlPlaneStaticPodController: etcd is not healthy, not rendering static pods")
-		}
-
-		n.renderPending = true
-
-		return
-	}
-
-	n.renderPending = false
-	spec := apiServerConfigSpec(n.running.prov)
-	asc := k8s.NewAPIServerConfig()
-
-	baseArgs := n.cluster.opts.BaseArgs
-	if baseArgs == nil {
-		baseArgs = TalosBaseArgs
-	}
-
-	cmd, err := renderCommand(baseArgs(n, &spec), spec.ExtraArgs)
-	if err != nil {
-		// machined's static pod controller fails the same way and leaves the pod as it was
-		n.renderErr = err
-		n.logf("k8s.ControlPlaneStaticPodController: error rendering kube-apiserver: %v", err)
-
-		return
-	}
-
-	n.renderErr = nil
-	rendered := ContainerConfig{Image: spec.Image, Command: cmd}
-
-	cur, _ := n.st.Get(n.ctx, asc.Metadata())
-	version := ""
-
-	if cur != nil {
-		version = cur.Metadata().Version().String()
-	}
-
-	// The manifest carries the APIServerConfig's version (talos.dev/config-version):
-	// every change of that config is a new manifest, and so a new pod, even where
-	// the container comes out as one that ran before.
-	if n.rendered != nil && n.rendered.equal(rendered) && n.renderedVersion == version {
-		return
-	}
-
-	n.rendered, n.renderedVersion = &rendered, version
-
-	pod, err := staticPod(rendered, version)
-	if err != nil {
-		n.logf("rendering static pod: %v", err)
-
-		return
-	}
-
-	if err := n.st.Modify(n.ctx, k8s.NewStaticPod(k8s.NamespaceName, k8s.APIServerID), func(r resource.Resource) error {
-		r.(*k8s.StaticPod).TypedSpec().Pod = pod
-
-		return nil
-	}); err != nil {
-		n.logf("writing StaticPod: %v", err)
-	}
-
-	n.kubelet.setDesired(&rendered, version)
 }
 
-// writePodStatus is the StaticPodStatus resource as Talos writes it from the
-// kubelet's /pods: the pod's status through JSON (numbers become floats, times
-// whole seconds); nil removes it.
-func (n *Node) writePodStatus(ps *corev1.PodStatus) {
-	md := k8s.NewStaticPodStatus(k8s.NamespaceName, "kube-system/kube-apiserver-"+n.Name)
-
-	if ps == nil {
-		if err := n.st.Destroy(n.ctx, md.Metadata()); err != nil && !state.IsNotFoundError(err) && n.ctx.Err() == nil {
-			n.logf("removing StaticPodStatus: %v", err)
-		}
-
-		n.publishMachineStatus()
-
-		return
+// CrashContainer makes the running kube-apiserver container exit with an error,
+// as if the process died, and returns once the kubelet has recorded the exit (and
+// restarted it, when no back-off is due). The restart is in the same pod: same pod
+// UID and startTime, a new container ID, the restart count up by one.
+func (n *Node) CrashContainer() error {
+	if n.kubelet == nil {
+		return errNoKubelet
 	}
 
-	raw, err := json.Marshal(ps)
-	if err != nil {
-		n.logf("encoding pod status: %v", err)
+	return n.kubelet.Crash()
+}
 
-		return
+// errNoEtcdService answers what needs the node's real etcd service.
+var errNoEtcdService = status.Error(codes.Unimplemented, "this emulated node runs no etcd service (talostest.ClusterOptions.Etcd)")
+
+// EtcdState returns the node's etcd service as machined reports it.
+func (n *Node) EtcdState() EtcdServiceState {
+	if n.etcd == nil {
+		return EtcdServiceState{}
 	}
 
-	m := map[string]any{}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		n.logf("decoding pod status: %v", err)
+	return n.etcd.State()
+}
 
-		return
+// WaitEtcd waits until cond holds for the node's etcd service.
+func (n *Node) WaitEtcd(ctx context.Context, cond func(EtcdServiceState) bool) (EtcdServiceState, error) {
+	if n.etcd == nil {
+		return EtcdServiceState{}, errNoEtcdService
 	}
 
-	if err := n.st.Modify(n.ctx, md, func(r resource.Resource) error {
-		r.(*k8s.StaticPodStatus).TypedSpec().PodStatus = m
+	return n.etcd.Wait(ctx, cond)
+}
 
+// EtcdEndpoint is the node's member's client URL ("" without ClusterOptions.Etcd).
+func (n *Node) EtcdEndpoint() string {
+	if n.etcd == nil {
+		return ""
+	}
+
+	return n.etcd.ClientURL()
+}
+
+// EtcdLog returns the member's own log lines (talosctl logs etcd).
+func (n *Node) EtcdLog() []string {
+	if n.etcd == nil {
 		return nil
-	}); err != nil && n.ctx.Err() == nil {
-		n.logf("writing StaticPodStatus: %v", err)
 	}
 
-	n.publishMachineStatus()
+	return lines(n.etcd.Log())
+}
+
+// Cluster is the cluster the node belongs to.
+func (n *Node) Cluster() *Cluster { return n.cluster }
+
+// SystemLog returns machined's own log lines (talosctl dmesg's talos lines): the
+// etcd service's states, its joins, promotions and retries.
+func (n *Node) SystemLog() []string { return lines(n.host.Logs.Open(host.MachinedLog)) }
+
+func lines(l *host.Log) []string {
+	var out []string
+	for _, line := range l.Lines() {
+		out = append(out, string(line))
+	}
+
+	return out
+}
+
+// KillEtcd makes the member's process die (SIGKILL): the service restarts it 5 s
+// later with the same arguments, as machined's restart runner does.
+func (n *Node) KillEtcd() error {
+	if n.etcd == nil {
+		return errNoEtcdService
+	}
+
+	return n.etcd.Kill()
+}
+
+// DestroyEtcdData is a member whose disk is lost: its process dies and its data
+// directory is emptied. The service restarts it every 5 s with the arguments its
+// PreFunc computed when the data was there (no initial cluster): each start fails
+// until the node is reset or bootstrapped.
+func (n *Node) DestroyEtcdData() error {
+	if n.etcd == nil {
+		return errNoEtcdService
+	}
+
+	return n.etcd.DestroyData()
 }

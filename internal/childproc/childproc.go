@@ -1,0 +1,44 @@
+// Package childproc starts the processes the lab and the emulator run beside them
+// (kube-apiserver, etcd members) so that none outlives the process that started it.
+package childproc
+
+import (
+	"os/exec"
+	"runtime"
+	"syscall"
+)
+
+// Start starts cmd in a process group of its own (a signal to the group reaches
+// everything it started), killed (SIGKILL) when the process that started it dies,
+// and returns a channel that receives cmd.Wait's result once it exited.
+func Start(cmd *exec.Cmd) (<-chan error, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+
+	go func() {
+		// Pdeathsig fires when the thread that started the child ends: keep that
+		// thread for as long as the child runs (a goroutine that ends locked takes
+		// its thread with it, which is fine by then).
+		runtime.LockOSThread()
+
+		if err := cmd.Start(); err != nil {
+			started <- err
+
+			return
+		}
+
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+
+	if err := <-started; err != nil {
+		return nil, err
+	}
+
+	return exited, nil
+}
+
+// Signal sends sig to the process group of cmd, started by Start.
+func Signal(cmd *exec.Cmd, sig syscall.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig) }
