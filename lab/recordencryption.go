@@ -3,7 +3,6 @@ package lab
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,14 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/internal/encryption"
-	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
 // The shapes of issue 37: Secrets written under one encryption
@@ -109,41 +105,15 @@ func RecordEncryption(ctx context.Context, opts EncryptionRecordOptions) (*encry
 }
 
 func recordShape(ctx context.Context, opts EncryptionRecordOptions, s encryption.Shape) (encryption.Shape, error) {
-	dir, err := os.MkdirTemp(opts.Dir, "kas-")
+	rig, err := newRecordRig(opts.Dir, "kas-")
 	if err != nil {
 		return s, err
 	}
-	defer os.RemoveAll(dir)
-	etcd, err := etcdtest.Start(filepath.Join(dir, "etcd"))
-	if err != nil {
-		return s, err
-	}
-	defer etcd.Close()
-	pki, err := newRecordPKI(dir)
-	if err != nil {
-		return s, err
-	}
-	port, err := talostest.ReservePort("127.0.0.1", 0)
-	if err != nil {
-		return s, err
-	}
-	defer port.Close()
+	defer rig.close()
+	dir, etcd, api := rig.dir, rig.etcd, rig.api
 	encFile := filepath.Join(dir, "encryptionconfig.yaml")
-	args := append([]string{
-		"--etcd-servers=" + etcd.Endpoints[0], "--etcd-cafile=" + etcd.CAFile,
-		"--etcd-certfile=" + etcd.CertFile, "--etcd-keyfile=" + etcd.KeyFile,
-		"--service-cluster-ip-range=" + ServiceCIDR,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port.Port()),
-		"--permit-port-sharing=true", "--cert-dir=" + filepath.Join(dir, "certs"),
-		"--tls-cert-file=" + pki.serverCert, "--tls-private-key-file=" + pki.serverKey, "--client-ca-file=" + pki.caFile,
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + pki.saPub, "--service-account-signing-key-file=" + pki.saKey,
-		"--token-auth-file=" + pki.tokens, "--authorization-mode=RBAC", "--anonymous-auth=true",
-		"--encryption-provider-config=" + encFile,
-	}, loopbackOnlyArgs(opts.Version)...)
+	args := rig.args(opts.Version, "--encryption-provider-config="+encFile)
 	bin := filepath.Join(opts.BinDir, opts.Version, "kube-apiserver")
-	api := &recordClient{base: "https://" + port.Addr(), http: &http.Client{Timeout: 10 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}}}}
 
 	// Before: write the Secrets.
 	if err := writeEncryptionConfig(encFile, s.Before); err != nil {
