@@ -42,24 +42,24 @@ type Wording struct {
 // the first.
 var Wordings = []Wording{
 	{Text: errNoSecretboxKey, Cause: CauseKeyMissing, Provider: Secretbox, Source: "pkg/server/options/encryptionconfig/config.go (secretboxPrefixTransformer)",
-		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4"}},
+		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3"}},
 	{Text: errNoAESKey, Cause: CauseKeyMissing, Source: "pkg/server/options/encryptionconfig/config.go (aesPrefixTransformer)",
-		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4"}},
+		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3"}},
 	{Text: errSecretboxOpen, Cause: CauseWrongSecret, Provider: Secretbox, Source: "pkg/storage/value/encrypt/secretbox/secretbox.go (secretbox.Open failed)",
-		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4"}},
+		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3"}},
 	{Text: errPKCS7Padding, Cause: CauseWrongSecret, Provider: AESCBC, Source: "pkg/storage/value/encrypt/aes/aes.go (cbc)",
-		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4"}},
+		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3"}},
 	// a wrong AES-CBC key whose last byte is 0 or too large: not recorded
 	// (it depends on the key and the value)
 	{Text: errPKCS7Data, Cause: CauseWrongSecret, Provider: AESCBC, Source: "pkg/storage/value/encrypt/aes/aes.go (cbc)"},
 	{Text: errGCMOpen, Cause: CauseWrongSecret, Provider: AESGCM, Source: "crypto/cipher (AES-GCM Open), through pkg/storage/value/encrypt/aes/aes.go",
-		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4"}},
+		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3"}},
 	{Text: errNoPrefix, Cause: CauseNoProvider, Source: "pkg/server/options/encryptionconfig/config.go (the resource's prefix transformers)",
-		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4"}},
+		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3"}},
 	{Text: "unable to transform key", Cause: CauseUnreadable, Source: "pkg/storage/etcd3/store.go",
-		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4"}},
+		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3"}},
 	{Text: "failed to decrypt data", Cause: CauseUnreadable, Source: "pkg/storage/value/transformer.go (logTransformErr)",
-		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4"}},
+		Versions: []string{"v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3"}},
 	// reported beside "no matching provider" (issue 37's sources), never
 	// recorded here: no read path of k8s.io/apiserver v0.34.4 decodes
 	// base64; a KMS plugin's own error (Go's encoding/base64)
