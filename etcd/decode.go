@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/webhooks"
 )
@@ -162,18 +163,11 @@ func decodeObject(r kinds.Kind, name, key string, value []byte, create, mod, ver
 
 // encryptionProvider extracts "aescbc:v1:key1" from "k8s:enc:aescbc:v1:key1:<ciphertext>".
 func encryptionProvider(v []byte) string {
-	rest := v[len(encryptedMagic):]
-	parts := bytes.SplitN(rest, []byte(":"), 4)
-	if len(parts) < 4 {
+	st := encryption.Classify(v)
+	if st.Form != encryption.Encrypted && st.Form != encryption.KMSForm {
 		return "unknown"
 	}
-	s := string(bytes.Join(parts[:3], []byte(":")))
-	for _, r := range s {
-		if r < 0x20 || r > 0x7e {
-			return "unknown"
-		}
-	}
-	return s
+	return fmt.Sprintf("%s:%s:%s", st.Provider, st.Version, st.Key)
 }
 
 // summarize reads the incident-relevant fields through JSON, which has the

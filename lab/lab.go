@@ -190,7 +190,7 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 
 	for _, ip := range ips {
-		if err := writeNodeSecrets(l.nodeDir(ip), ip, cl); err != nil {
+		if err := writeNodeSecrets(l.nodeDir(ip), ip, cl, l.Cluster.ControlPlaneConfig); err != nil {
 			return nil, fmt.Errorf("lab: node %s files: %w", ip, err)
 		}
 	}

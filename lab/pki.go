@@ -12,6 +12,8 @@ import (
 
 	sidero "github.com/siderolabs/crypto/x509"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
+
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 )
 
 // The files a Talos control-plane node writes for kube-apiserver under
@@ -40,8 +42,10 @@ const (
 
 const certLifetime = 7 * 24 * time.Hour
 
-// writeNodeSecrets writes one node's kube-apiserver files into dir.
-func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig) error {
+// writeNodeSecrets writes one node's kube-apiserver files into dir, from
+// the node's machine config (the parsed cluster section, and its text for
+// the encryption configuration).
+func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig, machineConfig []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -100,6 +104,14 @@ func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig) error {
 	if err != nil {
 		return fmt.Errorf("service account key: %w", err)
 	}
+	enc, _, err := encryption.FromMachineConfig(machineConfig)
+	if err != nil {
+		return err
+	}
+	encFile, err := enc.File()
+	if err != nil {
+		return fmt.Errorf("encryption configuration: %w", err)
+	}
 	files := map[string][]byte{
 		fileCA:              cl.IssuingCA().Crt,
 		fileServingCrt:      serving.CrtPEM,
@@ -114,7 +126,7 @@ func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig) error {
 		fileEtcdKey:         etcdClient.KeyPEM,
 		fileSAPub:           saPub,
 		fileSAKey:           cl.ServiceAccount().Key,
-		fileEncryption:      encryptionConfig(cl.SecretboxEncryptionSecret(), cl.AESCBCEncryptionSecret()),
+		fileEncryption:      encFile,
 		fileAdmissionConfig: []byte(admissionConfig),
 		fileAuthzConfig:     []byte(authorizationConfig),
 	}
@@ -153,17 +165,6 @@ func publicKeyPEM(keyPEM []byte) ([]byte, error) {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
-}
-
-// encryptionConfig is what Talos writes: secrets encrypted at rest with the
-// config's secretbox key (aescbc on clusters created before Talos 1.3).
-func encryptionConfig(secretbox, aescbc string) []byte {
-	provider := fmt.Sprintf("      - secretbox:\n          keys:\n            - name: key2\n              secret: %s\n", secretbox)
-	if secretbox == "" {
-		provider = fmt.Sprintf("      - aescbc:\n          keys:\n            - name: key1\n              secret: %s\n", aescbc)
-	}
-	return []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n  - resources:\n      - secrets\n    providers:\n" +
-		provider + "      - identity: {}\n")
 }
 
 // admissionConfig is Talos's default: PodSecurity at baseline, kube-system exempt.

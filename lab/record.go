@@ -117,46 +117,18 @@ func RecordStartup(ctx context.Context, opts RecordOptions) (*Recording, error) 
 	if opts.BinDir, err = Binaries(ctx, opts.BinDir, opts.Log, opts.From, opts.To); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(opts.Dir, "record-")
+	rig, err := newRecordRig(opts.Dir, "record-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-
-	etcd, err := etcdtest.Start(filepath.Join(dir, "etcd"))
-	if err != nil {
-		return nil, err
-	}
-	defer etcd.Close()
-	pki, err := newRecordPKI(dir)
-	if err != nil {
-		return nil, err
-	}
+	defer rig.close()
+	dir, etcd, pki, port, api := rig.dir, rig.etcd, rig.pki, rig.port, rig.api
 	hook, err := startRecordingWebhook(pki)
 	if err != nil {
 		return nil, err
 	}
 	defer hook.close()
-	port, err := talostest.ReservePort("127.0.0.1", 0)
-	if err != nil {
-		return nil, err
-	}
-	defer port.Close()
-	common := []string{
-		"--etcd-servers=" + etcd.Endpoints[0], "--etcd-cafile=" + etcd.CAFile,
-		"--etcd-certfile=" + etcd.CertFile, "--etcd-keyfile=" + etcd.KeyFile,
-		"--service-cluster-ip-range=" + ServiceCIDR,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port.Port()),
-		"--permit-port-sharing=true", // the reservation holds the port between the two runs
-		"--cert-dir=" + filepath.Join(dir, "certs"),
-		"--tls-cert-file=" + pki.serverCert, "--tls-private-key-file=" + pki.serverKey, "--client-ca-file=" + pki.caFile,
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + pki.saPub, "--service-account-signing-key-file=" + pki.saKey,
-		"--token-auth-file=" + pki.tokens, "--authorization-mode=RBAC", "--anonymous-auth=true",
-	}
-	args := func(version string) []string { return append(common, loopbackOnlyArgs(version)...) }
-	api := &recordClient{base: "https://" + port.Addr(), http: &http.Client{Timeout: 10 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}}}}
+	args := rig.args
 
 	from, err := startAPIServer(ctx, filepath.Join(opts.BinDir, opts.From, "kube-apiserver"), args(opts.From), opts.Log)
 	if err != nil {
@@ -269,6 +241,67 @@ func etcdWrites(ctx context.Context, kv *clientv3.Client, rev int64) (int, int64
 		}
 	}
 	return 0, 0, fmt.Errorf("history from revision %d to %d not read: %w", rev+1, end, wctx.Err())
+}
+
+// recordRig is what a recording runs kube-apiserver on: a working
+// directory, an embedded etcd with TLS, a PKI, a loopback port held
+// between runs, and a client of that port.
+type recordRig struct {
+	dir  string
+	etcd *etcdtest.Server
+	pki  *recordPKI
+	port *talostest.PortReservation
+	api  *recordClient
+}
+
+func newRecordRig(parent, prefix string) (*recordRig, error) {
+	r := &recordRig{}
+	var err error
+	if r.dir, err = os.MkdirTemp(parent, prefix); err != nil {
+		return nil, err
+	}
+	if r.etcd, err = etcdtest.Start(filepath.Join(r.dir, "etcd")); err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.pki, err = newRecordPKI(r.dir); err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.port, err = talostest.ReservePort("127.0.0.1", 0); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.api = &recordClient{base: "https://" + r.port.Addr(), http: &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.pki.pool, MinVersion: tls.VersionTLS12}}}}
+	return r, nil
+}
+
+func (r *recordRig) close() {
+	if r.port != nil {
+		r.port.Close()
+	}
+	if r.etcd != nil {
+		r.etcd.Close()
+	}
+	os.RemoveAll(r.dir) //nolint:errcheck
+}
+
+// args are the flags of the version's kube-apiserver on the rig, and more.
+func (r *recordRig) args(version string, more ...string) []string {
+	args := []string{
+		"--etcd-servers=" + r.etcd.Endpoints[0], "--etcd-cafile=" + r.etcd.CAFile,
+		"--etcd-certfile=" + r.etcd.CertFile, "--etcd-keyfile=" + r.etcd.KeyFile,
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(r.port.Port()),
+		"--permit-port-sharing=true", // the reservation holds the port between the two runs
+		"--cert-dir=" + filepath.Join(r.dir, "certs"),
+		"--tls-cert-file=" + r.pki.serverCert, "--tls-private-key-file=" + r.pki.serverKey, "--client-ca-file=" + r.pki.caFile,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + r.pki.saPub, "--service-account-signing-key-file=" + r.pki.saKey,
+		"--token-auth-file=" + r.pki.tokens, "--authorization-mode=RBAC", "--anonymous-auth=true",
+	}
+	return append(append(args, more...), loopbackOnlyArgs(version)...)
 }
 
 // placeholders writes a command line without this run's paths, ports and

@@ -50,6 +50,7 @@ type Client struct {
 	talosconfig string      // the path given, for the commands hints name
 	watch       *watch      // the connections to the endpoints
 	tlsConf     *tls.Config // the client's TLS settings, for probes
+	cert        clientCert  // the client certificate, to say why apid refuses it
 }
 
 // Connect opens a client from a talosconfig. It does not dial yet: the first
@@ -85,8 +86,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	ready := func() bool { return api.Conn().GetState() == connectivity.Ready }
 	w.ready.Store(&ready)
 	// "-n a,b" as well as "-n a -n b".
+	cert, _ := readClientCert(tctx) // unreadable: the machinery already refused it
 	return &Client{api: api, nodes: flaglist.Split(nodes...), role: certRole(tctx.Crt), context: name,
-		talosconfig: opts.Talosconfig, watch: w, tlsConf: probeTLS(tctx)}, nil
+		talosconfig: opts.Talosconfig, watch: w, tlsConf: probeTLS(tctx), cert: cert}, nil
 }
 
 // endpointAddrs are the endpoints as the client dials them, host:port

@@ -191,7 +191,7 @@ func TestConnectionFailuresRealNode(t *testing.T) {
 		kind                    failure.Category
 		msg                     string
 	}{
-		{"foreign client certificate", foreignClient, node.IP, failure.Credentials, `endpoint ` + node.Addr + ` (refused the talosconfig's client certificate|closed the connection after the TLS handshake).*CA mismatch`},
+		{"foreign client certificate", foreignClient, node.IP, failure.Credentials, `client certificate is signed by \(talos\) key ID \w+, not by the talosconfig's CA .*; endpoint ` + node.Addr + ` refused it`},
 		{"foreign server certificate", foreignServer, node.IP, failure.Credentials, `endpoint ` + node.Addr + `'s certificate is not signed by the talosconfig's CA`},
 		{"unknown node", admin, "10.9.9.9", failure.Unreachable, `node 10.9.9.9: read version: unreachable: endpoint ` + node.Addr + ` answers, but could not reach node 10.9.9.9: .*dial tcp 10.9.9.9:50000`},
 	} {

@@ -22,6 +22,7 @@ import (
 var (
 	ErrPermission      = failure.New(failure.Credentials, "permission denied")
 	ErrCertificate     = failure.New(failure.Credentials, "certificate mismatch")
+	ErrClientCert      = failure.New(failure.Credentials, "client certificate refused")
 	ErrUnreachable     = failure.New(failure.Unreachable, "unreachable")
 	ErrRejected        = failure.New(failure.Refused, "rejected by the node")
 	ErrBusy            = failure.New(failure.Conflict, "the node is busy with another change")
@@ -101,12 +102,44 @@ func (c *Client) nodeError(ctx context.Context, node, op string, err error) erro
 	if slices.ContainsFunc(found, finding.credentials) && !slices.ContainsFunc(found, func(f finding) bool { return f.outcome == answers }) {
 		kind = ErrCertificate
 	}
+	if why, ep := c.refusedCertificate(found); why != "" {
+		ne.Err = fmt.Errorf("%w: %s", ErrClientCert, why)
+		ne.hints = newTalosconfigHints(c.context, ep)
+		return ne
+	}
 	ne.Err = fmt.Errorf("%w: %s", kind, joinFindings(found, node, shortTransport(status.Convert(err).Message()), c.watch.timeout))
 	ne.hints = nil
 	for _, f := range found {
 		ne.hints = append(ne.hints, f.hints(node, c.talosctlFlags())...)
 	}
 	return ne
+}
+
+// refusedCertificate says why apid refuses the client certificate, read
+// from the certificate itself (expired, its key usage, another CA), and
+// which endpoint refused it, when an endpoint refused or dropped the
+// connection at or after the TLS handshake; "" when the certificate shows
+// nothing wrong (the node may not trust its CA: explain.go says so).
+func (c *Client) refusedCertificate(found []finding) (why, endpoint string) {
+	i := slices.IndexFunc(found, func(f finding) bool {
+		return f.outcome == refusedCert || f.outcome == hungUpAfterTLS || f.outcome == hungUpInTLS
+	})
+	if i < 0 {
+		return "", ""
+	}
+	var reasons []string
+	for _, r := range c.cert.refusals(time.Now()) {
+		reasons = append(reasons, r.what)
+	}
+	if len(reasons) == 0 {
+		return "", ""
+	}
+	f := found[i]
+	said := fmt.Sprintf("endpoint %s refused it", f.endpoint)
+	if f.detail != "" {
+		said += " (" + f.detail + ")"
+	}
+	return strings.Join(reasons, "; ") + "; " + said, f.endpoint
 }
 
 func roleHint(role string) string {
