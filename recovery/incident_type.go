@@ -9,6 +9,9 @@ package recovery
 // (Plan.Undo). The engine knows no type by name: it asks the one the
 // diagnosis decided (journaled with the decision, for resume and revert).
 // Adding a type is a file type_NAME.go that registers it, with its steps.
+// What it decides is a type of its own in that file (its Decided, set by
+// Decide as Decision.Of), whose Fill gives the steps after diagnose their
+// parameters: no shared struct changes, and no step reads the decision.
 
 import (
 	"errors"
