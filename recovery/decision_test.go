@@ -239,6 +239,12 @@ func TestDecisionFromJournal(t *testing.T) {
 	if failed.decision() != nil {
 		t.Errorf("a failed diagnose decided something")
 	}
+	// A journal from before types were journaled, whose diagnosis fixed
+	// nothing: no decision to follow.
+	empty := &run{entries: []Entry{{Kind: "end", Step: "diagnose", Action: "diagnose", Outcome: OutcomeOK, Data: json.RawMessage(`{"verdict":"admission-deadlock","decision":{"verdict":"admission-deadlock","plugins":null}}`)}}}
+	if d := empty.decision(); d != nil {
+		t.Errorf("an old journal's empty decision read as %+v", d)
+	}
 }
 
 func TestWithRequestedDeletes(t *testing.T) {

@@ -171,7 +171,7 @@ func (r *run) decision() *Decision {
 		return nil
 	}
 	d := res.Decision
-	if d.Type == "" && len(d.Steps) == 0 && (d.Of == nil || reflect.ValueOf(d.Of).Elem().IsZero()) && d.incidentType() == typeOfVerdict(diagnose.AdmissionDeadlock) {
+	if d.Type == "" && len(d.Steps) == 0 && (d.Of == nil || reflect.Indirect(reflect.ValueOf(d.Of)).IsZero()) && d.incidentType() == typeOfVerdict(diagnose.AdmissionDeadlock) {
 		return nil // an old journal's empty decision: nothing was fixed
 	}
 	return d
