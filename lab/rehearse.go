@@ -296,7 +296,10 @@ func decided(res *recovery.RecoverResult) []string {
 	if res.Decision == nil {
 		return nil
 	}
-	return res.Decision.Plugins
+	if a, ok := res.Decision.Of.(*recovery.AdmissionDecision); ok {
+		return a.Plugins
+	}
+	return nil
 }
 
 func sameSet(a, b []string) bool {

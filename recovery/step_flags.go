@@ -78,10 +78,7 @@ const flagsStay = "this edit is meant to stay: make the same change where the ma
 	"config_patches, or your patch files), or the next apply brings the flags back; breakglass revert puts back what this incident took out, keeping later edits"
 
 func (r *run) removeFlags(ctx context.Context, s Step, p *runbooks.ExtraArgsRemoveParams) (*Plan, error) {
-	flags := p.Flags
-	if d := r.decision(); len(flags) == 0 && d != nil {
-		flags = d.Flags
-	}
+	flags := p.Flags // the runbook's, or the diagnosis's (its decision filled them)
 	if len(flags) == 0 {
 		return nil, failure.Input("run it after a diagnose step, or name them: with: {flags: [feature-gates:NAME=VALUE, KEY]}",
 			"step %s: no flag to take out (the diagnosis named none)", s.Name)
