@@ -111,6 +111,9 @@ type envOptions struct {
 	// removed, reset and bootstrapped as on Talos; the nodes' kube-apiserver
 	// runs only while their member does.
 	members bool
+	// kubelet, when set, replaces engineKubelet (e.g. a poll of an hour:
+	// only a kubelet restart makes the kubelet look at a new pod).
+	kubelet *talostest.KubeletOptions
 }
 
 func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
@@ -133,6 +136,9 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 
 	copts := talostest.ClusterOptions{ControlPlanes: o.controlPlanes, Workers: o.workers, Dir: t.TempDir(), Secrets: bundle,
 		Runner: env, Kubelet: engineKubelet, BaseArgs: env.baseArgs}
+	if o.kubelet != nil {
+		copts.Kubelet = *o.kubelet
+	}
 	if o.members {
 		// etcd's joins and promotions take real time (a learner must catch
 		// up): Talos's timeouts around them are scaled less.

@@ -32,6 +32,9 @@ type RecoverOptions struct {
 	// to wait for kube-apiserver to run with the new flags.
 	NoWait      bool     `json:"noWait,omitempty"`
 	WaitTimeout Duration `json:"waitTimeout,omitempty"`
+	// NoKubeletRestart: a step that changes kube-apiserver's static pod
+	// leaves the kubelets to their next poll instead of restarting them.
+	NoKubeletRestart bool `json:"noKubeletRestart,omitempty"`
 	// Plugins: restore without a record removes just these.
 	Plugins []string `json:"plugins,omitempty"`
 	// BackupDir, Snapshot (etcd delete), ForceCluster (etcd restore): the

@@ -68,7 +68,7 @@ func (r *run) dropRestoredRecords(p *AdmissionPlan) error {
 }
 
 func (r *run) admissionOptions() AdmissionOptions {
-	return AdmissionOptions{Wait: !r.opts.NoWait, WaitTimeout: orDuration(time.Duration(r.opts.WaitTimeout), runbooks.DefaultWait), DryRun: r.fx.DryRun(),
+	return AdmissionOptions{Wait: !r.opts.NoWait, KubeletRestart: !r.opts.NoWait && !r.opts.NoKubeletRestart, WaitTimeout: orDuration(time.Duration(r.opts.WaitTimeout), runbooks.DefaultWait), DryRun: r.fx.DryRun(),
 		AllowPendingChange: r.opts.AllowPendingChange, ToolVersion: r.opts.ToolVersion, Progress: r.progress, Target: r.target}
 }
 

@@ -251,11 +251,13 @@ func (r *run) applyFlagsNode(ctx context.Context, n *NodeChange, e FlagEdit, rem
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	phase := ""
+	kick := kubeletKick{restart: restarterOf(r.fx.Nodes, !r.opts.NoKubeletRestart), n: n, say: say}
 	err := r.tc.WatchAPIServer(wctx, n.Node, n.nodeName, 100*time.Millisecond, func(o talos.PodObservation) bool {
 		next := flagsPhase(o, n, items, remove)
 		if next == phaseDone {
 			return true
 		}
+		kick.look(wctx, o, flagsRendered(o, items, remove))
 		if next != phase {
 			phase = next
 			say("%s", next)
@@ -286,16 +288,24 @@ type argItem struct{ key, item string }
 // (restore) the new pod exits at once, which is what was asked for: it is
 // done when the new pod is there.
 func flagsPhase(o talos.PodObservation, n *NodeChange, items []argItem, remove bool) string {
-	for _, it := range items {
-		if slices.Contains(o.Pod.FlagList(it.key), it.item) == remove {
-			return "waiting for the node to re-render the static pod with the new flags"
-		}
+	if !flagsRendered(o, items, remove) {
+		return "waiting for the node to re-render the static pod with the new flags"
 	}
 	if _, ok := newPod(o.Pods, n.podsBefore); ok && !remove {
 		return phaseDone
 	}
 	p, _ := newPodPhase(o.Pods, n.podsBefore)
 	return p
+}
+
+// flagsRendered tells whether the node has rendered the pod with the edit.
+func flagsRendered(o talos.PodObservation, items []argItem, remove bool) bool {
+	for _, it := range items {
+		if slices.Contains(o.Pod.FlagList(it.key), it.item) == remove {
+			return false
+		}
+	}
+	return true
 }
 
 // journaledFlagEdits are the edits the incident's extraargs.remove steps
@@ -365,6 +375,9 @@ func flagsView(p *AdmissionPlan, edits map[string]FlagEdit, remove bool) View {
 		verb = "put the flags this incident took out back into cluster.apiServer.extraArgs"
 	}
 	v := View{Head: fmt.Sprintf("Plan: %s on %d node(s)\n", verb, len(p.Nodes)+len(p.Failed))}
+	if p.Changes() && p.opts.Wait {
+		v.Head += kubeletPlanLine(p.opts.KubeletRestart)
+	}
 	for _, n := range p.Nodes {
 		v.Parts = append(v.Parts, ViewPart{Node: n.Node, About: fmt.Sprintf("cluster %s, Talos %s", orNone(n.Cluster), n.TalosVersion),
 			Body: nodeFlagsPlan(n, edits[n.Node], remove), Detail: nodeDryRun(n)})
