@@ -3,10 +3,11 @@ package upgradecheck
 // encryption: what is stored in etcd, by (provider, key name) per
 // resource, against the EncryptionConfiguration each control plane renders
 // from its machine config (Talos's rendering, internal/encryption), and
-// against a candidate machine config when one is given; one value of each
-// (resource, provider, key) decrypted in memory with the keys the
-// configuration holds, because a key of the right name with another secret
-// passes any comparison of names. Key material is never printed.
+// against a candidate machine config when one is given; every encrypted
+// value decrypted in memory with the keys each configuration holds, as it
+// is read, because a key of the right name with another secret passes any
+// comparison of names, and values under one name may have been written
+// with different secrets. Key material is never printed.
 
 import (
 	"bytes"
@@ -21,7 +22,7 @@ var encryptionCheck = &checkDef{
 	ID:    CheckEncryption,
 	Title: "stored data decrypts",
 	Help: "the (provider, key name) prefixes of every value in etcd, per resource, against the encryption configuration each " +
-		"control plane renders from its machine config (and a --candidate-config's), with one value of each decrypted in memory " +
+		"control plane renders from its machine config (and a --candidate-config's), every encrypted value decrypted in memory " +
 		"by the configuration's keys (a key of the same name with another secret is caught); unencrypted values where identity is " +
 		"missing; control planes that render different configurations. KMS values are named, not decrypted",
 	NoGo: "a stored value would not decrypt with a control plane's configuration (or the candidate's): a key name missing, the same name " +
@@ -32,10 +33,15 @@ var encryptionCheck = &checkDef{
 	Judge: judgeEncryption,
 }
 
-// storedTally is what etcd holds, per resource and per form of value:
-// how many, and one value of each to try.
+// storedTally is what etcd holds, per resource and per form of value,
+// and which of them each configuration (readers) would not decrypt: every
+// encrypted value is tried as it is read (in memory, none kept), since
+// values under one key name may have been written with different secrets
+// (a secrets bundle regenerated on one control plane); the others are
+// read alike, so one of each is kept and tried by the judge.
 type storedTally struct {
 	prefix    string // etcd's key prefix, "/registry/"
+	readers   []rendered
 	resources map[string]map[string]*storedClass
 }
 
@@ -46,13 +52,25 @@ type storedClass struct {
 	// Key and Value are the first such value, for the trial.
 	Key   string
 	Value []byte
+	// failed are, per reader, the encrypted values it would not decrypt.
+	failed []failedTrial
 }
 
-func newStoredTally(prefix string) *storedTally {
+// failedTrial counts the values one reader would not decrypt, with the
+// first of them.
+type failedTrial struct {
+	Count int
+	Key   string
+	Trial encryption.Trial
+}
+
+// newStoredTally tallies etcd's values under prefix, trying each
+// encrypted one with every reader's configuration.
+func newStoredTally(prefix string, readers []rendered) *storedTally {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &storedTally{prefix: prefix, resources: map[string]map[string]*storedClass{}}
+	return &storedTally{prefix: prefix, readers: readers, resources: map[string]map[string]*storedClass{}}
 }
 
 // add counts one key-value of etcd.
@@ -76,10 +94,53 @@ func (t *storedTally) add(k, v []byte) {
 	}
 	c := byClass[class]
 	if c == nil {
-		c = &storedClass{Stored: st, Key: string(k), Value: bytes.Clone(v)}
+		c = &storedClass{Stored: st, Key: string(k), Value: bytes.Clone(v), failed: make([]failedTrial, len(t.readers))}
 		byClass[class] = c
 	}
 	c.Count++
+	if st.Form != encryption.Encrypted {
+		return
+	}
+	for i, r := range t.readers {
+		if r.err != nil {
+			continue
+		}
+		if tr := r.config.Read(res, string(k), v); tr.Outcome == encryption.DoesNotDecrypt {
+			if c.failed[i].Count == 0 {
+				c.failed[i].Key, c.failed[i].Trial = string(k), tr
+			}
+			c.failed[i].Count++
+		}
+	}
+}
+
+// trial is what reader i found for the class: how many values it would
+// not decrypt, the first, and why.
+func (c *storedClass) trial(i int, r rendered, res string) failedTrial {
+	if c.Stored.Form == encryption.Encrypted {
+		return c.failed[i]
+	}
+	tr := r.config.Read(res, c.Key, c.Value)
+	switch tr.Outcome {
+	case encryption.DoesNotDecrypt:
+		return failedTrial{Count: c.Count, Key: c.Key, Trial: tr}
+	case encryption.CannotTry:
+		return failedTrial{Key: c.Key, Trial: tr}
+	}
+	return failedTrial{}
+}
+
+// readersOf are the configurations the control planes render from their
+// machine configs, and the candidate's.
+func readersOf(f *facts, o *Options) []rendered {
+	var rs []rendered
+	for _, n := range controlPlanes(f.nodes) {
+		rs = append(rs, renderedOf("control plane "+n.Addr, n.Config))
+	}
+	if o != nil && o.Candidate != nil {
+		rs = append(rs, renderedOf("the candidate machine config "+o.CandidateName, o.Candidate))
+	}
+	return rs
 }
 
 // resourceOfKey is the resource a key of kube-apiserver's stores, as an
@@ -133,13 +194,7 @@ func judgeEncryption(f *facts, o *Options) Check {
 		}
 		return notChecked(c, "etcd's values were not read")
 	}
-	var rs []rendered
-	for _, n := range controlPlanes(f.nodes) {
-		rs = append(rs, renderedOf("control plane "+n.Addr, n.Config))
-	}
-	if o != nil && o.Candidate != nil {
-		rs = append(rs, renderedOf("the candidate machine config "+o.CandidateName, o.Candidate))
-	}
+	rs := f.stored.readers
 	resources := make([]string, 0, len(f.stored.resources))
 	for res := range f.stored.resources {
 		resources = append(resources, res)
@@ -165,7 +220,7 @@ func judgeEncryption(f *facts, o *Options) Check {
 	var noGo, warn []string
 	var fix []string
 	kms := map[string]bool{}
-	for _, r := range rs {
+	for i, r := range rs {
 		if r.err != nil {
 			noGo = append(noGo, fmt.Sprintf("%s: its encryption configuration cannot be rendered: %s", r.who, errLine(r.err)))
 			continue
@@ -173,16 +228,17 @@ func judgeEncryption(f *facts, o *Options) Check {
 		c.Evidence = append(c.Evidence, fmt.Sprintf("%s renders (from its %s): %s", r.who, r.source, r.config))
 		for _, res := range resources {
 			for _, sc := range sortedClasses(f.stored.resources[res]) {
-				tr := r.config.Read(res, sc.Key, sc.Value)
-				switch tr.Outcome {
-				case encryption.DoesNotDecrypt:
-					line := fmt.Sprintf("%s: %d %s value(s) stored as %s (tried %s) would not decrypt: %s", r.who, sc.Count, res, sc.Stored, sc.Key, tr.Why)
+				ft := sc.trial(i, r, res)
+				tr := ft.Trial
+				switch {
+				case ft.Count > 0:
+					line := fmt.Sprintf("%s: %d of %d %s value(s) stored as %s would not decrypt (the first: %s): %s", r.who, ft.Count, sc.Count, res, sc.Stored, ft.Key, tr.Why)
 					if tr.APIServer != "" {
 						line += fmt.Sprintf(" (kube-apiserver: %q)", tr.APIServer)
 					}
 					noGo = append(noGo, line)
 					fix = appendNew(fix, fixFor(tr, res))
-				case encryption.CannotTry:
+				case tr.Outcome == encryption.CannotTry:
 					kms[fmt.Sprintf("%d %s value(s) stored as %s", sc.Count, res, sc.Stored)] = true
 				}
 			}
@@ -216,7 +272,7 @@ func judgeEncryption(f *facts, o *Options) Check {
 		for _, res := range resources {
 			tried += len(f.stored.resources[res])
 		}
-		c.Summary = fmt.Sprintf("every stored value decrypts with the configuration of each of %d control plane(s)%s: one value of each of %d (resource, provider, key) tried in memory",
+		c.Summary = fmt.Sprintf("every stored value decrypts with the configuration of each of %d control plane(s)%s: every encrypted value tried in memory, one of each other form (%d (resource, form) in all)",
 			len(controlPlanes(f.nodes)), candidateSaid(o), tried)
 	}
 	return c

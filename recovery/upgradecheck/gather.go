@@ -189,7 +189,7 @@ func gather(ctx context.Context, o *Options) (*facts, *conns) {
 	}
 	o.event(f.cluster, "reading every key of etcd (sizes, stored versions, nodes)")
 	tally := etcd.NewVersionTally(ec.Prefix())
-	stored := newStoredTally(ec.Prefix())
+	stored := newStoredTally(ec.Prefix(), readersOf(f, o))
 	nodesKey := strings.TrimSuffix(ec.Prefix(), "/") + "/" + etcd.NodesResource + "/"
 	f.usage, f.usageErr = ec.Usage(ctx, etcd.UsageOptions{Visit: func(k, v []byte) {
 		tally.Add(k, v)
