@@ -56,6 +56,8 @@ func upgradeCheckCommand(s streams) *cli.Command {
 			&cli.BoolFlag{Name: "replay", Usage: "also replay the upgrade on the lab's real binaries (breakglass-lab; about a minute a cluster, one at a time)"},
 			&cli.DurationFlag{Name: "replay-timeout", Value: 90 * time.Second, Usage: "how long the replayed target may take to become ready"},
 			&cli.DurationFlag{Name: "cluster-timeout", Value: 10 * time.Minute, Usage: "give up on a cluster whose checks take longer (its unread checks are no-go)"},
+			&cli.StringFlag{Name: "secrets-bundle", Usage: "this cluster's secrets bundle, kept offline (talos-access: a new talosconfig can be made from it; read, never printed)"},
+			&cli.StringFlag{Name: "candidate-config", Usage: "a machine config about to be applied (a regenerated config, a new contract): encryption also judges what it would render (read, never printed)"},
 			&cli.BoolFlag{Name: "strict", Usage: "a warning is a no-go too"},
 		),
 		Action: func(c *cli.Context) error {
@@ -170,6 +172,17 @@ func upgradeCheckOptions(c *cli.Context, s streams) ([]upgradecheck.Options, err
 			}
 		}
 	}
+	var candidate []byte
+	if p := c.String("candidate-config"); p != "" {
+		if candidate, err = os.ReadFile(p); err != nil {
+			return nil, failure.Input("name a machine config file you can read: --candidate-config controlplane.yaml", "--candidate-config %s: %v", p, errors.Unwrap(err))
+		}
+	}
+	if p := c.String("secrets-bundle"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return nil, failure.Input("name this cluster's secrets bundle: --secrets-bundle secrets.yaml (talosctl gen secrets --from-controlplane-config controlplane.yaml -o secrets.yaml makes one)", "--secrets-bundle %s: %v", p, errors.Unwrap(err))
+		}
+	}
 	var replay upgradecheck.Replayer
 	if c.Bool("replay") {
 		replay = labReplayer(c.Duration("replay-timeout"))
@@ -183,7 +196,8 @@ func upgradeCheckOptions(c *cli.Context, s streams) ([]upgradecheck.Options, err
 			t.Progress = nil // the live lines say it
 		}
 		o := upgradecheck.Options{Talos: t, Etcd: eo, From: from, To: to, MaxSnapshotAge: c.Duration("max-snapshot-age"),
-			Replay: replay, ReplayTimeout: c.Duration("replay-timeout"), Strict: c.Bool("strict"), Timeout: c.Duration("cluster-timeout")}
+			Replay: replay, ReplayTimeout: c.Duration("replay-timeout"), Strict: c.Bool("strict"), Timeout: c.Duration("cluster-timeout"),
+			Candidate: candidate, CandidateName: c.String("candidate-config"), SecretsBundle: c.String("secrets-bundle")}
 		if snapshot != "" {
 			o.Snapshot = snapshot
 			if st, err := os.Stat(snapshot); fleet || err == nil && st.IsDir() || strings.HasSuffix(snapshot, string(os.PathSeparator)) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
@@ -54,6 +56,11 @@ func cmdGateCluster(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(fs.Parse(args))
 	bundle, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
 	ts.Check(err)
+	// The cluster's secrets bundle, as an operator keeps it offline:
+	// secrets.yaml in the script's directory.
+	raw, err := yaml.Marshal(bundle)
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs("secrets.yaml"), raw, 0o600))
 	// The node on a loopback address of its own (another script may hold
 	// another), its member at NODE:2379.
 	var c *talostest.Cluster

@@ -286,6 +286,14 @@ func (c Config) providersFor(resource string) ([]Provider, bool) {
 	return nil, false
 }
 
+// Names tells whether a rule of the configuration names resource
+// ("secrets", or "RESOURCE.GROUP"), itself or by a wildcard: otherwise
+// kube-apiserver reads it with identity alone.
+func (c Config) Names(resource string) bool {
+	_, named := c.providersFor(resource)
+	return named
+}
+
 // normalize writes a configured resource as RESOURCE.GROUP ("secrets" is
 // "secrets.", the core group).
 func normalize(name string) string {

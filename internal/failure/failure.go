@@ -59,7 +59,7 @@ var Table = []struct {
 	{OK, "success"},
 	{Unexpected, "unexpected error"},
 	{BadInput, "bad flags, arguments or input; nothing was changed"},
-	{Credentials, "the Talos role or etcd credentials are not enough (e.g. an os:operator talosconfig cannot patch)"},
+	{Credentials, "the Talos role or etcd credentials are not enough (e.g. an os:operator talosconfig cannot patch), or apid refuses the talosconfig's client certificate (expired, its key usage, another CA: the hints say how to make a new talosconfig)"},
 	{Unreachable, "a node, etcd or the API server could not be reached"},
 	{Partial, "partial failure: some nodes or objects done, others failed"},
 	{Conflict, "changed by someone else meanwhile, or another run holds the lock"},

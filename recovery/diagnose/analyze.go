@@ -320,7 +320,7 @@ func Analyze(ev *Evidence, opts Options) *Report {
 			if len(ne.Errors) > 0 {
 				r.Summary += fmt.Sprintf("; %s", ne.Errors[0])
 			}
-			r.addNext(fmt.Sprintf("talosctl -n %s version", n))
+			r.addNextFor(ne, n)
 		}
 	default:
 		r.Verdict = Healthy
@@ -338,7 +338,7 @@ func Analyze(ev *Evidence, opts Options) *Report {
 				note += ": " + ne.Errors[0]
 			}
 			r.Notes = append(r.Notes, note)
-			r.addNext(fmt.Sprintf("talosctl -n %s version", n))
+			r.addNextFor(ne, n)
 		}
 	}
 	return r
@@ -555,6 +555,19 @@ func (r *Report) has(ids ...string) bool {
 		}
 	}
 	return false
+}
+
+// addNextFor is what to do next about a node that could not be read: the
+// ways to a working talosconfig when apid refused its client certificate,
+// else a talosctl line that tells whether the node answers.
+func (r *Report) addNextFor(ne NodeEvidence, n string) {
+	if len(ne.certHints) > 0 {
+		for _, h := range ne.certHints {
+			r.addNext(h)
+		}
+		return
+	}
+	r.addNext(fmt.Sprintf("talosctl -n %s version", n))
 }
 
 func (r *Report) addNext(cmd string) {

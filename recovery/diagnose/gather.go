@@ -9,6 +9,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
+	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -114,6 +115,9 @@ type NodeEvidence struct {
 	Logs             []string            `json:"-"`
 	unreachable      bool
 	podRead, logRead bool
+	// certHints are the ways to a working talosconfig, when apid refused
+	// the talosconfig's client certificate (talos.ErrClientCert).
+	certHints []string
 }
 
 // Pod is the kube-apiserver static pod status.
@@ -287,6 +291,9 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		ne.Errors = append(ne.Errors, err.Error())
 		if errors.Is(err, talos.ErrUnreachable) {
 			ne.unreachable = true
+		}
+		if errors.Is(err, talos.ErrClientCert) && ne.certHints == nil {
+			ne.certHints = failure.Hints(err)
 		}
 	}
 	name, err := nodes.NodeName(ctx, node)

@@ -28,12 +28,14 @@ const (
 	CheckStoredVersions = "stored-versions"
 	CheckRollbackPoint  = "rollback-point"
 	CheckReplay         = "replay"
+	CheckEncryption     = "encryption"
+	CheckTalosAccess    = "talos-access"
 )
 
 // checks are the gate's checks in the order they run and are listed in
 // (before the verdicts sort them): what everything else needs first.
-var checks = []*checkDef{accessCheck, upgradePathCheck, talosSupportCheck, admissionCheck, flagsCheck,
-	membersCheck, alarmsCheck, spaceCheck, storedVersionsCheck, rollbackPointCheck, replayCheck}
+var checks = []*checkDef{accessCheck, talosAccessCheck, upgradePathCheck, talosSupportCheck, admissionCheck, flagsCheck,
+	membersCheck, alarmsCheck, spaceCheck, storedVersionsCheck, encryptionCheck, rollbackPointCheck, replayCheck}
 
 // checkDef is one check of the gate.
 type checkDef struct {

@@ -69,6 +69,12 @@ func TestChecksAreComplete(t *testing.T) {
 func TestNotCheckedFromNeeds(t *testing.T) {
 	noTalos := judge(&facts{talosErr: errors.New("no such context")}, &Options{})
 	for _, c := range noTalos[1:] {
+		if c.ID == CheckTalosAccess { // it reads the talosconfig itself, not the Talos API
+			if !c.NotChecked || c.Verdict != NoGo || c.Summary != "not checked: the talosconfig was not read" {
+				t.Errorf("%s without its talosconfig read: %+v", c.ID, c)
+			}
+			continue
+		}
 		if !c.NotChecked || c.Verdict != NoGo || c.Summary != "not checked: the cluster's Talos API was not reached" {
 			t.Errorf("%s without the Talos API: %+v", c.ID, c)
 		}
@@ -83,7 +89,10 @@ func TestNotCheckedFromNeeds(t *testing.T) {
 		n.Talos, n.Config = "v1.13.8", []byte("version: v1alpha1")
 	}
 	for _, c := range judge(f, &Options{}) {
-		wantNot := slices.Contains([]string{CheckAdmission, CheckEtcdAlarms, CheckEtcdSpace, CheckStoredVersions}, c.ID)
+		if c.ID == CheckTalosAccess {
+			continue // judged above: it reads the talosconfig, not etcd
+		}
+		wantNot := slices.Contains([]string{CheckAdmission, CheckEtcdAlarms, CheckEtcdSpace, CheckStoredVersions, CheckEncryption}, c.ID)
 		if wantNot != c.NotChecked || wantNot && !strings.Contains(c.Summary, "etcd has lost its quorum") {
 			t.Errorf("%s with quorum lost: %s (%s)", c.ID, c.Verdict, c.Summary)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -29,6 +32,7 @@ type testCluster struct {
 	talosconfig string
 	kv          *clientv3.Client // the test's own client of the members
 	uid         string           // the kube-system namespace's UID
+	bundle      string           // testBundle's file, as the operator keeps it offline
 }
 
 type clusterSpec struct {
@@ -95,6 +99,14 @@ func newTestCluster(t *testing.T, spec clusterSpec) *testCluster {
 		t.Fatal(err)
 	}
 	tc := &testCluster{cluster: c, talosconfig: path, kv: membersClient(t, c), uid: fmt.Sprintf("%08x-0000-4000-8000-%012x", rand.Uint32(), rand.Uint64()&(1<<48-1))}
+	raw, err := yaml.Marshal(testBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.bundle = filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(tc.bundle, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tc.put(t, "/registry/namespaces/kube-system", etcdtest.Namespace("kube-system", tc.uid))
 	return tc
 }
@@ -127,7 +139,7 @@ func membersClient(t *testing.T, c *talostest.Cluster) *clientv3.Client {
 // talosconfig, and nothing of etcd (NODE:2379, a certificate minted from
 // the machine config's etcd CA).
 func (tc *testCluster) options(to string) Options {
-	return Options{Talos: talos.Options{Talosconfig: tc.talosconfig, ConnectTimeout: 5 * time.Second}, To: minor(to)}
+	return Options{Talos: talos.Options{Talosconfig: tc.talosconfig, ConnectTimeout: 5 * time.Second}, To: minor(to), SecretsBundle: tc.bundle}
 }
 
 // minor is a version the test knows to be good.

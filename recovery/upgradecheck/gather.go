@@ -47,7 +47,13 @@ type facts struct {
 	usage       *etcd.Usage
 	usageErr    error
 	versions    *etcd.StoredVersions
-	kubeNodes   []etcd.NodeInfo
+	// stored is what etcd holds per resource, by encryption (encryption).
+	stored *storedTally
+	// talosAccess are the talosconfig's findings (talos-access);
+	// talosAccessErr why it could not be read.
+	talosAccess    []talos.AccessFinding
+	talosAccessErr error
+	kubeNodes      []etcd.NodeInfo
 
 	gathered  *audit.Gathered
 	gatherErr error
@@ -183,9 +189,11 @@ func gather(ctx context.Context, o *Options) (*facts, *conns) {
 	}
 	o.event(f.cluster, "reading every key of etcd (sizes, stored versions, nodes)")
 	tally := etcd.NewVersionTally(ec.Prefix())
+	stored := newStoredTally(ec.Prefix(), readersOf(f, o))
 	nodesKey := strings.TrimSuffix(ec.Prefix(), "/") + "/" + etcd.NodesResource + "/"
 	f.usage, f.usageErr = ec.Usage(ctx, etcd.UsageOptions{Visit: func(k, v []byte) {
 		tally.Add(k, v)
+		stored.add(k, v)
 		if strings.HasPrefix(string(k), nodesKey) {
 			if n, ok := etcd.ReadNode(v); ok {
 				f.kubeNodes = append(f.kubeNodes, n)
@@ -194,6 +202,7 @@ func gather(ctx context.Context, o *Options) (*facts, *conns) {
 	}})
 	if f.usageErr == nil {
 		f.versions = tally.Result()
+		f.stored = stored
 	}
 	o.event(f.cluster, "auditing admission objects and kube-apiserver flags")
 	f.readAudit(ctx, ec, f.nodeConfigs())

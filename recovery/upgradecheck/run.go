@@ -33,6 +33,15 @@ type Options struct {
 	Replay Replayer
 	// ReplayTimeout bounds the target's start in the replay (0: the lab's).
 	ReplayTimeout time.Duration
+	// Candidate is a machine config about to be applied (a regenerated
+	// config, a new contract), named CandidateName: encryption also judges
+	// what it would render. nil: none.
+	Candidate     []byte
+	CandidateName string
+	// SecretsBundle is the path of this cluster's secrets bundle, kept
+	// offline (talos-access: a new talosconfig can be made from it); "":
+	// none named.
+	SecretsBundle string
 	// Strict makes a warning a no-go.
 	Strict bool
 	// Timeout bounds the whole check of this cluster (0: none beyond the
@@ -78,6 +87,7 @@ func Run(ctx context.Context, o Options) *Report {
 	}
 	f, conns := gather(ctx, &o)
 	defer conns.close()
+	f.readTalosAccess(ctx, &o)
 	if o.Snapshot != "" || len(o.LastSnapshots) > 0 {
 		o.event(f.cluster, "rollback point")
 		f.snapshot = rollbackPoint(ctx, &o, f, conns.etcd)

@@ -41,7 +41,8 @@ func TestHealthyClusterIsGo(t *testing.T) {
 	tc := newTestCluster(t, clusterSpec{controlPlanes: 3})
 	r := Run(t.Context(), tc.options("1.34"))
 	want := map[string]Verdict{CheckAccess: Go, CheckUpgradePath: Go, CheckTalosSupport: Go, CheckAdmission: Go, CheckAPIServerFlags: Go,
-		CheckEtcdMembers: Go, CheckEtcdAlarms: Go, CheckEtcdSpace: Go, CheckStoredVersions: Go, CheckRollbackPoint: Warn}
+		CheckEtcdMembers: Go, CheckEtcdAlarms: Go, CheckEtcdSpace: Go, CheckStoredVersions: Go, CheckRollbackPoint: Warn,
+		CheckTalosAccess: Go, CheckEncryption: Go}
 	got := verdicts(r)
 	for id, v := range want {
 		if got[id] != v {
