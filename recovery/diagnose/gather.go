@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/breakglass-dev/breakglass/etcd"
-	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/kinds"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
