@@ -132,16 +132,7 @@ func TestEngineRecoverRefusedFlagsDryRun(t *testing.T) {
 // runbook (journaled with the diagnose step), not the one it started with.
 func TestEngineResumeRefusedFlags(t *testing.T) {
 	env := newFlagsEnv(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	first, _ := recoverRun(t, env, recoverRequest{Ctx: ctx, Hooks: engineHooks{begin: func(s string) {
-		if s == "remove-flags" {
-			cancel()
-		}
-	}}})
-	if first.Outcome != "aborted" {
-		t.Fatalf("first run: %s", first.Outcome)
-	}
+	first := interruptedAtRemoveFlags(t, env)
 	env.assertConfigsOriginal()
 	res, err := resumeRun(t, env, first.Incident, engineHooks{})
 	wantOutcome(t, res, err, "completed", false)
@@ -226,16 +217,7 @@ func TestLoopFlagsDryRunAndDecline(t *testing.T) {
 // out, and reverts byte for byte.
 func TestEngineResumeAndRevertJournalOfSharedDecision(t *testing.T) {
 	env := newFlagsEnv(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	first, _ := recoverRun(t, env, recoverRequest{Ctx: ctx, Hooks: engineHooks{begin: func(s string) {
-		if s == "remove-flags" {
-			cancel()
-		}
-	}}})
-	if first.Outcome != "aborted" {
-		t.Fatalf("first run: %s", first.Outcome)
-	}
+	first := interruptedAtRemoveFlags(t, env)
 	rewriteDecisionAsMain(t, filepath.Join(incident(t, env, first.Incident).Dir, "journal.jsonl"))
 
 	res, err := resumeRun(t, env, first.Incident, engineHooks{})
@@ -322,4 +304,21 @@ func rewriteDecisionAsMain(t *testing.T, path string) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// interruptedAtRemoveFlags is a recovery cancelled as its remove-flags step
+// begins (at the edit's confirmation): aborted, nothing changed yet.
+func interruptedAtRemoveFlags(t *testing.T, env *engineEnv) runOutcome {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	first, _ := recoverRun(t, env, recoverRequest{Ctx: ctx, Hooks: engineHooks{begin: func(s string) {
+		if s == "remove-flags" {
+			cancel()
+		}
+	}}})
+	if first.Outcome != "aborted" {
+		t.Fatalf("first run: %s", first.Outcome)
+	}
+	return first
 }
