@@ -183,17 +183,7 @@ func TestEngineRecoverEncryptionDrift(t *testing.T) {
 			t.Errorf("node %s: key2 taken out while in use: %s", n.IP, c)
 		}
 	}
-	// Every Secret written again under key1 (as kubectl replace would).
-	written := recordedShape(t, "key-renamed").StoredValue // the real binary's, under secretbox key1
-	resp, err := env.kv.Get(t.Context(), "/registry/secrets/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range resp.Kvs {
-		if _, err := env.kv.Put(t.Context(), string(kv.Key), string(written)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env.rewriteSecretsUnderKey1()
 	rev, err = revertRun(t, env, res.Incident, false, false, engineHooks{})
 	wantOutcome(t, rev, err, "reverted", false)
 	wantStep(t, rev, "revert-encryption-keys", "ok")
@@ -213,4 +203,20 @@ func filepathWalk(dir string, each func([]byte)) error {
 		each(b)
 		return nil
 	})
+}
+
+// rewriteSecretsUnderKey1 writes every stored Secret again under secretbox
+// key1, as kube-apiserver does on kubectl replace (the real binary's value).
+func (e *engineEnv) rewriteSecretsUnderKey1() {
+	e.t.Helper()
+	written := recordedShape(e.t, "key-renamed").StoredValue // under secretbox key1, label secretbox
+	resp, err := e.kv.Get(e.t.Context(), "/registry/secrets/", clientv3.WithPrefix())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if _, err := e.kv.Put(e.t.Context(), string(kv.Key), string(written)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 }

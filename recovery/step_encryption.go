@@ -203,8 +203,10 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 	}
 	var mu sync.Mutex
 	edits := map[string][]KeyEdit{}
+	names := map[string][2]string{}
 	plan, err := planEach(ctx, r.tc, "add-keys", r.flagsOptions(), func(_ context.Context, n *NodeChange, cfg talos.MachineConfig) error {
 		out := cfg.Bytes
+		defer func() { mu.Lock(); names[n.Node] = configNames(cfg.Bytes, out); mu.Unlock() }()
 		var mine []KeyEdit
 		for _, k := range needed {
 			next, changed, err := encryption.AddReadKey(out, k.resource, encryption.ProviderType(k.provider), encryption.Key{Name: k.name, Secret: k.from.Secret})
@@ -240,7 +242,7 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 	for _, n := range plan.Nodes {
 		res.Edits = append(res.Edits, edits[n.Node]...)
 	}
-	out := &Plan{View: keysView(plan, needed, edits, true), Result: res}
+	out := &Plan{View: keysView(plan, needed, edits, names, true), Result: res}
 	if err != nil {
 		return out, err
 	}
@@ -266,7 +268,11 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 				return err
 			}
 			say("applying (mode no-reboot): kube-apiserver restarts with the key added")
-			return applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say)
+			if err := applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say); err != nil {
+				return err
+			}
+			say("applied: the static pod is re-rendered with the new encryption configuration")
+			return nil
 		})
 		if stop != nil {
 			return res, stop
@@ -325,7 +331,7 @@ func describeNeeded(needed []neededKey) string {
 
 // keysView is the plan of an encryption key edit: names, sources and
 // hashes; the nodes' dry-run diffs are not shown (they would hold the key).
-func keysView(p *AdmissionPlan, needed []neededKey, edits map[string][]KeyEdit, add bool) View {
+func keysView(p *AdmissionPlan, needed []neededKey, edits map[string][]KeyEdit, names map[string][2]string, add bool) View {
 	verb := "take the keys this incident added out of the encryption configuration"
 	if add {
 		verb = "add, for reading only, the keys that decrypt what etcd stores to the encryption configuration"
@@ -346,6 +352,12 @@ func keysView(p *AdmissionPlan, needed []neededKey, edits map[string][]KeyEdit, 
 				fmt.Fprintf(&b, "    %s: takes out %s key %s\n", e.Resource, e.Provider, e.Key)
 			}
 		}
+		if nm := names[n.Node]; nm[0] != "" {
+			fmt.Fprintf(&b, "    encryption configuration today: %s\n", nm[0])
+			if nm[1] != nm[0] {
+				fmt.Fprintf(&b, "    after: %s\n", nm[1])
+			}
+		}
 		if n.ConfigHashAfter != "" {
 			fmt.Fprintf(&b, "    machine config %s -> %s (the KubeEtcdEncryptionConfig document only)\n", n.ConfigHashBefore, n.ConfigHashAfter)
 		}
@@ -357,6 +369,18 @@ func keysView(p *AdmissionPlan, needed []neededKey, edits map[string][]KeyEdit, 
 	}
 	v.Foot += "No key material is shown, journaled or backed up: the plan names where each key comes from.\n"
 	return v
+}
+
+// configNames are the encryption configurations of two machine configs,
+// names only.
+func configNames(before, after []byte) [2]string {
+	var out [2]string
+	for i, b := range [][]byte{before, after} {
+		if c, _, err := encryption.FromMachineConfig(b); err == nil {
+			out[i] = c.String()
+		}
+	}
+	return out
 }
 
 // journaledKeyEdits are the keys the incident's encryption.key.add steps
@@ -418,8 +442,10 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 	}
 	var mu sync.Mutex
 	edits := map[string][]KeyEdit{}
+	names := map[string][2]string{}
 	plan, err := planEach(ctx, r.tc, "remove-keys", r.flagsOptions(), func(_ context.Context, n *NodeChange, cfg talos.MachineConfig) error {
 		out := cfg.Bytes
+		defer func() { mu.Lock(); names[n.Node] = configNames(cfg.Bytes, out); mu.Unlock() }()
 		var mine []KeyEdit
 		for _, e := range recorded {
 			if e.Node != n.Node || inUse[e.Resource+"/"+e.Provider+":"+e.Key] {
@@ -452,7 +478,7 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 	for _, n := range plan.Nodes {
 		res.Edits = append(res.Edits, edits[n.Node]...)
 	}
-	view := keysView(plan, nil, edits, false)
+	view := keysView(plan, nil, edits, names, false)
 	for _, k := range kept {
 		view.Foot += "  " + k + "\n"
 	}
@@ -481,7 +507,11 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 				return err
 			}
 			say("applying (mode no-reboot)")
-			return applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say)
+			if err := applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say); err != nil {
+				return err
+			}
+			say("applied: the static pod is re-rendered with the new encryption configuration")
+			return nil
 		})
 		if stop != nil {
 			return res, stop
