@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/breakglass-dev/breakglass/internal/encryption"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
@@ -219,4 +222,140 @@ func (e *engineEnv) rewriteSecretsUnderKey1() {
 			e.t.Fatal(err)
 		}
 	}
+}
+
+// newDroppedEnv is a provider dropped: Secrets a real kube-apiserver
+// stored under aescbc key1 (a cluster created before Talos 1.3), control
+// planes whose document renders secretbox key2 only. No machine config
+// holds the AES-CBC secret: only the operator's secrets bundle does.
+func newDroppedEnv(t *testing.T) *engineEnv {
+	t.Helper()
+	env := newEngineEnv(t, envOptions{controlPlanes: 2, talosVersion: "v1.14.0"})
+	sh := recordedShape(t, "provider-dropped")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, k := range []string{sh.StoredKey, "/registry/secrets/default/s1"} {
+		if _, err := env.kv.Put(ctx, k, string(sh.StoredValue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.mu.Lock()
+	env.unreadable = func(n *talostest.Node) []string {
+		c, _, err := encryption.FromMachineConfig(n.RunningConfig())
+		if err != nil {
+			return []string{err.Error()}
+		}
+		resp, err := env.kv.Get(context.Background(), "/registry/secrets/", clientv3.WithPrefix())
+		if err != nil {
+			return nil
+		}
+		for _, kv := range resp.Kvs {
+			if c.Read("secrets", string(kv.Key), kv.Value).Outcome != encryption.Decrypts {
+				return sh.Lines
+			}
+		}
+		return nil
+	}
+	env.mu.Unlock()
+	cfg := encryption.Specs(sh.After) // secretbox key2, identity
+	for _, n := range env.cluster.ControlPlanes() {
+		if _, err := env.tc.Apply(ctx, n.IP, talos.ApplyRequest{Config: withDocument(t, n.RunningConfig(), cfg), Mode: talos.NoReboot}); err != nil {
+			t.Fatal(err)
+		}
+		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
+	}
+	env.waitReadyOrNot(false)
+	return env
+}
+
+// bundleFile writes a secrets bundle holding an AES-CBC secret.
+func bundleFile(t *testing.T, secret encryption.Secret) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secrets.yaml")
+	text := "cluster:\n  id: another\n  secret: x\nsecrets:\n  bootstraptoken: abcdef.0123456789abcdef\n  aescbcencryptionsecret: " + secret.Reveal() + "\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// driftRun is recover on a copy of the encryption-drift runbook whose
+// add-key step names the bundle.
+func driftRun(t *testing.T, env *engineEnv, bundle string, hooks engineHooks) (runOutcome, error) {
+	t.Helper()
+	rb, err := runbooks.Resolve("encryption-drift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := recovery.StepsOf(rb)
+	for i, s := range steps {
+		if p, ok := s.Params.(*runbooks.EncryptionKeyAddParams); ok {
+			steps[i].Params = &runbooks.EncryptionKeyAddParams{Keys: p.Keys, Bundle: bundle}
+		}
+	}
+	opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: steps, RunbookExplicit: true, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover"}
+	ui := newTestUI(t, hooks)
+	res, err := recovery.Recover(t.Context(), env.tc, env.state(), env.effects(false), ui, opts)
+	return outcomeOf(res, ui), err
+}
+
+// The AES-CBC key is in no machine config: without a bundle, and with
+// another cluster's, the run names what it tried and changes nothing (an
+// AES-CBC key that passes the padding check by chance still does not give
+// an object); with this cluster's bundle, aescbc key1 comes back after
+// secretbox key2 and kube-apiserver is ready; the bundle's secret is in no
+// output and no file breakglass wrote.
+func TestEngineRecoverEncryptionFromBundle(t *testing.T) {
+	env := newDroppedEnv(t)
+	res, err := recoverRun(t, env, recoverRequest{})
+	if err == nil || !strings.Contains(err.Error(), "no key material breakglass can read decrypts the 2 secrets stored under aescbc key key1") {
+		t.Fatalf("without a bundle: %v (%s)", err, res.Outcome)
+	}
+	env.assertConfigsOriginal()
+
+	other := bundleFile(t, encryption.RecordingKey("another cluster's aescbc"))
+	res, err = driftRun(t, env, other, engineHooks{})
+	if err == nil || !strings.Contains(err.Error(), "the secrets bundle "+other) {
+		t.Fatalf("another cluster's bundle: %v (%s)", err, res.Outcome)
+	}
+	env.assertConfigsOriginal()
+
+	mine := bundleFile(t, encryption.RecordingKey("aescbc"))
+	res, err = driftRun(t, env, mine, engineHooks{})
+	wantOutcome(t, res, err, "completed", false)
+	for _, n := range env.cluster.ControlPlanes() {
+		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); c.String() != "secrets: secretbox (key2), aescbc (key1), identity" {
+			t.Errorf("node %s: %s", n.IP, c)
+		}
+	}
+	env.waitReadyOrNot(true)
+	secret := encryption.RecordingKey("aescbc").Reveal()
+	if s := fmt.Sprintf("%+v", res) + stateFiles(t, env.stateDir); strings.Contains(s, secret) {
+		t.Error("the bundle's secret is in the output or the state directory")
+	}
+}
+
+// The bundle is replaced by another cluster's while the operator confirms:
+// the key the plan found no longer decrypts what is stored; nothing is
+// applied.
+func TestEngineRecoverEncryptionBundleChangedBeforeAct(t *testing.T) {
+	env := newDroppedEnv(t)
+	mine := bundleFile(t, encryption.RecordingKey("aescbc"))
+	swap := func() {
+		text := "secrets:\n  aescbcencryptionsecret: " + encryption.RecordingKey("another cluster's aescbc").Reveal() + "\n"
+		if err := os.WriteFile(mine, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := driftRun(t, env, mine, engineHooks{
+		confirm:     func(string) error { swap(); return nil },
+		confirmText: func(string, string) error { swap(); return nil },
+	})
+	if err == nil || res.Outcome == "completed" || !strings.Contains(err.Error(), "nothing was done") {
+		t.Fatalf("the key changed between plan and act: %v (%s)", err, res.Outcome)
+	}
+	if got := appliedSteps(t, env, res.Incident); slices.Contains(got, "add-key") {
+		t.Errorf("add-key applied: %q", got)
+	}
+	env.assertConfigsOriginal()
 }

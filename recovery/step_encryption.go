@@ -113,7 +113,7 @@ func (r *run) keyCandidates(ctx context.Context, bundle string) ([]encryption.Ca
 	if bundle != "" {
 		b, err := os.ReadFile(bundle)
 		if err != nil {
-			return nil, nil, failure.Input("name a Talos secrets bundle (talosctl gen secrets) with --set add-key.bundle=FILE", "secrets bundle: %v", err)
+			return nil, nil, failure.Input("name a readable Talos secrets bundle (talosctl gen secrets) in the add-key step's bundle", "secrets bundle: %v", err)
 		}
 		bc, err := encryption.BundleCandidates(b, "the secrets bundle "+bundle)
 		if err != nil {
@@ -192,7 +192,7 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 				}
 				return nil, failure.Hinted(fmt.Errorf("no key material breakglass can read decrypts the %d %s stored under %s key %s (e.g. %s); tried %s",
 					g.Count, g.Resource, provider, name, g.Example, orDefault(strings.Join(tried, ", "), "nothing")),
-					"name the secrets bundle the data was written with: breakglass recover --set add-key.bundle=secrets.yaml",
+					"name the secrets bundle the data was written with: breakglass runbook show encryption-drift -o yaml > drift.yaml, add `with: {bundle: secrets.yaml}` to its add-key step, then breakglass recover --runbook drift.yaml",
 					"without any key that reads it, the only way left is to remove those values after a verified backup (not automated yet)")
 			}
 			needed = append(needed, neededKey{resource: g.Resource, provider: provider, name: name, count: g.Count, example: g.Example, from: c})
