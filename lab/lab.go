@@ -75,7 +75,11 @@ type Options struct {
 	// TimeScale scales the real kubelet and Talos times left zero in Kubelet
 	// (talostest.KubeletOptions.TimeScale) unless Kubelet sets its own; 0: real times.
 	TimeScale float64
-	Log       io.Writer // one line per lab event; nil: discard
+	// NoKubeletRestart: the recoveries the lab runs leave the kubelets to
+	// their next poll (recover --no-kubelet-restart): the node's passive
+	// path, which lab bench compares breakglass's with.
+	NoKubeletRestart bool
+	Log              io.Writer // one line per lab event; nil: discard
 }
 
 // Lab is a running lab.

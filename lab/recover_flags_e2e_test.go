@@ -71,7 +71,7 @@ func recoverRefusedFlags(t *testing.T, scenario, name string, revert bool) {
 		t.Fatalf("recover --yes: exit %d\n%s", r.code, r.stdout)
 	}
 	res := decodeResult(t, r.stdout)
-	if res.Outcome != "completed" || res.Decision == nil || res.Decision.Verdict != "flags-refused" || len(res.Decision.Flags) != 1 {
+	if res.Outcome != "completed" || res.Decision == nil || res.Decision.Verdict != "flags-refused" || len(res.Decision.Of.(*recovery.FlagsDecision).Flags) != 1 {
 		t.Fatalf("outcome %q, decision %+v", res.Outcome, res.Decision)
 	}
 	var steps []string

@@ -55,7 +55,7 @@ func TestRecoverMutatingPolicy(t *testing.T) {
 		t.Fatalf("recover --yes: exit %d", r.code)
 	}
 	res := decodeResult(t, r.stdout)
-	if res.Outcome != "completed" || res.Decision == nil || !slices.Equal(res.Decision.Plugins, []string{"MutatingAdmissionPolicy"}) {
+	if res.Outcome != "completed" || res.Decision == nil || !slices.Equal(decided(&res), []string{"MutatingAdmissionPolicy"}) {
 		t.Errorf("outcome %q, decision %+v", res.Outcome, res.Decision)
 	}
 	health, err := recovery.CheckHealth(ctx, g.tc)

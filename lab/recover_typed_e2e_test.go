@@ -43,7 +43,7 @@ func TestRecoverAsTyped(t *testing.T) {
 		t.Errorf("outcome %q, want completed", res.Outcome)
 	}
 	want := []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
-	if res.Decision == nil || !slices.Equal(res.Decision.Plugins, want) {
+	if res.Decision == nil || !slices.Equal(decided(&res), want) {
 		t.Errorf("decision %+v, want plugins %v", res.Decision, want)
 	}
 	for _, s := range res.Steps {
@@ -68,7 +68,7 @@ func TestRecoverNoFlags(t *testing.T) {
 		t.Fatalf("recover --yes: exit %d", r.code)
 	}
 	res := decodeResult(t, r.stdout)
-	if res.Outcome != "completed" || res.Decision == nil || len(res.Decision.Plugins) != 2 {
+	if res.Outcome != "completed" || res.Decision == nil || len(decided(&res)) != 2 {
 		t.Errorf("outcome %q, decision %+v", res.Outcome, res.Decision)
 	}
 	ctx := context.Background()

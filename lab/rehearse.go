@@ -65,6 +65,10 @@ type Rehearsal struct {
 	// to its end (kube-apiserver ready on every node).
 	Recovery time.Duration `json:"recovery,omitempty"`
 	Wall     time.Duration
+	// KubeletRestart: the recovery restarted the kubelets (the default);
+	// PollSeed: the kubelets' poll phase (talostest.KubeletOptions.PollSeed).
+	KubeletRestart bool   `json:"kubeletRestart"`
+	PollSeed       uint64 `json:"pollSeed"`
 }
 
 // Check is one verification.
@@ -136,7 +140,7 @@ func Rehearse(ctx context.Context, opts RehearseOptions) (*Rehearsal, error) {
 	}
 	start := time.Now()
 	tl := NewTimeline(out)
-	rep := &Rehearsal{Nodes: lo.Nodes, Timeline: tl}
+	rep := &Rehearsal{Nodes: lo.Nodes, Timeline: tl, KubeletRestart: !lo.NoKubeletRestart, PollSeed: lo.Kubelet.PollSeed}
 
 	var l *Lab
 	if err := tl.Step(fmt.Sprintf("lab up: etcd, %d emulated Talos node(s), kube-apiserver %s", lo.Nodes, OldVersion), func() error {
@@ -281,7 +285,7 @@ func rehearseRecover(ctx context.Context, l *Lab, tc *talos.Client, st recovery.
 		return nil, err
 	}
 	res, err := recovery.Recover(ctx, tc, st, recovery.Live(tc), ui, recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb),
-		Etcd: recovery.EtcdOptions{Endpoints: l.Etcd.Endpoints}, ToolVersion: toolVersion, Command: "recover"})
+		Etcd: recovery.EtcdOptions{Endpoints: l.Etcd.Endpoints}, ToolVersion: toolVersion, Command: "recover", NoKubeletRestart: l.opts.NoKubeletRestart})
 	if err == nil && res.Outcome != "completed" {
 		err = fmt.Errorf("recover ended %s", res.Outcome)
 	}
@@ -296,7 +300,10 @@ func decided(res *recovery.RecoverResult) []string {
 	if res.Decision == nil {
 		return nil
 	}
-	return res.Decision.Plugins
+	if a, ok := res.Decision.Of.(*recovery.AdmissionDecision); ok {
+		return a.Plugins
+	}
+	return nil
 }
 
 func sameSet(a, b []string) bool {

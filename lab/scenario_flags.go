@@ -131,8 +131,12 @@ func rehearseFlags(ctx context.Context, l *Lab, name string, rep *Rehearsal, tl 
 	}
 	res, check := guidedRecovery(ctx, l, tc, "apiserver-flags", rep, tl, out, toolVersion)
 	if res != nil && res.Decision != nil {
-		check("the diagnosis named the refused flag (verdict flags-refused)", res.Decision.Verdict == "flags-refused" && len(res.Decision.Flags) > 0,
-			fmt.Sprintf("%s %v", res.Decision.Verdict, res.Decision.Flags))
+		var flags []string
+		if f, ok := res.Decision.Of.(*recovery.FlagsDecision); ok {
+			flags = f.Flags
+		}
+		check("the diagnosis named the refused flag (verdict flags-refused)", res.Decision.Verdict == "flags-refused" && len(flags) > 0,
+			fmt.Sprintf("%s %v", res.Decision.Verdict, flags))
 	}
 	health, herr := recovery.CheckHealth(ctx, tc)
 	ready := herr == nil && len(health) == len(l.Nodes())

@@ -21,7 +21,10 @@ type AdmissionOptions struct {
 	RevertAfter time.Duration // disable: > 0 applies in try mode; the node reverts by itself
 	Wait        bool          // wait until the static pod runs with the new flags
 	WaitTimeout time.Duration
-	DryRun      bool // the nodes validate the change; nothing is applied
+	// KubeletRestart: while waiting, restart each node's kubelet once it has
+	// rendered the new pod (recovery/kubelet.go).
+	KubeletRestart bool
+	DryRun         bool // the nodes validate the change; nothing is applied
 	// AllowPendingChange applies even where someone else's TRY or STAGED
 	// change is pending (the running config and the one on disk differ in
 	// ways breakglass did not make). Off, such a node is refused.
@@ -57,6 +60,9 @@ type NodeChange struct {
 	Outcome       string             `json:"outcome"`                 // planned, applied, running, failed
 	Error         string             `json:"error,omitempty"`
 	Elapsed       Duration           `json:"elapsed,omitempty"`
+	// KubeletRestart: restarted, not needed (the kubelet's poll came
+	// first), or failed: why; empty when not tried.
+	KubeletRestart string `json:"kubeletRestart,omitempty"`
 
 	newConfig []byte
 	record    *AdmissionRecord // disable: to save before applying; restore: the one to drop
@@ -177,7 +183,7 @@ func refuseOnFullEtcd(ctx context.Context, tc *talos.Client, node string) error 
 func (p *AdmissionPlan) JournalData() any {
 	data := map[string]any{}
 	for _, n := range p.Nodes {
-		data[n.Node] = map[string]any{"action": n.Action, "outcome": n.Outcome, "configHashBefore": n.ConfigHashBefore, "configHashAfter": n.ConfigHashAfter, "disabledAfter": n.DisabledAfter, "error": n.Error}
+		data[n.Node] = map[string]any{"action": n.Action, "outcome": n.Outcome, "configHashBefore": n.ConfigHashBefore, "configHashAfter": n.ConfigHashAfter, "disabledAfter": n.DisabledAfter, "error": n.Error, "kubeletRestart": n.KubeletRestart}
 	}
 	return data
 }

@@ -168,7 +168,7 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, apply Applier, tc *talo
 	if !p.opts.Wait {
 		return nil
 	}
-	return waitForFlags(ctx, tc, n, p.opts, say)
+	return waitForFlags(ctx, tc, n, p.opts, restarterOf(apply, p.opts.KubeletRestart), say)
 }
 
 // waitForFlags waits until the node has re-rendered kube-apiserver with the
@@ -179,7 +179,7 @@ func (p *AdmissionPlan) executeNode(ctx context.Context, apply Applier, tc *talo
 // one the runtime did not have when the plan was made: a changed manifest
 // makes a pod with a new UID, while a restart of the old pod (a new
 // container ID, the old flags) stays in the old one.
-func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts AdmissionOptions, say func(string, ...any)) error {
+func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts AdmissionOptions, restart KubeletRestarter, say func(string, ...any)) error {
 	timeout := opts.WaitTimeout
 	if timeout == 0 {
 		timeout = runbooks.DefaultWait
@@ -188,12 +188,14 @@ func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts Adm
 	defer cancel()
 	var last talos.PodObservation
 	phase, running := "", ""
+	kick := kubeletKick{restart: restart, n: n, say: say}
 	err := tc.WatchAPIServer(wctx, n.Node, n.nodeName, 100*time.Millisecond, func(o talos.PodObservation) bool {
 		last = o
 		var p string
 		if p, running = podPhase(o, n); p == phaseDone {
 			return true
 		}
+		kick.look(wctx, o, sameSet(o.Pod.DisabledPlugins(), n.DisabledAfter))
 		if p != phase {
 			phase = p
 			say("%s", p)

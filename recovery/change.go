@@ -20,6 +20,7 @@ type AdmissionChange struct {
 	RevertAfter        time.Duration // disable: apply in try mode; the nodes revert by themselves
 	NoWait             bool
 	WaitTimeout        time.Duration
+	NoKubeletRestart   bool
 	AllowPendingChange bool
 	Etcd               EtcdOptions // where the cluster lock is
 	ToolVersion        string
@@ -41,7 +42,7 @@ func RestoreAdmission(ctx context.Context, tc *talos.Client, st State, fx Effect
 }
 
 func (c AdmissionChange) options(command string, one Step) RecoverOptions {
-	return RecoverOptions{Runbook: command, Command: command, Steps: []Step{one}, Plugins: c.Plugins, NoWait: c.NoWait, WaitTimeout: Duration(c.WaitTimeout),
+	return RecoverOptions{Runbook: command, Command: command, Steps: []Step{one}, Plugins: c.Plugins, NoWait: c.NoWait, WaitTimeout: Duration(c.WaitTimeout), NoKubeletRestart: c.NoKubeletRestart,
 		AllowPendingChange: c.AllowPendingChange, Etcd: c.Etcd, ToolVersion: c.ToolVersion, CommandLine: c.CommandLine}
 }
 

@@ -3,6 +3,11 @@ package recovery
 import (
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -175,8 +180,18 @@ func TestDecide(t *testing.T) {
 			case err != nil:
 				t.Fatal(err)
 			}
-			if !slices.Equal(d.Plugins, tt.plugins) {
-				t.Errorf("plugins %v, want %v", d.Plugins, tt.plugins)
+			if !slices.Equal(admissionOf(d).Plugins, tt.plugins) {
+				t.Errorf("plugins %v, want %v", admissionOf(d).Plugins, tt.plugins)
+			}
+			// The decision fills the disable step the run follows; the
+			// runbook's step is left as it was.
+			for _, s := range d.follow(tt.opts.Steps) {
+				if p, ok := s.Params.(*runbooks.AdmissionDisableParams); ok && !slices.Equal(p.Plugins, tt.plugins) {
+					t.Errorf("step %s disables %v, want %v", s.Name, p.Plugins, tt.plugins)
+				}
+			}
+			if p := tt.opts.Steps[2].Params.(*runbooks.AdmissionDisableParams); !slices.Equal(p.Plugins, []string{"ValidatingAdmissionWebhook"}) && !tt.opts.PluginsExplicit {
+				t.Errorf("the runbook's disable step was changed: %v", p.Plugins)
 			}
 			all := strings.Join(d.Reasons, "\n")
 			for _, r := range tt.reasons {
@@ -217,12 +232,18 @@ func TestDecisionFromJournal(t *testing.T) {
 	}
 	resumed := &run{entries: []Entry{{Kind: "begin", Step: "diagnose", Action: "diagnose"}, e}}
 	got := resumed.decision()
-	if got == nil || !slices.Equal(got.Plugins, d.Plugins) || len(got.Reasons) != len(d.Reasons) || got.Type != "admission-deadlock" {
+	if got == nil || !slices.Equal(admissionOf(got).Plugins, admissionOf(d).Plugins) || len(got.Reasons) != len(d.Reasons) || got.Type != "admission-deadlock" {
 		t.Fatalf("decision read back %+v, want %+v", got, d)
 	}
 	failed := &run{entries: []Entry{{Kind: "end", Step: "diagnose", Action: "diagnose", Outcome: OutcomeFailed}}}
 	if failed.decision() != nil {
 		t.Errorf("a failed diagnose decided something")
+	}
+	// A journal from before types were journaled, whose diagnosis fixed
+	// nothing: no decision to follow.
+	empty := &run{entries: []Entry{{Kind: "end", Step: "diagnose", Action: "diagnose", Outcome: OutcomeOK, Data: json.RawMessage(`{"verdict":"admission-deadlock","decision":{"verdict":"admission-deadlock","plugins":null}}`)}}}
+	if d := empty.decision(); d != nil {
+		t.Errorf("an old journal's empty decision read as %+v", d)
 	}
 }
 
@@ -263,4 +284,278 @@ func TestWithRequestedDeletes(t *testing.T) {
 	if _, err := withRequestedDeletes(noDelete, []string{"x"}, "", "custom"); err == nil || !errors.Is(err, failure.BadInput) {
 		t.Errorf("runbook without etcd.delete: %v", err)
 	}
+}
+
+// stepParams are the parameters of the step of that name (nil: none).
+func stepParams[P Params](t *testing.T, steps []Step, name string) P {
+	t.Helper()
+	var zero P
+	for _, s := range steps {
+		if s.Name == name {
+			p, ok := s.Params.(P)
+			if !ok {
+				t.Fatalf("step %s has parameters %T", name, s.Params)
+			}
+			return p
+		}
+	}
+	t.Fatalf("no step %s in %v", name, stepNames(append([]Step{{Name: "diagnose", Params: &runbooks.DiagnoseParams{}}}, steps...), runbooks.ActionDiagnose))
+	return zero
+}
+
+// Journals written before each type owned its decision (by main's code,
+// testdata/decision-v1: the decision's plugins, flags, lost and source
+// beside its verdict) still resume: the decision reads back whole, and the
+// steps after diagnose get, as parameters, what those steps read from the
+// shared decision then. Its JSON is the same but for "plugins": null, no
+// longer written for the types that decide no plugins.
+func TestDecisionOfJournalsBeforeTypesOwnedIt(t *testing.T) {
+	tests := []struct {
+		file  string
+		check func(t *testing.T, steps []Step)
+	}{
+		{"admission-deadlock.jsonl", func(t *testing.T, steps []Step) {
+			both := []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
+			if p := stepParams[*runbooks.AdmissionDisableParams](t, steps, "disable"); !slices.Equal(p.Plugins, both) {
+				t.Errorf("disable turns off %v, want %v", p.Plugins, both)
+			}
+			if p := stepParams[*runbooks.APIServerWaitParams](t, steps, "wait-apiserver"); !slices.Equal(p.Disabled, both) {
+				t.Errorf("the wait watches for a deadlock %v do not end, want %v", p.Disabled, both)
+			}
+			for _, s := range steps {
+				if s.Name == "disable" || s.Name == "restore" || s.Name == "verify" {
+					if !strings.Contains(s.Description, "In this run the plugins are ValidatingAdmissionWebhook,MutatingAdmissionWebhook, as the diagnosis decided (the runbook names ValidatingAdmissionWebhook).") {
+						t.Errorf("step %s: %s", s.Name, s.Description)
+					}
+				}
+			}
+		}},
+		{"apiserver-flags.jsonl", func(t *testing.T, steps []Step) {
+			if len(steps) != 2 || steps[0].Name != "remove-flags" || steps[1].Name != "wait-apiserver" {
+				t.Fatalf("steps after diagnose %v, want apiserver-flags's", stepNames(append([]Step{{Name: "diagnose", Params: &runbooks.DiagnoseParams{}}}, steps...), runbooks.ActionDiagnose))
+			}
+			want := []string{"feature-gates:MultiCIDRServiceAllocator", "cloud-provider"}
+			if p := stepParams[*runbooks.ExtraArgsRemoveParams](t, steps, "remove-flags"); !slices.Equal(p.Flags, want) {
+				t.Errorf("remove-flags takes out %v, want %v", p.Flags, want)
+			}
+			if p := stepParams[*runbooks.APIServerWaitParams](t, steps, "wait-apiserver"); len(p.Disabled) != 0 {
+				t.Errorf("the wait of a flags run watches plugins %v", p.Disabled)
+			}
+		}},
+		{"etcd-member-lost.jsonl", func(t *testing.T, steps []Step) {
+			want := []LostMember{{Node: "10.5.0.3", MemberID: "8e9e05c52164694d", Why: "its data was wiped"}, {Node: "10.5.0.9", MemberID: "91bc3c398fb3c146", Why: "its node is gone for good (--nodes-gone) and does not answer", Gone: true}}
+			if p := stepParams[*runbooks.EtcdMemberRemoveParams](t, steps, "remove-member"); !slices.Equal(p.Lost, want) {
+				t.Errorf("remove-member removes %+v, want %+v", p.Lost, want)
+			}
+			if p := stepParams[*runbooks.EtcdResetParams](t, steps, "reset-node"); !slices.Equal(p.Lost, want) || p.Nodes != runbooks.ResetLost {
+				t.Errorf("reset-node: %+v, want the lost %+v", p, want)
+			}
+		}},
+		{"etcd-quorum-lost.jsonl", func(t *testing.T, steps []Step) {
+			if p := stepParams[*runbooks.EtcdCopyParams](t, steps, "copy"); p.From != "10.5.0.4" {
+				t.Errorf("the copy comes from %q, want 10.5.0.4", p.From)
+			}
+			if p := stepParams[*runbooks.EtcdBootstrapParams](t, steps, "bootstrap"); p.From != "10.5.0.4" {
+				t.Errorf("bootstrap on %q, want 10.5.0.4", p.From)
+			}
+			if p := stepParams[*runbooks.EtcdResetParams](t, steps, "reset-nodes"); p.Nodes != runbooks.ResetAll {
+				t.Errorf("reset: %+v", p)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			entries, err := ReadJournal(filepath.Join("testdata", "decision-v1", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts RecoverOptions
+			if err := json.Unmarshal(entries[0].Meta.Options, &opts); err != nil {
+				t.Fatal(err)
+			}
+			journaled := slices.Clone(opts.Steps)
+			r := &run{entries: entries, opts: opts}
+			d := r.decision()
+			if d == nil || d.Of == nil || d.incidentType() == nil {
+				t.Fatalf("decision %+v", d)
+			}
+			steps := d.follow(opts.Steps)
+			i := slices.IndexFunc(steps, func(s Step) bool { return s.Name == "diagnose" })
+			if i < 0 || !slices.EqualFunc(steps[:i+1], journaled[:i+1], func(a, b Step) bool { return a.Name == b.Name }) {
+				t.Fatalf("the steps up to diagnose changed: %+v", steps)
+			}
+			tt.check(t, steps[i+1:])
+			// The journal's own steps, and the decision's, are left as they were.
+			again, _ := json.Marshal(journaled)
+			before, _ := json.Marshal(opts.Steps)
+			if string(again) != string(before) {
+				t.Errorf("following the decision changed the journaled steps")
+			}
+
+			// The decision's JSON, read and written again, is the one the
+			// journal holds, but for "plugins": null.
+			var old map[string]json.RawMessage
+			if err := json.Unmarshal(entries[len(entries)-1].Data, &old); err != nil {
+				t.Fatal(err)
+			}
+			var was map[string]any
+			if err := json.Unmarshal(old["decision"], &was); err != nil {
+				t.Fatal(err)
+			}
+			if was["plugins"] == nil {
+				delete(was, "plugins")
+			}
+			b, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var now map[string]any
+			if err := json.Unmarshal(b, &now); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(was, now) {
+				t.Errorf("decision JSON\n was %s\n now %s", old["decision"], b)
+			}
+		})
+	}
+}
+
+// No step reads the decision: each reads its parameters (which the
+// decision filled) and earlier results. A step file that names the
+// decision, its type's own value, or how the loop reads it fails here.
+func TestNoStepReadsTheDecision(t *testing.T) {
+	files, err := filepath.Glob("step_*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("step files: %v %v", files, err)
+	}
+	banned := map[string]bool{"decision": true, "Decision": true, "Decided": true, "decided": true, "Of": true}
+	for _, own := range incidentTypes {
+		if own.Decided != nil {
+			banned[reflect.TypeOf(own.Decided()).Elem().Name()] = true
+		}
+	}
+	fset := token.NewFileSet()
+	// And every function of the package that takes a decision (a type's
+	// helpers, as admissionOf).
+	all, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range all {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range file.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			fields := fn.Type.Params.List
+			if fn.Recv != nil {
+				fields = append(fields, fn.Recv.List...)
+			}
+			for _, field := range fields {
+				if star, ok := field.Type.(*ast.StarExpr); ok {
+					if id, ok := star.X.(*ast.Ident); ok && id.Name == "Decision" {
+						banned[fn.Name.Name] = true
+					}
+				}
+			}
+		}
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || f == "step_diagnose.go" { // the step that makes it
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok && (banned[id.Name] || strings.HasSuffix(id.Name, "Decision")) {
+				t.Errorf("%s: %s reads the decision; give the step a parameter the decision fills (Decided.Fill)", fset.Position(id.Pos()), id.Name)
+			}
+			return true
+		})
+	}
+}
+
+// -o json readers of recover, resume and revert keep their fields: the
+// decision's plugins, flags, lost and source are where they were
+// (decision.plugins, ...), and read back into the type's own value.
+func TestDecisionJSONKeepsItsFields(t *testing.T) {
+	admission, err := decide(kyvernoReport(), RecoverOptions{Runbook: "webhook-deadlock", Steps: webhookRunbookSteps()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := []LostMember{{Node: "10.5.0.3", MemberID: "8e9e05c52164694d", Why: "its data was wiped"}}
+	tests := []struct {
+		d    *Decision
+		want string // the decision's fields of the type, as JSON
+	}{
+		{admission, `"plugins":["ValidatingAdmissionWebhook","MutatingAdmissionWebhook"]`},
+		{&Decision{Verdict: "flags-refused", Type: "apiserver-flags", Of: &FlagsDecision{Flags: []string{"cloud-provider"}}}, `"flags":["cloud-provider"]`},
+		{&Decision{Verdict: "etcd-member-lost", Type: "etcd-member-lost", Of: &EtcdMembersDecision{Lost: lost, Source: "10.5.0.2"}},
+			`"lost":[{"node":"10.5.0.3","memberID":"8e9e05c52164694d","why":"its data was wiped"}],"source":"10.5.0.2"`},
+		{&Decision{Verdict: "etcd-quorum-lost", Type: "etcd-quorum-lost", Of: &EtcdMembersDecision{Source: "10.5.0.4"}}, `"source":"10.5.0.4"`},
+	}
+	for _, tt := range tests {
+		b, err := json.Marshal(&RecoverResult{Outcome: "completed", Decision: tt.d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Decision map[string]json.RawMessage `json:"decision"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal([]byte("{"+tt.want+"}"), &want); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range want {
+			if string(out.Decision[k]) != string(v) {
+				t.Errorf("%s: decision.%s is %s, want %s (in %s)", tt.d.Type, k, out.Decision[k], v, b)
+			}
+		}
+		if string(out.Decision["verdict"]) != `"`+tt.d.Verdict+`"` {
+			t.Errorf("%s: decision.verdict %s", tt.d.Type, out.Decision["verdict"])
+		}
+		var back RecoverResult
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.Decision == nil || !reflect.DeepEqual(back.Decision.Of, tt.d.Of) {
+			t.Errorf("%s: read back %+v, want %+v", tt.d.Type, back.Decision, tt.d.Of)
+		}
+	}
+	// No type's own field takes a shared field's name: the JSON would hold
+	// it twice.
+	shared := jsonNames(reflect.TypeOf(Decision{}))
+	for _, it := range incidentTypes {
+		if it.Decided == nil {
+			continue
+		}
+		for _, n := range jsonNames(reflect.TypeOf(it.Decided()).Elem()) {
+			if slices.Contains(shared, n) {
+				t.Errorf("type %s decides %q, a field every decision has", it.Name, n)
+			}
+		}
+	}
+}
+
+func jsonNames(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "-" && name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
 }

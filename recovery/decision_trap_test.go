@@ -22,7 +22,7 @@ func TestDecideMutatingAdmissionPolicyTrap(t *testing.T) {
 	if !errors.As(err, &nd) || nd.Verdict != diagnose.OtherFailure {
 		t.Fatalf("err %v, decision %+v", err, d)
 	}
-	if len(d.Plugins) > 0 || !strings.Contains(strings.Join(nd.Hints(), "\n"), "runtime-config") {
-		t.Errorf("plugins %v, hints %q", d.Plugins, nd.Hints())
+	if len(admissionOf(d).Plugins) > 0 || !strings.Contains(strings.Join(nd.Hints(), "\n"), "runtime-config") {
+		t.Errorf("plugins %v, hints %q", admissionOf(d).Plugins, nd.Hints())
 	}
 }

@@ -131,16 +131,11 @@ func (r *run) begin(ctx context.Context) error {
 }
 
 // enter follows a decision: the steps after the diagnosis become the
-// decided type's when the run's runbook is another's, and the run is held
-// to what the type needs before any of its changes.
+// decided type's when the run's runbook is another's, the type's own
+// decision fills their parameters, and the run is held to what the type
+// needs before any of its changes.
 func (r *run) enter(ctx context.Context, d *Decision) error {
-	if len(d.Steps) > 0 {
-		isDiagnose := func(s Step) bool { return s.Action() == "diagnose" }
-		i, j := slices.IndexFunc(r.opts.Steps, isDiagnose), slices.IndexFunc(d.Steps, isDiagnose)
-		if i >= 0 && j >= 0 {
-			r.opts.Steps = append(slices.Clone(r.opts.Steps[:i+1]), d.Steps[j+1:]...)
-		}
-	}
+	r.opts.Steps = d.follow(r.opts.Steps)
 	t := d.incidentType()
 	if t == nil {
 		return nil
@@ -154,9 +149,29 @@ func (r *run) enter(ctx context.Context, d *Decision) error {
 	return nil
 }
 
+// follow is the steps a run follows after this decision: after diagnose,
+// the type's runbook's when the decision says so, their parameters filled
+// by what the type decided. A run without a diagnose step (a revert, a
+// standalone change) keeps its own.
+func (d *Decision) follow(steps []Step) []Step {
+	isDiagnose := func(s Step) bool { return s.Action() == "diagnose" }
+	i := slices.IndexFunc(steps, isDiagnose)
+	if i < 0 {
+		return steps
+	}
+	after := steps[i+1:]
+	if j := slices.IndexFunc(d.Steps, isDiagnose); j >= 0 {
+		after = d.Steps[j+1:]
+	}
+	if d.Of != nil {
+		after = d.Of.Fill(after)
+	}
+	return append(slices.Clone(steps[:i+1]), after...)
+}
+
 // runStep runs one step: begun, planned, applied, judged and journaled.
 func (r *run) runStep(ctx context.Context, i int, s Step) (StepResult, error) {
-	r.ui.Begin(i+1, len(r.opts.Steps), r.describe(s))
+	r.ui.Begin(i+1, len(r.opts.Steps), s)
 	sr := StepResult{Name: s.Name, Action: s.Action(), Outcome: OutcomeOK}
 	if err := r.journal.Append(Entry{Kind: "begin", Step: s.Name, Action: s.Action(), Message: s.Description}); err != nil {
 		sr.Outcome, sr.Message = OutcomeFailed, "journal: "+err.Error()
@@ -178,15 +193,6 @@ func (r *run) runStep(ctx context.Context, i int, s Step) (StepResult, error) {
 	}
 	r.ui.End(s, sr.Outcome, time.Duration(sr.Elapsed), sr.Message)
 	return sr, runErr
-}
-
-// describe is the step as this run follows it, worded by the incident type.
-func (r *run) describe(s Step) Step {
-	d := r.decision()
-	if t := d.incidentType(); t != nil && t.Describe != nil {
-		return t.Describe(d, s, r.opts.Steps)
-	}
-	return s
 }
 
 // step plans a step, shows the plan, and, unless this is a dry run,

@@ -3,6 +3,9 @@ package recovery_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,7 +145,7 @@ func TestEngineResumeRefusedFlags(t *testing.T) {
 	env.assertConfigsOriginal()
 	res, err := resumeRun(t, env, first.Incident, engineHooks{})
 	wantOutcome(t, res, err, "completed", false)
-	wantStep(t, res, "remove-flags", "ok")
+	wantStep(t, res, "remove-flags", "ok") // with the flags main's decision named: the step names none
 	if hasStep(res.Begun, "disable") {
 		t.Error("resume ran the admission runbook's steps")
 	}
@@ -214,5 +217,109 @@ func TestLoopFlagsDryRunAndDecline(t *testing.T) {
 		if talostest.FlagHas(n.Pod().Config, "feature-gates", "MultiCIDRServiceAllocator=false") {
 			t.Errorf("node %s: the gate is back after a revert that was only dry or declined", n.IP)
 		}
+	}
+}
+
+// An incident journaled by main before each type owned its decision (the
+// decision's fields laid out by main's Decision: "plugins": null, "flags"
+// beside the verdict) still resumes, the flags its diagnosis named taken
+// out, and reverts byte for byte.
+func TestEngineResumeAndRevertJournalOfSharedDecision(t *testing.T) {
+	env := newFlagsEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	first, _ := recoverRun(t, env, recoverRequest{Ctx: ctx, Hooks: engineHooks{begin: func(s string) {
+		if s == "remove-flags" {
+			cancel()
+		}
+	}}})
+	if first.Outcome != "aborted" {
+		t.Fatalf("first run: %s", first.Outcome)
+	}
+	rewriteDecisionAsMain(t, filepath.Join(incident(t, env, first.Incident).Dir, "journal.jsonl"))
+
+	res, err := resumeRun(t, env, first.Incident, engineHooks{})
+	wantOutcome(t, res, err, "completed", false)
+	wantStep(t, res, "remove-flags", "ok") // with the flags main's decision named: the step names none
+	if hasStep(res.Begun, "disable") {
+		t.Error("resume ran the admission runbook's steps")
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if p := n.Pod(); !p.Running || talostest.FlagHas(p.Config, "feature-gates", "MultiCIDRServiceAllocator=false") {
+			t.Errorf("node %s: pod %+v", n.IP, p)
+		}
+	}
+	rev, err := revertRun(t, env, first.Incident, false, false, engineHooks{})
+	wantOutcome(t, rev, err, "reverted", false)
+	if m := rev.step("revert-flags").Message; !strings.Contains(m, "byte-identical") {
+		t.Errorf("revert-flags: %s", m)
+	}
+	env.assertConfigsOriginal()
+}
+
+// mainDecision is how main (before issue 36, item 2) wrote a decision.
+type mainDecision struct {
+	Verdict  string            `json:"verdict"`
+	Type     string            `json:"type,omitempty"`
+	Plugins  []string          `json:"plugins"`
+	Reasons  []string          `json:"reasons,omitempty"`
+	Runbook  string            `json:"runbook,omitempty"`
+	Warnings []string          `json:"warnings,omitempty"`
+	Flags    []string          `json:"flags,omitempty"`
+	Lost     []json.RawMessage `json:"lost,omitempty"`
+	Source   string            `json:"source,omitempty"`
+	Steps    []json.RawMessage `json:"steps,omitempty"`
+}
+
+// rewriteDecisionAsMain lays the journal's decision out as main did.
+func rewriteDecisionAsMain(t *testing.T, path string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	found := false
+	for i, l := range lines {
+		var e map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		if string(e["kind"]) != `"end"` || string(e["action"]) != `"diagnose"` {
+			continue
+		}
+		var data map[string]json.RawMessage
+		if err := json.Unmarshal(e["data"], &data); err != nil {
+			t.Fatal(err)
+		}
+		var old mainDecision
+		if err := json.Unmarshal(data["decision"], &old); err != nil {
+			t.Fatal(err)
+		}
+		if len(old.Flags) == 0 {
+			t.Fatalf("the decision names no flag: %s", data["decision"])
+		}
+		b, err := json.Marshal(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Equal(b, data["decision"]) || !strings.Contains(string(b), `"plugins":null`) {
+			t.Fatalf("main's layout %s is the same as today's", b)
+		}
+		data["decision"] = b
+		if e["data"], err = json.Marshal(data); err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines[i], found = string(out), true
+	}
+	if !found {
+		t.Fatal("no diagnose end record")
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -117,6 +117,9 @@ type envOptions struct {
 	members bool
 	// talosVersion is every node's Talos version; default talostest's.
 	talosVersion string
+	// kubelet, when set, replaces engineKubelet (e.g. a poll of an hour:
+	// only a kubelet restart makes the kubelet look at a new pod).
+	kubelet *talostest.KubeletOptions
 }
 
 func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
@@ -143,6 +146,9 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 		for range o.controlPlanes + o.workers {
 			copts.Nodes = append(copts.Nodes, talostest.NodeOptions{TalosVersion: o.talosVersion})
 		}
+	}
+	if o.kubelet != nil {
+		copts.Kubelet = *o.kubelet
 	}
 	if o.members {
 		// etcd's joins and promotions take real time (a learner must catch

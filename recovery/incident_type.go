@@ -9,10 +9,14 @@ package recovery
 // (Plan.Undo). The engine knows no type by name: it asks the one the
 // diagnosis decided (journaled with the decision, for resume and revert).
 // Adding a type is a file type_NAME.go that registers it, with its steps.
+// What it decides is a type of its own in that file (its Decided, set by
+// Decide as Decision.Of), whose Fill gives the steps after diagnose their
+// parameters: no shared struct changes, and no step reads the decision.
 
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -35,8 +39,14 @@ type IncidentType struct {
 	Does string
 	// Fits tells whether a runbook's steps recover this type.
 	Fits func(steps []Step) bool
-	// Decide fills the decision from the diagnosis: what to change, and why.
+	// Decide fills the decision from the diagnosis: what to change, and
+	// why. What the type alone decides it sets as d.Of, a value of its own
+	// type whose Fill gives the steps after diagnose their parameters.
 	Decide func(d *Decision, report *diagnose.Report, opts RecoverOptions) error
+	// Decided, when the type decides something of its own, is a zero value
+	// of it (the type Decide sets as d.Of), which a journal's decision is
+	// read into.
+	Decided func() Decided
 	// Plan says the decision's plan in one line.
 	Plan func(d *Decision) string
 	// Scope: what a run of this type must cover, or refuse before any change.
@@ -45,9 +55,6 @@ type IncidentType struct {
 	// yet (a full etcd refuses the write that takes it); the loop reads the
 	// lock before each change and takes it as soon as etcd takes writes.
 	LockLater bool
-	// Describe, when set, words a step as this run follows it (the plugins
-	// the diagnosis chose, not the runbook's).
-	Describe func(d *Decision, s Step, steps []Step) Step
 	// Advice is said last, after every run of the type that is not a dry
 	// run or a revert, whether it worked or not (runErr).
 	Advice func(r *run, d *Decision, runErr error) []string
@@ -127,7 +134,7 @@ func (d *Decision) planText() string {
 	if t := d.incidentType(); t != nil && t.Plan != nil {
 		return t.Plan(d)
 	}
-	return "disable " + strings.Join(d.Plugins, ",")
+	return d.Verdict
 }
 
 // Render is the plan as the diagnosis shaped it, for the operator to read.
@@ -164,7 +171,7 @@ func (r *run) decision() *Decision {
 		return nil
 	}
 	d := res.Decision
-	if d.Type == "" && len(d.Plugins) == 0 && len(d.Flags) == 0 && len(d.Steps) == 0 && d.incidentType() == typeOfVerdict(diagnose.AdmissionDeadlock) {
+	if d.Type == "" && len(d.Steps) == 0 && (d.Of == nil || reflect.Indirect(reflect.ValueOf(d.Of)).IsZero()) && d.incidentType() == typeOfVerdict(diagnose.AdmissionDeadlock) {
 		return nil // an old journal's empty decision: nothing was fixed
 	}
 	return d

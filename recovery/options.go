@@ -4,8 +4,11 @@ package recovery
 // and how the commands it prints reach the incident's cluster (Target).
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
+
+	"github.com/breakglass-dev/breakglass/runbooks"
 )
 
 // RecoverOptions are what the operator asked for; they are stored in the
@@ -29,6 +32,9 @@ type RecoverOptions struct {
 	// to wait for kube-apiserver to run with the new flags.
 	NoWait      bool     `json:"noWait,omitempty"`
 	WaitTimeout Duration `json:"waitTimeout,omitempty"`
+	// NoKubeletRestart: a step that changes kube-apiserver's static pod
+	// leaves the kubelets to their next poll instead of restarting them.
+	NoKubeletRestart bool `json:"noKubeletRestart,omitempty"`
 	// Plugins: restore without a record removes just these.
 	Plugins []string `json:"plugins,omitempty"`
 	// BackupDir, Snapshot (etcd delete), ForceCluster (etcd restore): the
@@ -126,36 +132,73 @@ func (o RecoverOptions) standalone() bool {
 // Decision is what the diagnosis fixes for the rest of a guided recovery,
 // before its first change. It is journaled with the diagnose step, and a
 // resumed run follows it: a diagnosis made after the change would say
-// healthy and decide nothing.
+// healthy and decide nothing. It holds what every incident type decides;
+// what one type decides (the plugins to turn off, the flags to take out,
+// the lost members) is that type's own value, Of, which fills the
+// parameters of the steps the run follows after diagnose: no step reads
+// the decision.
 type Decision struct {
 	Verdict string `json:"verdict"`
 	// Type is the incident type (IncidentType.Name).
 	Type     string   `json:"type,omitempty"`
-	Plugins  []string `json:"plugins"`
 	Reasons  []string `json:"reasons,omitempty"`  // why the plan is what it is
 	Runbook  string   `json:"runbook,omitempty"`  // the built-in runbook the diagnosis names
 	Warnings []string `json:"warnings,omitempty"` // where the operator's flags go against the diagnosis
-	// Flags are kube-apiserver's own flags to take out of
-	// cluster.apiServer.extraArgs (KEY or KEY:ITEM), for a diagnosis of
-	// flags-refused.
-	Flags []string `json:"flags,omitempty"`
-	// Lost are the etcd members the diagnosis found lost, each with its
-	// node (etcd-member-lost); Source is the node whose member holds the
-	// most advanced data, where a copy comes from (etcd-quorum-lost).
-	Lost   []LostMember `json:"lost,omitempty"`
-	Source string       `json:"source,omitempty"`
 	// Steps replace the run's steps after diagnose when the run's runbook
 	// is not the type's: the loop follows them.
 	Steps []Step `json:"steps,omitempty"`
+	// Of is what the type decided (*AdmissionDecision, *FlagsDecision,
+	// *EtcdMembersDecision, ...). Its fields are the decision's own in the
+	// JSON, beside those above, as they were before types owned them.
+	Of Decided `json:"-"`
 }
 
-// LostMember is an etcd member the diagnosis found lost, its node, and
-// what says it will not come back by itself.
-type LostMember struct {
-	Node     string `json:"node,omitempty"`     // "" when no node given runs it
-	MemberID string `json:"memberID,omitempty"` // hex, as etcd writes it; "" when its status could not be read
-	Why      string `json:"why,omitempty"`
-	// Gone: its node is gone for good (--nodes-gone, checked not to answer):
-	// the member is removed, and nothing is reset.
-	Gone bool `json:"gone,omitempty"`
+// Decided is an incident type's own decision.
+type Decided interface {
+	// Fill gives the steps the run follows after diagnose with the
+	// parameters this decision fixes, and worded as this run follows them.
+	// It changes copies: the steps given, and their Params, stay as they were.
+	Fill(steps []Step) []Step
+}
+
+// LostMember is an etcd member the diagnosis found lost (the parameters of
+// etcd.member.remove and etcd.reset carry them).
+type LostMember = runbooks.LostMember
+
+// decisionJSON is a Decision's shared fields as JSON.
+type decisionJSON Decision
+
+// MarshalJSON writes the shared fields, then the type's own beside them.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(decisionJSON(d))
+	if err != nil || d.Of == nil {
+		return b, err
+	}
+	own, err := json.Marshal(d.Of)
+	if err != nil {
+		return nil, err
+	}
+	if len(own) < 2 || own[0] != '{' || string(own) == "{}" {
+		return b, nil
+	}
+	return append(append(b[:len(b)-1], ','), own[1:]...), nil
+}
+
+// UnmarshalJSON reads the shared fields, then the type's own from the same
+// object: a journal written before types owned their decisions reads the
+// same way (its type named by the verdict when it names none).
+func (d *Decision) UnmarshalJSON(b []byte) error {
+	var c decisionJSON
+	if err := json.Unmarshal(b, &c); err != nil {
+		return err
+	}
+	*d = Decision(c)
+	if t := d.incidentType(); t != nil && t.Decided != nil {
+		own := t.Decided()
+		if err := json.Unmarshal(b, own); err != nil {
+			return err
+		}
+		d.Of = own
+	}
+	return nil
 }

@@ -126,6 +126,10 @@ func Revert(ctx context.Context, tc *talos.Client, st State, fx Effects, ui UI, 
 		}
 	}
 	opts := RecoverOptions{Runbook: "revert", DryRun: fx.DryRun(), Etcd: etcdOpts, ToolVersion: o.ToolVersion, Command: "revert"}
+	var orig RecoverOptions
+	if json.Unmarshal(meta.Options, &orig) == nil {
+		opts.NoKubeletRestart = orig.NoKubeletRestart // the kubelets as the incident chose
+	}
 	r := newRun(tc, st, fx, ui, opts, j, entries)
 	r.done = map[string]bool{} // a revert runs its steps again each time
 	if err := r.bind(ctx, o, "revert"); err != nil {

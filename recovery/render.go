@@ -21,6 +21,9 @@ func AdmissionView(p *AdmissionPlan) View {
 		v.Head += fmt.Sprintf("  try mode (--revert-after %s): each node puts the plugins back by itself %s after it is changed (about %s), unless restored first\n",
 			shortDuration(d), shortDuration(d), time.Now().Add(d).Local().Format("15:04 MST"))
 	}
+	if p.Changes() && p.opts.Wait {
+		v.Head += kubeletPlanLine(p.opts.KubeletRestart)
+	}
 	for _, n := range p.Nodes {
 		v.Parts = append(v.Parts, ViewPart{Node: n.Node, About: fmt.Sprintf("cluster %s, Talos %s", orNone(n.Cluster), n.TalosVersion), Body: nodePlan(p, n), Detail: nodeDryRun(n)})
 	}

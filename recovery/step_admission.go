@@ -28,10 +28,7 @@ func (a *AdmissionResult) JournalData() any { return a.Plan.JournalData() }
 
 func (r *run) disable(ctx context.Context, _ Step, p *runbooks.AdmissionDisableParams) (*Plan, error) {
 	opts := r.admissionOptions()
-	opts.Plugins, opts.RevertAfter = p.Plugins, p.RevertAfter.Std()
-	if d := r.decision(); d != nil && len(d.Plugins) > 0 {
-		opts.Plugins = d.Plugins // what the diagnosis fixed before the first change
-	}
+	opts.Plugins, opts.RevertAfter = p.Plugins, p.RevertAfter.Std() // a diagnosis's decision filled them
 	plan, err := planDisable(ctx, r.tc, r.st, opts)
 	if plan == nil {
 		return nil, err
@@ -71,7 +68,7 @@ func (r *run) dropRestoredRecords(p *AdmissionPlan) error {
 }
 
 func (r *run) admissionOptions() AdmissionOptions {
-	return AdmissionOptions{Wait: !r.opts.NoWait, WaitTimeout: orDuration(time.Duration(r.opts.WaitTimeout), runbooks.DefaultWait), DryRun: r.fx.DryRun(),
+	return AdmissionOptions{Wait: !r.opts.NoWait, KubeletRestart: !r.opts.NoWait && !r.opts.NoKubeletRestart, WaitTimeout: orDuration(time.Duration(r.opts.WaitTimeout), runbooks.DefaultWait), DryRun: r.fx.DryRun(),
 		AllowPendingChange: r.opts.AllowPendingChange, ToolVersion: r.opts.ToolVersion, Progress: r.progress, Target: r.target}
 }
 

@@ -78,10 +78,7 @@ const flagsStay = "this edit is meant to stay: make the same change where the ma
 	"config_patches, or your patch files), or the next apply brings the flags back; breakglass revert puts back what this incident took out, keeping later edits"
 
 func (r *run) removeFlags(ctx context.Context, s Step, p *runbooks.ExtraArgsRemoveParams) (*Plan, error) {
-	flags := p.Flags
-	if d := r.decision(); len(flags) == 0 && d != nil {
-		flags = d.Flags
-	}
+	flags := p.Flags // the runbook's, or the diagnosis's (its decision filled them)
 	if len(flags) == 0 {
 		return nil, failure.Input("run it after a diagnose step, or name them: with: {flags: [feature-gates:NAME=VALUE, KEY]}",
 			"step %s: no flag to take out (the diagnosis named none)", s.Name)
@@ -254,11 +251,13 @@ func (r *run) applyFlagsNode(ctx context.Context, n *NodeChange, e FlagEdit, rem
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	phase := ""
+	kick := kubeletKick{restart: restarterOf(r.fx.Nodes, !r.opts.NoKubeletRestart), n: n, say: say}
 	err := r.tc.WatchAPIServer(wctx, n.Node, n.nodeName, 100*time.Millisecond, func(o talos.PodObservation) bool {
 		next := flagsPhase(o, n, items, remove)
 		if next == phaseDone {
 			return true
 		}
+		kick.look(wctx, o, flagsRendered(o, items, remove))
 		if next != phase {
 			phase = next
 			say("%s", next)
@@ -289,16 +288,24 @@ type argItem struct{ key, item string }
 // (restore) the new pod exits at once, which is what was asked for: it is
 // done when the new pod is there.
 func flagsPhase(o talos.PodObservation, n *NodeChange, items []argItem, remove bool) string {
-	for _, it := range items {
-		if slices.Contains(o.Pod.FlagList(it.key), it.item) == remove {
-			return "waiting for the node to re-render the static pod with the new flags"
-		}
+	if !flagsRendered(o, items, remove) {
+		return "waiting for the node to re-render the static pod with the new flags"
 	}
 	if _, ok := newPod(o.Pods, n.podsBefore); ok && !remove {
 		return phaseDone
 	}
 	p, _ := newPodPhase(o.Pods, n.podsBefore)
 	return p
+}
+
+// flagsRendered tells whether the node has rendered the pod with the edit.
+func flagsRendered(o talos.PodObservation, items []argItem, remove bool) bool {
+	for _, it := range items {
+		if slices.Contains(o.Pod.FlagList(it.key), it.item) == remove {
+			return false
+		}
+	}
+	return true
 }
 
 // journaledFlagEdits are the edits the incident's extraargs.remove steps
@@ -368,6 +375,9 @@ func flagsView(p *AdmissionPlan, edits map[string]FlagEdit, remove bool) View {
 		verb = "put the flags this incident took out back into cluster.apiServer.extraArgs"
 	}
 	v := View{Head: fmt.Sprintf("Plan: %s on %d node(s)\n", verb, len(p.Nodes)+len(p.Failed))}
+	if p.Changes() && p.opts.Wait {
+		v.Head += kubeletPlanLine(p.opts.KubeletRestart)
+	}
 	for _, n := range p.Nodes {
 		v.Parts = append(v.Parts, ViewPart{Node: n.Node, About: fmt.Sprintf("cluster %s, Talos %s", orNone(n.Cluster), n.TalosVersion),
 			Body: nodeFlagsPlan(n, edits[n.Node], remove), Detail: nodeDryRun(n)})

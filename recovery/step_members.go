@@ -71,9 +71,9 @@ type CopyResult struct {
 // snapshot through the Talos API, or, when it serves none, its database
 // file; read back as an etcd database of this cluster. Nothing is reset
 // before it is on disk.
-func (r *run) copyEtcd(ctx context.Context, _ Step, _ *runbooks.EtcdCopyParams) (*Plan, error) {
-	d := r.decision()
-	if d == nil || d.Source == "" {
+func (r *run) copyEtcd(ctx context.Context, _ Step, p *runbooks.EtcdCopyParams) (*Plan, error) {
+	source := p.From
+	if source == "" {
 		return nil, fmt.Errorf("no member's data to copy: the diagnosis found no member that answers; copy a node's %s by hand (talosctl cp) and bootstrap from it with talosctl bootstrap --recover-from --recover-skip-hash-check", talos.EtcdDBPath)
 	}
 	snap, db := filepath.Join(r.journal.Dir, "etcd.snapshot"), filepath.Join(r.journal.Dir, "etcd.db")
@@ -89,7 +89,7 @@ func (r *run) copyEtcd(ctx context.Context, _ Step, _ *runbooks.EtcdCopyParams) 
 			}
 		}
 		return &CopyResult{said: said(fmt.Sprintf("%s: %s (%d bytes, revision %d, kube-system %s: this cluster's)", how, path, f.Size, f.Revision, f.ClusterUID)),
-			Path: path, Kind: kind, Node: d.Source, SHA256: f.SHA256, Size: f.Size, Revision: f.Revision, ClusterUID: f.ClusterUID, Boots: boots}, nil
+			Path: path, Kind: kind, Node: source, SHA256: f.SHA256, Size: f.Size, Revision: f.Revision, ClusterUID: f.ClusterUID, Boots: boots}, nil
 	}
 	// A run killed after its copy and before its end record left it there.
 	for _, c := range []struct{ path, kind string }{{snap, "snapshot"}, {db, "db"}} {
@@ -99,23 +99,23 @@ func (r *run) copyEtcd(ctx context.Context, _ Step, _ *runbooks.EtcdCopyParams) 
 			}}, nil
 		}
 	}
-	return &Plan{DryRun: "would copy the data of the member on " + d.Source + " to " + snap + " (or its database file to " + db + ")", Apply: func(ctx context.Context) (Result, error) {
+	return &Plan{DryRun: "would copy the data of the member on " + source + " to " + snap + " (or its database file to " + db + ")", Apply: func(ctx context.Context) (Result, error) {
 		w := r.fx.EtcdWriter(nil)
 		for _, p := range []string{snap, db} {
 			if err := r.removeOwnPartial(p); err != nil {
 				return nil, err
 			}
 		}
-		r.progress(d.Source, "streaming an etcd snapshot through the Talos API")
-		_, err := snapshotThroughTalos(ctx, r.tc, d.Source, snap, w)
+		r.progress(source, "streaming an etcd snapshot through the Talos API")
+		_, err := snapshotThroughTalos(ctx, r.tc, source, snap, w)
 		if err == nil {
-			return taken(ctx, snap, "snapshot", "snapshot of the member on "+d.Source)
+			return taken(ctx, snap, "snapshot", "snapshot of the member on "+source)
 		}
-		r.progress(d.Source, "no snapshot ("+shortErr(err)+"): copying its database file "+talos.EtcdDBPath)
-		if _, err = copyDBThroughTalos(ctx, r.tc, d.Source, db, w); err != nil {
+		r.progress(source, "no snapshot ("+shortErr(err)+"): copying its database file "+talos.EtcdDBPath)
+		if _, err = copyDBThroughTalos(ctx, r.tc, source, db, w); err != nil {
 			return nil, err
 		}
-		return taken(ctx, db, "db", "database file of the member on "+d.Source+" (its hash check is skipped at bootstrap)")
+		return taken(ctx, db, "db", "database file of the member on "+source+" (its hash check is skipped at bootstrap)")
 	}}, nil
 }
 
@@ -134,9 +134,8 @@ func copyDBThroughTalos(ctx context.Context, tc *talos.Client, node, path string
 // a healthy member's node; never a healthy member, never one whose removal
 // would leave fewer healthy members than a quorum of those that remain. A
 // member the diagnosis found lost that is healthy again is left alone.
-func (r *run) removeMembers(ctx context.Context, _ Step, _ *runbooks.EtcdMemberRemoveParams) (*Plan, error) {
-	d := r.decision()
-	if d == nil || len(d.Lost) == 0 {
+func (r *run) removeMembers(ctx context.Context, _ Step, p *runbooks.EtcdMemberRemoveParams) (*Plan, error) {
+	if len(p.Lost) == 0 {
 		return nil, skip("the diagnosis found no lost member")
 	}
 	now := r.members(ctx)
@@ -156,7 +155,7 @@ func (r *run) removeMembers(ctx context.Context, _ Step, _ *runbooks.EtcdMemberR
 	var targets []target
 	var back []string
 	for _, lm := range now.Members {
-		l, ok := d.lostMember(lm)
+		l, ok := lostMember(p.Lost, lm)
 		if !ok {
 			continue
 		}
@@ -210,10 +209,10 @@ func (r *run) removeMembers(ctx context.Context, _ Step, _ *runbooks.EtcdMemberR
 		}}, nil
 }
 
-// lostMember is the decision's lost member that the listed one is: by its
-// ID, or by its node.
-func (d *Decision) lostMember(lm diagnose.ListedMember) (LostMember, bool) {
-	for _, l := range d.Lost {
+// lostMember is the lost member that the listed one is: by its ID, or by
+// its node.
+func lostMember(lost []LostMember, lm diagnose.ListedMember) (LostMember, bool) {
+	for _, l := range lost {
 		if l.MemberID == lm.ID.String() || l.MemberID == "" && l.Node != "" && (l.Node == lm.Host || l.Node == lm.Hostname) {
 			return l, true
 		}
@@ -254,7 +253,6 @@ func bumpedCopy(c *CopyResult, path string, w etcd.Writer) (*etcd.BumpInfo, erro
 // before the next. Never before a verified copy of the data is on disk,
 // that copy read again (its size, sha256 and owner) before any reset.
 func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParams) (*Plan, error) {
-	d := r.decision()
 	held, ok := r.incidentCopy()
 	copyPath := held.Path
 	switch {
@@ -312,7 +310,7 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 			// Reset already: its etcd waits for bootstrap.
 		case p.Nodes == runbooks.ResetAll:
 			targets = append(targets, node)
-		case d != nil && slices.ContainsFunc(d.Lost, func(l LostMember) bool {
+		case slices.ContainsFunc(p.Lost, func(l LostMember) bool {
 			return l.Node == node && (n.MemberID == 0 || n.MemberID.String() == l.MemberID)
 		}) && !n.Healthy():
 			targets = append(targets, node)
@@ -324,7 +322,7 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 		return &Plan{Result: res}, nil
 	}
 	if len(targets) == 0 {
-		return nil, skip("%s", r.nothingToReset(d))
+		return nil, skip("%s", nothingToReset(p.Lost))
 	}
 	// The facts: every node where the plan saw it (a reset of every
 	// control plane) or the lost members' nodes, the copy, and the etcd
@@ -422,13 +420,11 @@ func (r *run) resetNodes(ctx context.Context, s Step, p *runbooks.EtcdResetParam
 
 // nothingToReset says why no node is left to reset: each is reset already
 // or healthy, or the lost member's node is gone for good.
-func (r *run) nothingToReset(d *Decision) string {
+func nothingToReset(lost []LostMember) string {
 	var gone []string
-	if d != nil {
-		for _, l := range d.Lost {
-			if l.Gone {
-				gone = append(gone, orDefault(l.Node, l.MemberID))
-			}
+	for _, l := range lost {
+		if l.Gone {
+			gone = append(gone, orDefault(l.Node, l.MemberID))
 		}
 	}
 	if len(gone) > 0 {
@@ -680,8 +676,8 @@ func (r *run) bootstrapEtcd(ctx context.Context, s Step, p *runbooks.EtcdBootstr
 		facts = append(nodes, r.copyFact(held))
 	}
 	node := r.tc.Nodes()[0]
-	if d := r.decision(); d != nil && slices.Contains(r.tc.Nodes(), d.Source) {
-		node = d.Source
+	if slices.Contains(r.tc.Nodes(), p.From) {
+		node = p.From
 	}
 	bumped := filepath.Join(r.journal.Dir, "etcd.bumped.db")
 	from, upload := fmt.Sprintf("%s (a %s, sha256 %s)", c.Path, c.Kind, c.SHA256), bumped

@@ -47,8 +47,7 @@ func (r *run) waitRecovering(_ context.Context, _ Step, p *runbooks.APIServerWai
 	timeout := orDuration(p.Timeout.Std(), runbooks.DefaultWait)
 	const ok = "the API server is ready on every node"
 	return &Plan{DryRun: fmt.Sprintf("would wait up to %s for /readyz on every node", timeout), Apply: func(ctx context.Context) (Result, error) {
-		d := r.decision()
-		if d == nil || len(d.Plugins) == 0 {
+		if len(p.Disabled) == 0 {
 			return r.waitReady(ctx, timeout, ok)
 		}
 		wctx, cancel := context.WithCancelCause(ctx)
@@ -62,7 +61,7 @@ func (r *run) waitRecovering(_ context.Context, _ Step, p *runbooks.APIServerWai
 					return
 				case <-t.C:
 				}
-				if err := r.persistingDeadlock(wctx, d.Plugins); err != nil {
+				if err := r.persistingDeadlock(wctx, p.Disabled); err != nil {
 					cancel(err)
 					return
 				}

@@ -22,12 +22,60 @@ func init() {
 		Does:     "turns admission plugins off",
 		Fits:     fitsAdmission,
 		Decide:   decideAdmission,
-		Plan:     func(d *Decision) string { return "disable " + strings.Join(d.Plugins, ",") },
+		Decided:  func() Decided { return &AdmissionDecision{} },
+		Plan:     func(d *Decision) string { return "disable " + strings.Join(admissionOf(d).Plugins, ",") },
 		Scope:    ScopeNodesGiven,
-		Describe: describeAdmission,
 		Advice:   adviseAdmission,
 	})
 }
+
+// AdmissionDecision is what an admission deadlock's diagnosis decides: the
+// admission plugins to turn off while kube-apiserver starts.
+type AdmissionDecision struct {
+	Plugins []string `json:"plugins"`
+}
+
+// admissionOf is the decision's plugins (none when it is another type's).
+func admissionOf(d *Decision) *AdmissionDecision {
+	if a, ok := d.Of.(*AdmissionDecision); ok {
+		return a
+	}
+	return &AdmissionDecision{}
+}
+
+// Fill: every admission.disable turns off the decided plugins, the wait
+// after it watches for a deadlock they do not end, and the steps that name
+// plugins say which this run follows when the runbook names others.
+func (a *AdmissionDecision) Fill(steps []Step) []Step {
+	if len(a.Plugins) == 0 {
+		return steps
+	}
+	own := disablePlugins(steps)
+	out := slices.Clone(steps)
+	for i, s := range out {
+		switch p := s.Params.(type) {
+		case *runbooks.AdmissionDisableParams:
+			q := *p
+			q.Plugins = slices.Clone(a.Plugins)
+			s.Params = &q
+		case *runbooks.APIServerWaitParams:
+			q := *p
+			q.Disabled = slices.Clone(a.Plugins)
+			s.Params = &q
+		}
+		switch s.Params.(type) {
+		case *runbooks.AdmissionDisableParams, *runbooks.AdmissionRestoreParams, *runbooks.VerifyParams:
+			if !slices.Equal(own, a.Plugins) && !strings.Contains(s.Description, inThisRun) {
+				s.Description += fmt.Sprintf(" %s %s, as the diagnosis decided (the runbook names %s).", inThisRun, strings.Join(a.Plugins, ","), strings.Join(own, ","))
+			}
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// inThisRun begins what a step's description says of the decided plugins.
+const inThisRun = "In this run the plugins are"
 
 // fitsAdmission: a runbook that disables admission plugins, or one no other
 // type claims (a runbook of waits and checks).
@@ -53,26 +101,28 @@ func decideAdmission(d *Decision, report *diagnose.Report, opts RecoverOptions) 
 		return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary, Next: hints}
 	}
 	runbookPlugins := disablePlugins(opts.Steps)
+	a := &AdmissionDecision{}
+	d.Of = a
 	if opts.PluginsExplicit {
-		d.Plugins = runbookPlugins
+		a.Plugins = runbookPlugins
 		d.Reasons = append(d.Reasons, "--plugins "+strings.Join(runbookPlugins, ",")+": named on the command line")
 		if missing := without(report.PluginNames(), runbookPlugins); len(missing) > 0 {
 			d.Warnings = append(d.Warnings, fmt.Sprintf("the diagnosis says %s must be off too (%s): with --plugins %s the API server may stay down",
 				strings.Join(missing, ","), reasonsOf(report, missing), strings.Join(runbookPlugins, ",")))
 		}
 	} else {
-		d.Plugins = union(runbookPlugins, report.PluginNames())
+		a.Plugins = union(runbookPlugins, report.PluginNames())
 		// A diagnosis that read every admission object in etcd names every
 		// plugin that blocks the start-up (the log, and the audit of etcd):
 		// the runbook's default beyond them would bypass webhooks or
 		// policies for nothing.
 		if report.Verdict == diagnose.AdmissionDeadlock && readEveryAdmissionObject(report) && !opts.RunbookExplicit && len(report.PluginNames()) > 0 {
-			d.Plugins = report.PluginNames()
-			if left := without(runbookPlugins, d.Plugins); len(left) > 0 {
+			a.Plugins = report.PluginNames()
+			if left := without(runbookPlugins, a.Plugins); len(left) > 0 {
 				d.Reasons = append(d.Reasons, strings.Join(left, ",")+" (the runbook's default) stays on: the diagnosis finds nothing it would bypass")
 			}
 		}
-		for _, p := range d.Plugins {
+		for _, p := range a.Plugins {
 			why := reasonsOf(report, []string{p})
 			if why == "" {
 				why = "the runbook's own"
@@ -136,21 +186,6 @@ func disablePlugins(steps []Step) []string {
 		}
 	}
 	return out
-}
-
-// describeAdmission words the steps that name plugins as this run follows
-// them: a runbook's prose names its own, and the diagnosis may have decided
-// others.
-func describeAdmission(d *Decision, s Step, steps []Step) Step {
-	switch s.Params.(type) {
-	case *runbooks.AdmissionDisableParams, *runbooks.AdmissionRestoreParams, *runbooks.VerifyParams:
-	default:
-		return s
-	}
-	if own := disablePlugins(steps); len(d.Plugins) > 0 && !slices.Equal(own, d.Plugins) {
-		s.Description += fmt.Sprintf(" In this run the plugins are %s, as the diagnosis decided (the runbook names %s).", strings.Join(d.Plugins, ","), strings.Join(own, ","))
-	}
-	return s
 }
 
 // adviseAdmission: plugins left off on purpose, and how to keep the next

@@ -7,6 +7,7 @@ package recovery
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
@@ -21,8 +22,13 @@ func init() {
 		Does:     "takes refused flags out of cluster.apiServer.extraArgs",
 		Fits:     func(steps []Step) bool { return hasAction(steps, runbooks.ActionExtraArgsRemove) },
 		Decide:   decideFlags,
+		Decided:  func() Decided { return &FlagsDecision{} },
 		Plan: func(d *Decision) string {
-			return "take out of cluster.apiServer.extraArgs: " + strings.Join(d.Flags, ", ")
+			f, _ := d.Of.(*FlagsDecision)
+			if f == nil {
+				f = &FlagsDecision{}
+			}
+			return "take out of cluster.apiServer.extraArgs: " + strings.Join(f.Flags, ", ")
 		},
 		Scope: ScopeEveryMember,
 		Advice: func(*run, *Decision, error) []string {
@@ -34,20 +40,42 @@ func init() {
 // decideFlags: the refused flags the diagnosis names, or those the
 // runbook names itself (with a warning when the diagnosis finds more).
 func decideFlags(d *Decision, report *diagnose.Report, opts RecoverOptions) error {
+	own := &FlagsDecision{}
+	d.Of = own
 	for _, f := range report.Flags {
-		d.Flags = append(d.Flags, flagOf(f))
+		own.Flags = append(own.Flags, flagOf(f))
 		d.Reasons = append(d.Reasons, fmt.Sprintf("%s on %s: kube-apiserver says %q", f.Subject(), strings.Join(f.Nodes, ", "), f.Refusal))
 	}
 	if named := flagsNamed(opts.Steps); len(named) > 0 && len(d.Steps) == 0 {
-		if missing := without(d.Flags, named); len(missing) > 0 {
+		if missing := without(own.Flags, named); len(missing) > 0 {
 			d.Warnings = append(d.Warnings, fmt.Sprintf("the runbook names %s; the diagnosis also finds %s refused: kube-apiserver may stay down", strings.Join(named, ", "), strings.Join(missing, ", ")))
 		}
-		d.Flags = named
+		own.Flags = named
 	}
-	if len(d.Flags) == 0 {
+	if len(own.Flags) == 0 {
 		return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary + " (but none of them can be named for an edit)", Next: report.Next}
 	}
 	return nil
+}
+
+// FlagsDecision is what a diagnosis of flags-refused decides: the flags to
+// take out of cluster.apiServer.extraArgs (KEY or KEY:ITEM).
+type FlagsDecision struct {
+	Flags []string `json:"flags,omitempty"`
+}
+
+// Fill: an extraargs.remove that names no flag of its own takes out those
+// decided.
+func (f *FlagsDecision) Fill(steps []Step) []Step {
+	out := slices.Clone(steps)
+	for i, s := range out {
+		if p, ok := s.Params.(*runbooks.ExtraArgsRemoveParams); ok && len(p.Flags) == 0 {
+			q := *p
+			q.Flags = slices.Clone(f.Flags)
+			out[i].Params = &q
+		}
+	}
+	return out
 }
 
 // flagOf is a refused flag as extraargs.remove names it: KEY, or KEY:ITEM.

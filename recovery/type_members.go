@@ -7,6 +7,7 @@ package recovery
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/breakglass-dev/breakglass/recovery/diagnose"
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -25,12 +26,13 @@ func init() {
 			if !ok {
 				return &NotDeadlockError{Verdict: report.Verdict, Summary: report.Summary + " (and no member answers: its data can only be copied off a node's disk by hand)", Next: report.Next}
 			}
-			d.Source = best.Node
+			d.Of = &EtcdMembersDecision{Source: best.Node}
 			d.Reasons = append(d.Reasons, m.Behind(), "the copy comes from "+best.Node+"; revisions written after it are lost")
 			return nil
 		},
+		Decided: func() Decided { return &EtcdMembersDecision{} },
 		Plan: func(d *Decision) string {
-			return "copy the data of the member on " + d.Source + ", reset every control plane's EPHEMERAL, bootstrap etcd from the copy"
+			return "copy the data of the member on " + membersOf(d).Source + ", reset every control plane's EPHEMERAL, bootstrap etcd from the copy"
 		},
 		Scope:     ScopeEveryMember,
 		LockLater: true,
@@ -45,8 +47,9 @@ func init() {
 		Does:     "removes a lost etcd member and lets its node join again",
 		Fits:     func(steps []Step) bool { return hasAction(steps, runbooks.ActionEtcdMemberRemove) },
 		Decide:   decideMemberLost,
+		Decided:  func() Decided { return &EtcdMembersDecision{} },
 		Plan: func(d *Decision) string {
-			return fmt.Sprintf("remove %d lost member(s), reset their node's EPHEMERAL, let them join again", len(d.Lost))
+			return fmt.Sprintf("remove %d lost member(s), reset their node's EPHEMERAL, let them join again", len(membersOf(d).Lost))
 		},
 		Scope: ScopeEveryMember,
 		Advice: func(*run, *Decision, error) []string {
@@ -58,6 +61,8 @@ func init() {
 // decideMemberLost names the lost members, each with its node and what
 // says it is lost, and the node whose member is the most advanced.
 func decideMemberLost(d *Decision, report *diagnose.Report, _ RecoverOptions) error {
+	own := &EtcdMembersDecision{}
+	d.Of = own
 	m := report.Evidence.Members
 	lost, unanswered := m.Lost()
 	for _, n := range lost {
@@ -67,21 +72,65 @@ func decideMemberLost(d *Decision, report *diagnose.Report, _ RecoverOptions) er
 		} else if n.MemberID != 0 {
 			id = n.MemberID.String()
 		}
-		d.Lost = append(d.Lost, LostMember{Node: n.Node, MemberID: id, Why: n.Lost})
+		own.Lost = append(own.Lost, LostMember{Node: n.Node, MemberID: id, Why: n.Lost})
 	}
 	for _, lm := range unanswered {
 		l := LostMember{Node: lm.Host, MemberID: lm.ID.String(), Why: "no node given answers for it (its host says: " + orDefault(lm.HostSays, "nothing") + ")"}
 		if lm.Gone {
 			l.Why, l.Gone = "its node is gone for good (--nodes-gone) and does not answer", true
 		}
-		d.Lost = append(d.Lost, l)
+		own.Lost = append(own.Lost, l)
 	}
 	if best, ok := m.MostAdvanced(); ok {
-		d.Source = best.Node
+		own.Source = best.Node
 	}
-	for _, l := range d.Lost {
+	for _, l := range own.Lost {
 		d.Reasons = append(d.Reasons, fmt.Sprintf("member %s on %s is lost: %s", orDefault(l.MemberID, "(unknown)"), orDefault(l.Node, "a node not given"), l.Why))
 	}
 	d.Reasons = append(d.Reasons, m.Behind())
 	return nil
+}
+
+// EtcdMembersDecision is what a diagnosis of a lost member or a lost quorum
+// decides: the members lost, each with its node (etcd-member-lost), and
+// the node whose member holds the most advanced data, where a copy comes
+// from and etcd is bootstrapped again (etcd-quorum-lost).
+type EtcdMembersDecision struct {
+	Lost   []LostMember `json:"lost,omitempty"`
+	Source string       `json:"source,omitempty"`
+}
+
+// membersOf is the decision's members (none when it is another type's).
+func membersOf(d *Decision) *EtcdMembersDecision {
+	if m, ok := d.Of.(*EtcdMembersDecision); ok {
+		return m
+	}
+	return &EtcdMembersDecision{}
+}
+
+// Fill: the copy and the bootstrap use the source node's member; the
+// removal and the reset act on the lost members.
+func (m *EtcdMembersDecision) Fill(steps []Step) []Step {
+	out := slices.Clone(steps)
+	for i, s := range out {
+		switch p := s.Params.(type) {
+		case *runbooks.EtcdCopyParams:
+			q := *p
+			q.From = m.Source
+			out[i].Params = &q
+		case *runbooks.EtcdBootstrapParams:
+			q := *p
+			q.From = m.Source
+			out[i].Params = &q
+		case *runbooks.EtcdMemberRemoveParams:
+			q := *p
+			q.Lost = slices.Clone(m.Lost)
+			out[i].Params = &q
+		case *runbooks.EtcdResetParams:
+			q := *p
+			q.Lost = slices.Clone(m.Lost)
+			out[i].Params = &q
+		}
+	}
+	return out
 }

@@ -70,6 +70,11 @@ type AdmissionDisableParams struct {
 // APIServerWaitParams are apiserver.wait's parameters.
 type APIServerWaitParams struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Disabled are the admission plugins the run's diagnosis decided to
+	// turn off: while it waits, the step watches the log for a webhook or
+	// policy whose plugin is still on. The decision fills it; a runbook
+	// cannot (yaml "-").
+	Disabled []string `yaml:"-" json:"disabled,omitempty"`
 }
 
 // EtcdSnapshotParams are etcd.snapshot's parameters.

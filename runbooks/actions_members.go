@@ -21,13 +21,32 @@ const (
 	ActionEtcdWait         Action = "etcd.wait"
 )
 
-// EtcdCopyParams: etcd.copy takes no parameters (it copies from the member
-// the diagnosis found most advanced).
-type EtcdCopyParams struct{}
+// EtcdCopyParams: etcd.copy takes no parameters in a runbook: it copies
+// from the member the diagnosis found most advanced (From, which the
+// decision fills).
+type EtcdCopyParams struct {
+	// From is the node whose member's data is copied. The decision fills
+	// it; a runbook cannot (yaml "-").
+	From string `yaml:"-" json:"from,omitempty"`
+}
 
-// EtcdMemberRemoveParams: etcd.member.remove takes no parameters (it
-// removes the members the diagnosis found lost).
-type EtcdMemberRemoveParams struct{}
+// EtcdMemberRemoveParams: etcd.member.remove takes no parameters in a
+// runbook: it removes the members the diagnosis found lost (Lost, which
+// the decision fills).
+type EtcdMemberRemoveParams struct {
+	Lost []LostMember `yaml:"-" json:"lost,omitempty"`
+}
+
+// LostMember is an etcd member the diagnosis found lost, its node, and
+// what says it will not come back by itself.
+type LostMember struct {
+	Node     string `json:"node,omitempty"`     // "" when no node given runs it
+	MemberID string `json:"memberID,omitempty"` // hex, as etcd writes it; "" when its status could not be read
+	Why      string `json:"why,omitempty"`
+	// Gone: its node is gone for good (--nodes-gone, checked not to answer):
+	// the member is removed, and nothing is reset.
+	Gone bool `json:"gone,omitempty"`
+}
 
 // The control planes etcd.reset resets.
 const (
@@ -41,11 +60,17 @@ type EtcdResetParams struct {
 	Nodes string `yaml:"nodes" json:"nodes"`
 	// Timeout is how long a node may take to come back from its reboot.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Lost are the members the diagnosis found lost (nodes: lost resets
+	// their nodes). The decision fills it; a runbook cannot (yaml "-").
+	Lost []LostMember `yaml:"-" json:"lost,omitempty"`
 }
 
 // EtcdBootstrapParams are etcd.bootstrap's parameters.
 type EtcdBootstrapParams struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// From is the node etcd is bootstrapped on: the one whose member's data
+	// was copied. The decision fills it; a runbook cannot (yaml "-").
+	From string `yaml:"-" json:"from,omitempty"`
 }
 
 // EtcdWaitParams are etcd.wait's parameters.

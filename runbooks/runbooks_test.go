@@ -388,11 +388,15 @@ func TestActionTable(t *testing.T) {
 		if fe := p.check(); len(fe) != 0 {
 			t.Errorf("%s: the defaults do not validate: %v", a.Name, fe)
 		}
-		// The documented parameters are exactly the struct's fields.
+		// The documented parameters are exactly the struct's fields a
+		// runbook can set (those tagged yaml "-" the diagnosis's decision
+		// fills).
 		var fields, documented []string
 		st := reflect.TypeOf(p).Elem()
 		for i := 0; i < st.NumField(); i++ {
-			fields = append(fields, yamlName(st.Field(i)))
+			if n := yamlName(st.Field(i)); n != "-" {
+				fields = append(fields, n)
+			}
 		}
 		for _, pi := range a.Params {
 			documented = append(documented, pi.Name)

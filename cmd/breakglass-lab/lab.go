@@ -86,8 +86,9 @@ func labCommands(s streams) []*cli.Command {
 		},
 		{
 			Name:  "bench",
-			Usage: "rehearse on 1 and 3 nodes and compare breakglass's time with kube-apiserver's own restart-to-ready",
-			Flags: []cli.Flag{&cli.IntSliceFlag{Name: "nodes", Value: cli.NewIntSlice(1, 3), Usage: "node counts to rehearse on"}},
+			Usage: "rehearse on 1 and 3 nodes, the kubelets left to their poll and restarted by breakglass, and compare both paths with kube-apiserver's own restart-to-ready",
+			Flags: []cli.Flag{&cli.IntSliceFlag{Name: "nodes", Value: cli.NewIntSlice(1, 3), Usage: "node counts to rehearse on"},
+				&cli.IntFlag{Name: "phases", Value: 3, Usage: "poll phases to rehearse each path at (the kubelets' poll seeds 1..N)"}},
 			Action: func(c *cli.Context) error {
 				for _, n := range c.IntSlice("nodes") {
 					if err := checkNodes(n); err != nil {
@@ -95,7 +96,11 @@ func labCommands(s streams) []*cli.Command {
 					}
 				}
 				return withJSONResult(c, s, func(out io.Writer) (any, error) {
-					reps, err := lab.Bench(c.Context, c.IntSlice("nodes"), lab.RehearseOptions{ToolVersion: version}, out)
+					var seeds []uint64
+					for i := 1; i <= max(c.Int("phases"), 1); i++ {
+						seeds = append(seeds, uint64(i))
+					}
+					reps, err := lab.Bench(c.Context, c.IntSlice("nodes"), seeds, lab.RehearseOptions{ToolVersion: version}, out)
 					if reps == nil {
 						return nil, err
 					}

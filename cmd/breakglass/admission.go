@@ -44,7 +44,7 @@ func admissionCommand(s streams) *cli.Command {
 				Flags: append([]cli.Flag{
 					&cli.StringSliceFlag{Name: "plugins", Value: cli.NewStringSlice(recovery.DefaultPlugins...), Usage: "admission plugins to disable (comma-separated or repeated)"},
 					&cli.DurationFlag{Name: "revert-after", Usage: "apply in Talos try mode: the nodes revert by themselves after this long (e.g. 30m)"},
-					noWait, waitTimeout, allowPendingFlag(),
+					noWait, waitTimeout, noKubeletRestartFlag(), allowPendingFlag(),
 				}, etcdConnFlags()...),
 				Action: func(c *cli.Context) error {
 					return runAdmissionChange(c, s, "disable")
@@ -58,7 +58,7 @@ func admissionCommand(s streams) *cli.Command {
 					"what it was before disable; other changes made meanwhile are kept. Without a record\n" +
 					"(disable ran elsewhere), --plugins removes just the named plugins.\n" +
 					"Idempotent: nodes with nothing to restore are left alone.\n\n" + exitCodeHelp(),
-				Flags: append([]cli.Flag{plugins, noWait, waitTimeout, allowPendingFlag()}, etcdConnFlags()...),
+				Flags: append([]cli.Flag{plugins, noWait, waitTimeout, noKubeletRestartFlag(), allowPendingFlag()}, etcdConnFlags()...),
 				Action: func(c *cli.Context) error {
 					return runAdmissionChange(c, s, "restore")
 				},
@@ -76,6 +76,10 @@ func admissionCommand(s streams) *cli.Command {
 	}
 }
 
+func noKubeletRestartFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "no-kubelet-restart", Usage: "do not restart the kubelets once the nodes have rendered the new kube-apiserver pod: wait for their next poll of the static pods instead (up to 20 s more per change)"}
+}
+
 func allowPendingFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "allow-pending-change", Usage: "apply even where someone's TRY or STAGED change is pending on a node (a TRY change then becomes permanent, a STAGED one is overwritten)"}
 }
@@ -91,6 +95,7 @@ func admissionChange(c *cli.Context, s streams, g globalOptions, tc *talos.Clien
 		Plugins:            flaglist.Split(c.StringSlice("plugins")...),
 		RevertAfter:        c.Duration("revert-after"),
 		NoWait:             c.Bool("no-wait"),
+		NoKubeletRestart:   c.Bool("no-kubelet-restart"),
 		WaitTimeout:        c.Duration("wait-timeout"),
 		AllowPendingChange: c.Bool("allow-pending-change"),
 		Etcd:               etcdOptions(c),

@@ -269,6 +269,11 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The listing may end on etcd's own timeout before the members' answer
+	// does: what ended it is the same.
+	if ev.Etcd.Error != "" && ev.Members.QuorumLost() && !strings.HasPrefix(ev.Etcd.Error, errNoQuorum.Error()) {
+		ev.Etcd.Error = errNoQuorum.Error() + " (" + ev.Etcd.Error + ")"
+	}
 	for _, h := range health {
 		for i := range ev.Nodes {
 			if ev.Nodes[i].Node == h.Node {

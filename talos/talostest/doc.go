@@ -93,6 +93,14 @@
 //     container that exits restarts in the same pod, the first time at once, then
 //     after BackoffBase doubling to BackoffCap [10s, 5m], CrashLoopBackOff in between.
 //     $(POD_IP) in the command is expanded to the node IP as kubelet does.
+//     The poll has a phase: the first periodic fetch comes PollPhase, or a time
+//     drawn from PollSeed and the node's name, after the kubelet's first start.
+//     ServiceRestart of the kubelet is machined's APIRestart: the reply comes once
+//     the service stopped [RestartStop 1s], the StaticPodStatus is torn down, the
+//     containers run on, and RestartStart [3s] later the new kubelet fetches the
+//     manifest at once, keeps the unchanged pod (or replaces a changed one) and polls
+//     every PollInterval from then on; the status comes back at the next refresh. A
+//     node that is not up answers Unavailable; a kubelet a reset stopped stays down.
 //   - StaticPodStatus is what Talos reads from the kubelet's /pods every
 //     StatusInterval [15s], so it lags the kubelet; none exists before the first
 //     refresh. It is the pod's status as JSON (numbers are floats, times RFC 3339 in

@@ -11,7 +11,10 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +49,22 @@ type Options struct {
 	// GCInterval: the kubelet's container garbage collection, which removes
 	// the containers (and logs) of replaced pods [1m, ContainerGCPeriod].
 	GCInterval time.Duration
+	// PollSeed draws the poll's phase: the kubelet's first periodic fetch comes
+	// a time in [0, PollInterval) after its first start, drawn from the seed and
+	// the node's name, so that where the poll stands when a change is rendered
+	// does not depend on when the change comes (as on a node, whose kubelet
+	// started whenever it booted) and a test still gets the same phase on every
+	// run. PollPhase, when set, is that time as given.
+	PollSeed  uint64
+	PollPhase time.Duration
+	// RestartStop: a ServiceRestart of the kubelet returns once Talos has
+	// stopped the service (the kubelet exits on SIGTERM) [1s, chosen].
+	// RestartStart: from then until the new kubelet has fetched its static pod
+	// manifests and synced them (Talos's PreFunc and the container start, then
+	// the kubelet's own start-up up to its first sync) [3s, chosen]. See
+	// lab/README.md: which figures are measured and which chosen.
+	RestartStop  time.Duration
+	RestartStart time.Duration
 	// TimeScale multiplies the real value of every time left zero; 0 means 1
 	// (real time). Times set explicitly are used as given. Tests use e.g.
 	// 0.01: poll 200ms, status 150ms, grace 300ms, back-off 100ms doubling to
@@ -70,6 +89,8 @@ func (o Options) Resolved() Options {
 		{&o.BackoffCap, 5 * time.Minute},
 		{&o.StatusInterval, 15 * time.Second},
 		{&o.GCInterval, time.Minute},
+		{&o.RestartStop, time.Second},
+		{&o.RestartStart, 3 * time.Second},
 	} {
 		if *f.d <= 0 {
 			*f.d = max(time.Duration(float64(f.def)*scale), time.Millisecond) // tickers need > 0
@@ -79,6 +100,19 @@ func (o Options) Resolved() Options {
 	o.TimeScale = 1
 
 	return o
+}
+
+// Phase is where the node's poll stands: its first periodic fetch comes this
+// long after the kubelet's first start (see Options.PollSeed).
+func (o Options) Phase(node string) time.Duration {
+	if o.PollPhase > 0 {
+		return o.PollPhase % o.PollInterval
+	}
+
+	h := fnv.New64a()
+	h.Write([]byte(node)) //nolint:errcheck
+
+	return time.Duration(rand.New(rand.NewPCG(o.PollSeed, h.Sum64())).Int64N(int64(o.PollInterval))) //nolint:gosec // a phase, not a secret
 }
 
 // Kubelet runs the node's kube-apiserver static pod the way a kubelet does with
@@ -92,10 +126,13 @@ type Kubelet struct {
 	started atomic.Bool
 
 	mu      sync.Mutex
-	pod     *podRecord    // the pod the kubelet runs or is about to start
-	pods    []*podRecord  // every pod with a sandbox or container left, oldest first
-	frozen  bool          // FreezeStatus
-	down    bool          // the kubelet service is stopped (a reset, until the next boot)
+	pod     *podRecord   // the pod the kubelet runs or is about to start
+	pods    []*podRecord // every pod with a sandbox or container left, oldest first
+	frozen  bool         // FreezeStatus
+	down    bool         // the kubelet service is stopped (a reset, until the next boot; a restart)
+	restart bool         // a ServiceRestart is under way (stopping or starting)
+	// poll is the kubelet's next periodic fetch; only the run goroutine uses it.
+	poll    *time.Timer
 	changed chan struct{} // closed and replaced on every change
 
 	work chan func()
@@ -118,7 +155,8 @@ func (k *Kubelet) logf(format string, args ...any) {
 func (k *Kubelet) podName() string { return "kube-system/kube-apiserver-" + k.host.Name }
 
 // Start starts the kubelet service: the first time its loop, which reads the
-// manifests at once and polls them from then on (its ticks keep their pace across
+// manifests at once and polls them from then on, first at the poll's phase
+// (Options.PollSeed), then every PollInterval (its ticks keep their pace across
 // the node's reboots); after Stop, it reads them at once again.
 func (k *Kubelet) Start() {
 	if k.started.CompareAndSwap(false, true) {
@@ -129,7 +167,7 @@ func (k *Kubelet) Start() {
 
 	k.do(func() {
 		k.mu.Lock()
-		k.down = false
+		k.down, k.restart = false, false
 		k.mu.Unlock()
 
 		k.logf("kubelet started")
@@ -143,11 +181,81 @@ func (k *Kubelet) Start() {
 func (k *Kubelet) Stop() {
 	k.do(func() {
 		k.mu.Lock()
-		k.down = true
+		k.down, k.restart = true, false
 		k.mu.Unlock()
 	})
 
 	k.writeStatus(nil)
+}
+
+// ErrNotRunning is a restart of a kubelet service that is not running (a reset
+// stopped it): Talos's APIRestart starts it instead, and during a reset that start
+// does nothing (the service runner is shutting down; cri, which the kubelet waits
+// for, is stopped).
+var ErrNotRunning = errors.New("the kubelet service is not running")
+
+// Restart is Talos's APIRestart of the kubelet service: the service is stopped (it
+// returns once it is, after RestartStop) and started again in the background, as
+// Talos's Start does. The stopped kubelet neither fetches the manifests nor reports
+// the pods (Talos tears their StaticPodStatus down), but the containers keep
+// running: the kubelet's stop does not stop them, and the new kubelet, at its first
+// sync (RestartStart later), finds them in the runtime and keeps the pod whose
+// manifest has not changed (see lab/README.md, the kubelet's sources). The new
+// kubelet fetches the manifests at once and polls them every PollInterval from
+// then on; the status is reported again at Talos's next refresh after that sync.
+func (k *Kubelet) Restart() error {
+	var err error
+
+	if !k.do(func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+
+		switch {
+		case k.down && !k.restart:
+			err = ErrNotRunning
+		case k.restart:
+			// a restart under way: Talos's Stop waits for the service to be down,
+			// its Start finds it starting already
+		default:
+			k.down, k.restart = true, true
+			k.notifyLocked()
+		}
+	}) {
+		return ErrNotRunning
+	}
+
+	if err != nil {
+		return err
+	}
+
+	k.logf("kubelet stopping (service restart)")
+	k.writeStatus(nil)
+
+	select {
+	case <-k.host.Life.Done():
+		return ErrNotRunning
+	case <-time.After(k.opts.RestartStop):
+	}
+
+	time.AfterFunc(k.opts.RestartStart, func() {
+		k.post(func() {
+			k.mu.Lock()
+			if !k.restart { // a reset stopped the service meanwhile
+				k.mu.Unlock()
+
+				return
+			}
+
+			k.down, k.restart = false, false
+			k.mu.Unlock()
+
+			k.logf("kubelet started (service restart): fetching the static pod manifests")
+			k.poll.Reset(k.opts.PollInterval)
+			k.sync()
+		})
+	})
+
+	return nil
 }
 
 // Wait returns once the kubelet's loop has ended (the node went away), at once when
@@ -186,11 +294,16 @@ func (k *Kubelet) do(f func()) bool {
 func (k *Kubelet) run(ctx context.Context) {
 	defer close(k.done)
 
-	poll := time.NewTicker(k.opts.PollInterval)
+	first := k.opts.Phase(k.host.Name)
+	if first <= 0 {
+		first = k.opts.PollInterval
+	}
+
+	k.poll = time.NewTimer(first)
 	status := time.NewTicker(k.opts.StatusInterval)
 	gc := time.NewTicker(k.opts.GCInterval)
 
-	defer poll.Stop()
+	defer k.poll.Stop()
 	defer status.Stop()
 	defer gc.Stop()
 
@@ -202,7 +315,8 @@ func (k *Kubelet) run(ctx context.Context) {
 			k.shutdown()
 
 			return
-		case <-poll.C:
+		case <-k.poll.C:
+			k.poll.Reset(k.opts.PollInterval)
 			k.sync()
 		case <-status.C:
 			k.publish()

@@ -401,8 +401,16 @@ func (s *machineService) ServiceRestart(ctx context.Context, in *machine.Service
 		if _, err := s.ServiceStart(ctx, &machine.ServiceStartRequest{Id: in.Id}); err != nil {
 			return &machine.ServiceRestartResponse{}, err
 		}
+	case in.Id == "kubelet" && s.m.kubelet == nil:
+		return &machine.ServiceRestartResponse{}, status.Error(codes.Unimplemented, "restarting a worker's kubelet is not emulated")
 	case in.Id == "kubelet":
-		return &machine.ServiceRestartResponse{}, status.Error(codes.Unimplemented, "restarting the kubelet is not emulated")
+		// kubelet's APIRestartAllowed: Stop (waits for the service to be down),
+		// then Start (in the background). A kubelet a reset has stopped is
+		// started instead, which during the reset does nothing (the service
+		// runner is shutting down, cri is stopped): Talos's reply is the same.
+		if err := s.m.kubelet.Restart(); err != nil {
+			s.m.logf("service kubelet: restart requested while the service is stopped: %v", err)
+		}
 	default:
 		return &machine.ServiceRestartResponse{}, fmt.Errorf("service %q doesn't support restart operation via API", in.Id)
 	}

@@ -65,7 +65,8 @@ type EtcdService interface {
 type Kubelet interface {
 	Start()
 	Stop()
-	StopAllPods() // the CRI stops and removes every pod sandbox
+	Restart() error // Talos's APIRestart: stopped (returned), then started in the background
+	StopAllPods()   // the CRI stops and removes every pod sandbox
 	Containers(namespace string) []*machine.ContainerInfo
 	ContainerLog(id string) (*host.Log, error)
 }
