@@ -406,6 +406,7 @@ func (e *engineEnv) Run(ctx context.Context, c talostest.Container, logs io.Writ
 			return
 		}
 		if deadlocked {
+			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, "[+]ping ok\n[+]etcd ok\n[-]poststarthook/start-kubernetes-service-cidr-controller failed: reason withheld\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed\n")
 			return
 		}
