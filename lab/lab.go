@@ -70,6 +70,9 @@ type Options struct {
 	EtcdQuotaBytes int64
 	KubeBinDir     string // holds VERSION/kube-apiserver; default: $BREAKGLASS_KUBE_BIN_DIR, else KubeCacheDir
 	Version        string // Kubernetes version to boot, default OldVersion
+	// TalosVersion is every node's Talos version; default talostest's
+	// (v1.13.8). v1.14 and later take the KubeEtcdEncryptionConfig document.
+	TalosVersion string
 	// Kubelet are the emulated kubelet's and Talos's times; zero: the real ones.
 	Kubelet talostest.KubeletOptions
 	// TimeScale scales the real kubelet and Talos times left zero in Kubelet
@@ -166,6 +169,7 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 		BaseArgs:          l.baseArgs,
 		Kubelet:           kubelet,
 		Etcd:              &talostest.EtcdOptions{ClientPort: opts.EtcdPort, PeerPort: opts.EtcdPeerPort, QuotaBytes: opts.EtcdQuotaBytes},
+		Nodes:             nodeOptions(opts),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lab: talos nodes: %w", err)
@@ -198,6 +202,10 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 			return nil, fmt.Errorf("lab: node %s files: %w", ip, err)
 		}
 	}
+	// Each start renders encryptionconfig.yaml from the node's running
+	// config, as Talos renders it into kube-apiserver's secrets directory
+	// (a change of it is a new pod: talos.dev/secrets-version).
+	l.runner.prepare = l.writeEncryption
 	probeTLS, err := adminTLS(cl)
 	if err != nil {
 		return nil, err

@@ -74,6 +74,9 @@ type processRunner struct {
 	binDir string
 	gate   <-chan struct{} // closed once etcd and the node files are in place
 	client *http.Client    // admin client certificate, cluster CA
+	// prepare renders what a start reads from the node's running config
+	// (set before gate closes).
+	prepare func(ip string) error
 
 	mu   sync.Mutex
 	runs []*ContainerRun
@@ -149,6 +152,9 @@ func (r *processRunner) Run(ctx context.Context, c talostest.Container, logs io.
 	case <-r.gate:
 	}
 	bin, err := BinaryFor(r.binDir, c.Image)
+	if err == nil && r.prepare != nil {
+		err = r.prepare(c.Node.IP)
+	}
 	if err == nil {
 		if _, err = os.Stat(bin); err != nil {
 			err = fmt.Errorf("no kube-apiserver binary for image %s at %s (build it: lab/scripts/build-kube-apiserver.sh %s)", c.Image, bin, filepath.Base(filepath.Dir(bin)))

@@ -92,6 +92,10 @@ type engineEnv struct {
 	// perNodeMembers: each control plane runs an etcd member of its own
 	// (envOptions.members).
 	perNodeMembers bool
+	// unreadable, when set, is what a kube-apiserver started on the node
+	// logs when it cannot read what etcd stores (engine_encryption_test.go):
+	// it then runs and is never ready.
+	unreadable func(n *talostest.Node) []string
 }
 
 type envOptions struct {
@@ -111,6 +115,8 @@ type envOptions struct {
 	// removed, reset and bootstrapped as on Talos; the nodes' kube-apiserver
 	// runs only while their member does.
 	members bool
+	// talosVersion is every node's Talos version; default talostest's.
+	talosVersion string
 	// kubelet, when set, replaces engineKubelet (e.g. a poll of an hour:
 	// only a kubelet restart makes the kubelet look at a new pod).
 	kubelet *talostest.KubeletOptions
@@ -136,6 +142,11 @@ func newEngineEnv(t *testing.T, o envOptions) *engineEnv {
 
 	copts := talostest.ClusterOptions{ControlPlanes: o.controlPlanes, Workers: o.workers, Dir: t.TempDir(), Secrets: bundle,
 		Runner: env, Kubelet: engineKubelet, BaseArgs: env.baseArgs}
+	if o.talosVersion != "" {
+		for range o.controlPlanes + o.workers {
+			copts.Nodes = append(copts.Nodes, talostest.NodeOptions{TalosVersion: o.talosVersion})
+		}
+	}
 	if o.kubelet != nil {
 		copts.Kubelet = *o.kubelet
 	}
@@ -360,6 +371,16 @@ func (e *engineEnv) Run(ctx context.Context, c talostest.Container, logs io.Writ
 		return err
 	}
 	deadlocked := e.deadlocks(c.ContainerConfig)
+	var unreadable []string
+	e.mu.Lock()
+	check := e.unreadable
+	e.mu.Unlock()
+	if check != nil {
+		unreadable = check(e.cluster.Node(c.Node.IP))
+		for _, l := range unreadable {
+			fmt.Fprintln(logs, l)
+		}
+	}
 	if deadlocked {
 		url := "https://" + e.backend.Addr() + "/validate"
 		webhook := testWebhook + ".breakglass.test"
@@ -379,6 +400,11 @@ func (e *engineEnv) Run(ctx context.Context, c talostest.Container, logs io.Writ
 			fmt.Fprint(w, "[+]ping ok\n[+]etcd ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed\n")
 			return
 		}
+		if len(unreadable) > 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, "[+]ping ok\n[+]etcd ok\n[-]informer-sync failed: reason withheld\nreadyz check failed\n")
+			return
+		}
 		if deadlocked {
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, "[+]ping ok\n[+]etcd ok\n[-]poststarthook/start-kubernetes-service-cidr-controller failed: reason withheld\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed\n")
@@ -388,7 +414,7 @@ func (e *engineEnv) Run(ctx context.Context, c talostest.Container, logs io.Writ
 	})
 	srv := &http.Server{Handler: handler, ErrorLog: log.New(io.Discard, "", 0)}
 	go srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})) //nolint:errcheck
-	if !deadlocked {
+	if !deadlocked && len(unreadable) == 0 {
 		fmt.Fprintf(logs, "%s stand-in kube-apiserver: serving, ready\n", klog('I', "server.go:200"))
 		e.bootstrap()
 	}

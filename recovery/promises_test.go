@@ -21,6 +21,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/recovery"
 	"github.com/breakglass-dev/breakglass/runbooks"
@@ -62,6 +63,10 @@ type incidentCase struct {
 	// that removes, resets, bootstraps, compacts or deletes).
 	runbook string
 	moves   map[string]worldMove
+	// rewrite, for a type whose revert waits until nothing stored uses
+	// what it added, is the operator's rewrite of the stored data
+	// (kubectl replace), done before each revert.
+	rewrite func(env *engineEnv)
 }
 
 // worldMove is what happens while the operator confirms a destructive
@@ -119,6 +124,23 @@ var incidentCases = map[string]incidentCase{
 		advice:     "this edit is meant to stay",
 		lastChange: "remove-flags",
 		runbook:    "apiserver-flags",
+		over:       func(env *engineEnv) bool { hs, _ := recovery.CheckHealth(env.t.Context(), env.tc); return allReady(hs) },
+	},
+	"encryption-drift": {
+		make:   func(t *testing.T) *engineEnv { return newEncryptionEnv(t, 2) },
+		during: "applied: the static pod is re-rendered",
+		colleague: func(cfg []byte) []byte {
+			out, _, err := encryption.AddReadKey(cfg, "secrets", encryption.AESCBC, encryption.Key{Name: "colleague", Secret: encryption.RecordingKey("colleague")})
+			if err != nil {
+				panic(err)
+			}
+			return out
+		},
+		kept:       "colleague",
+		advice:     "the next apply drops the key again",
+		lastChange: "add-key",
+		runbook:    "encryption-drift",
+		rewrite:    (*engineEnv).rewriteSecretsUnderKey1,
 		over:       func(env *engineEnv) bool { hs, _ := recovery.CheckHealth(env.t.Context(), env.tc); return allReady(hs) },
 	},
 	"etcd-nospace": {
@@ -291,6 +313,9 @@ func TestPromiseRevertOnlyWhatCanBeUndone(t *testing.T) {
 			}
 		}
 
+		if c.rewrite != nil {
+			c.rewrite(env)
+		}
 		rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
 		if reversible {
 			wantOutcome(t, rev, err, "reverted", false)
@@ -477,6 +502,9 @@ func TestPromiseRestoreKeepsLaterEdit(t *testing.T) {
 			if _, err := env.tc.Apply(t.Context(), n.IP, talos.ApplyRequest{Config: theirs, Mode: talos.NoReboot}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if c.rewrite != nil {
+			c.rewrite(env)
 		}
 		var shown strings.Builder
 		_, err := revertRun(t, env, res.Incident, false, true, engineHooks{show: func(s string) { shown.WriteString(s) }})

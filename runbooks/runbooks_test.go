@@ -26,11 +26,11 @@ func actionsOf(rb *Runbook) []Action {
 }
 
 func TestBuiltin(t *testing.T) {
-	if got, want := BuiltinNames(), []string{"webhook-deadlock", "mutating-webhook-deadlock", "policy-deadlock", "apiserver-flags", "etcd-member-lost", "etcd-nospace", "etcd-quorum-lost"}; !slices.Equal(got, want) {
+	if got, want := BuiltinNames(), []string{"webhook-deadlock", "mutating-webhook-deadlock", "policy-deadlock", "apiserver-flags", "encryption-drift", "etcd-member-lost", "etcd-nospace", "etcd-quorum-lost"}; !slices.Equal(got, want) {
 		t.Fatalf("BuiltinNames() = %q, want %q", got, want)
 	}
 	all := Builtin()
-	if len(all) != 7 {
+	if len(all) != 8 {
 		t.Fatalf("Builtin() gave %d runbooks", len(all))
 	}
 	for _, rb := range all {
@@ -373,7 +373,7 @@ func TestDuration(t *testing.T) {
 
 func TestActionTable(t *testing.T) {
 	acts := Actions()
-	want := []Action{ActionPreflight, ActionDiagnose, ActionAdmissionDisable, ActionExtraArgsRemove, ActionAPIServerWait, ActionEtcdSnapshot, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
+	want := []Action{ActionPreflight, ActionDiagnose, ActionAdmissionDisable, ActionExtraArgsRemove, ActionEncryptionKeyAdd, ActionAPIServerWait, ActionEtcdSnapshot, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
 		ActionEtcdCopy, ActionEtcdMemberRemove, ActionEtcdReset, ActionEtcdBootstrap, ActionEtcdWait, ActionEtcdDelete, ActionWebhookWait, ActionAdmissionRestore, ActionVerify}
 	var names []Action
 	types := map[reflect.Type]bool{}
@@ -413,7 +413,7 @@ func TestActionTable(t *testing.T) {
 		if a.Summary == "" || strings.HasSuffix(a.Summary, ".") {
 			t.Errorf("%s: summary %q", a.Name, a.Summary)
 		}
-		changes := slices.Contains([]Action{ActionAdmissionDisable, ActionEtcdDelete, ActionAdmissionRestore, ActionExtraArgsRemove, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
+		changes := slices.Contains([]Action{ActionAdmissionDisable, ActionEtcdDelete, ActionAdmissionRestore, ActionExtraArgsRemove, ActionEncryptionKeyAdd, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
 			ActionEtcdMemberRemove, ActionEtcdReset, ActionEtcdBootstrap}, a.Name)
 		if a.ChangesCluster != changes {
 			t.Errorf("%s: ChangesCluster %v", a.Name, a.ChangesCluster)

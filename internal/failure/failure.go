@@ -45,6 +45,7 @@ const (
 	DiagnoseNoSpace    Category = 30
 	DiagnoseMemberLost Category = 31
 	DiagnoseQuorumLost Category = 32
+	DiagnoseEncryption Category = 33
 	// UpgradeNoGo is upgrade-check's no-go. 40, not 31: the codes after 30
 	// are diagnose's verdicts, and more of them are coming.
 	UpgradeNoGo Category = 40
@@ -81,6 +82,7 @@ var Table = []struct {
 	{DiagnoseNoSpace, "diagnose: etcd is full (NOSPACE alarm) and refuses every write"},
 	{DiagnoseMemberLost, "diagnose: an etcd member is lost (down, corrupt or removed); quorum holds"},
 	{DiagnoseQuorumLost, "diagnose: etcd has lost its quorum; no write goes through"},
+	{DiagnoseEncryption, "diagnose: stored data does not decrypt with the control planes' encryption configuration"},
 	{UpgradeNoGo, "upgrade-check: a check says no-go (with --strict, a warning too): do not upgrade yet"},
 }
 
@@ -107,7 +109,7 @@ func Help() string {
 // outcome first, then partial (it wraps each node's own failure), then the
 // cause an operator can act on first.
 var precedence = []Category{
-	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseMemberLost, DiagnoseQuorumLost, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, UpgradeNoGo, LabFailed, LabNoBinaries,
+	Disabled, DiagnoseDeadlock, DiagnoseFlags, DiagnoseNoSpace, DiagnoseMemberLost, DiagnoseQuorumLost, DiagnoseEncryption, DiagnoseOther, DiagnoseUnknown, AuditDeadlock, AuditUnknown, AuditSlowStart, UpgradeNoGo, LabFailed, LabNoBinaries,
 	Partial, Declined, Credentials, Unreachable, Conflict, Timeout, Refused, Verification, BadInput, Output,
 }
 

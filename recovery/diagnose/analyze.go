@@ -23,6 +23,7 @@ const (
 	EtcdNoSpace       Verdict = "etcd-nospace"       // etcd is full (NOSPACE alarm): every write is refused
 	EtcdMemberLost    Verdict = "etcd-member-lost"   // an etcd member is down, corrupt or removed; quorum holds
 	EtcdQuorumLost    Verdict = "etcd-quorum-lost"   // too few healthy etcd members: no write goes through
+	EncryptionDrift   Verdict = "encryption-drift"   // stored data does not decrypt with the encryption configuration
 	Unknown           Verdict = "unknown"            // could not tell: nodes unread, or no known signature
 )
 
@@ -43,6 +44,8 @@ func (v Verdict) Category() failure.Category {
 		return failure.DiagnoseMemberLost
 	case EtcdQuorumLost:
 		return failure.DiagnoseQuorumLost
+	case EncryptionDrift:
+		return failure.DiagnoseEncryption
 	}
 	return failure.DiagnoseUnknown
 }
@@ -234,6 +237,8 @@ func Analyze(ev *Evidence, opts Options) *Report {
 		// limps on the others until the member is back.
 	case r.flagsRefused(ev, suspect):
 		// It never starts: nothing else it logged can matter yet.
+	case r.encryptionDrift(ev, suspect):
+		// It runs and never becomes ready: it cannot read what is stored.
 	case len(trapped) > 0:
 		// Every write is refused before admission objects are consulted:
 		// deleting one would change nothing.

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -90,6 +91,9 @@ type Evidence struct {
 	// Members are etcd's members, node by node (members.go); nil when the
 	// nodes could not be asked.
 	Members *MembersEvidence `json:"members,omitempty"`
+	// Encryption is encryption at rest (encryption.go); nil when not read
+	// (every kube-apiserver ready, or no reader).
+	Encryption *EncryptionEvidence `json:"encryption,omitempty"`
 }
 
 // NodeEvidence is what one control-plane node showed.
@@ -281,6 +285,17 @@ func Gather(ctx context.Context, nodes Nodes, objs Objects, opts Options) (*Evid
 				ev.Nodes[i].Readyz = &h
 			}
 		}
+	}
+	// Encryption at rest is read only where some kube-apiserver is not
+	// ready: it reads every stored value of the resources concerned.
+	if cr, ok := nodes.(ConfigReader); ok && slices.ContainsFunc(ev.Nodes, func(ne NodeEvidence) bool { return ne.state() != stateReady }) {
+		var sr StoredReader
+		if s, ok := objs.(StoredReader); ok && ev.Etcd.Error == "" {
+			sr = s
+		}
+		ctx, cancel := context.WithTimeout(ctx, etcdListTimeout)
+		ev.Encryption = GatherEncryption(ctx, cr, list, sr)
+		cancel()
 	}
 	return ev, nil
 }

@@ -64,6 +64,9 @@ func Brief(r *Report) string {
 	if (r.Verdict == EtcdMemberLost || r.Verdict == EtcdQuorumLost) && r.Evidence != nil {
 		writeMembers(&b, r.Evidence.Members)
 	}
+	if r.Verdict == EncryptionDrift && r.Evidence != nil {
+		writeEncryption(&b, r.Evidence.Encryption)
+	}
 	return b.String()
 }
 

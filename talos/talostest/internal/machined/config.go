@@ -19,6 +19,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 )
 
 // nodeConfig is a machine config as the node holds it: the exact bytes, and the
@@ -86,7 +88,17 @@ func (validationMode) InContainer() bool     { return false }
 // parseConfig loads and validates config bytes as the node's machined would; errors are
 // gRPC InvalidArgument statuses with the loader's message.
 func (m *Machined) parseConfig(raw []byte) (*nodeConfig, error) {
-	known, err := stripKinds(raw, m.opts.KnownKinds)
+	kinds := m.opts.KnownKinds
+	if major, minor, _ := parseTalosVersion(m.talosVersion); major > 1 || (major == 1 && minor >= 14) {
+		// Talos 1.14 knows the KubeEtcdEncryptionConfig document; this
+		// machinery does not: it is checked as machined checks it.
+		kinds = append(slices.Clone(kinds), encryption.DocumentKind)
+		if _, _, err := encryption.FromMachineConfig(raw); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+
+	known, err := stripKinds(raw, kinds)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -135,6 +135,7 @@ type Machined struct {
 	rollbackDeadline time.Time
 	rendered         *ContainerConfig
 	renderedVersion  string // the APIServerConfig version it was rendered from
+	renderedSecrets  string // the encryption configuration it was rendered with (secretsVersion)
 	renderErr        error
 	renderPending    bool // a render waits for etcd to be healthy
 

@@ -2,6 +2,8 @@ package machined
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -10,6 +12,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/talos/talostest/internal/staticpod"
 )
 
@@ -80,13 +83,17 @@ func (m *Machined) renderPodLocked() {
 	// The manifest carries the APIServerConfig's version (talos.dev/config-version):
 	// every change of that config is a new manifest, and so a new pod, even where
 	// the container comes out as one that ran before.
-	if m.rendered != nil && m.rendered.Equal(rendered) && m.renderedVersion == version {
+	// talos.dev/secrets-version: the encryption configuration the node
+	// renders into kube-apiserver's secrets directory; a change of it is a
+	// new pod, which reads the new file.
+	secrets := secretsVersion(m.running.raw)
+	if m.rendered != nil && m.rendered.Equal(rendered) && m.renderedVersion == version && m.renderedSecrets == secrets {
 		return
 	}
 
-	m.rendered, m.renderedVersion = &rendered, version
+	m.rendered, m.renderedVersion, m.renderedSecrets = &rendered, version, secrets
 
-	pod, err := staticpod.Manifest(rendered, version)
+	pod, err := staticpod.Manifest(rendered, version, secrets)
 	if err != nil {
 		m.logf("rendering static pod: %v", err)
 
@@ -100,6 +107,25 @@ func (m *Machined) renderPodLocked() {
 	}); err != nil {
 		m.logf("writing StaticPod: %v", err)
 	}
+}
+
+// secretsVersion stands for the version of the files Talos renders into
+// kube-apiserver's secrets directory that follow the machine config: a hash
+// of the encryption configuration it renders ("" when it renders none).
+func secretsVersion(raw []byte) string {
+	c, _, err := encryption.FromMachineConfig(raw)
+	if err != nil {
+		return ""
+	}
+
+	f, err := c.File()
+	if err != nil {
+		return ""
+	}
+
+	sum := sha256.Sum256(f)
+
+	return hex.EncodeToString(sum[:8])
 }
 
 // WaitRendered waits until the static pod controller rendered the pod, or failed to.

@@ -24,6 +24,12 @@ const Binary = "/usr/local/bin/kube-apiserver"
 // version is a new pod even with the same container.
 const ConfigVersionAnnotation = "talos.dev/config-version"
 
+// SecretsVersionAnnotation carries the version of the files rendered into
+// kube-apiserver's secrets directory (encryptionconfig.yaml among them), as
+// Talos's ControlPlaneStaticPodController sets it: a change of them is a
+// new pod.
+const SecretsVersionAnnotation = "talos.dev/secrets-version"
+
 // ContainerConfig is the rendered kube-apiserver container: what the kubelet runs.
 type ContainerConfig struct {
 	Image   string
@@ -66,7 +72,7 @@ func FlagHas(c ContainerConfig, name, value string) bool {
 
 // Manifest renders the kube-apiserver pod the way Talos writes it into the StaticPod
 // resource (a v1.Pod converted to a map).
-func Manifest(c ContainerConfig, configVersion string) (map[string]any, error) {
+func Manifest(c ContainerConfig, configVersion string, secretsVersion ...string) (map[string]any, error) {
 	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -109,6 +115,10 @@ func Manifest(c ContainerConfig, configVersion string) (map[string]any, error) {
 		},
 	}
 
+	if len(secretsVersion) > 0 && secretsVersion[0] != "" {
+		pod.Annotations[SecretsVersionAnnotation] = secretsVersion[0]
+	}
+
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
 }
 
@@ -123,7 +133,12 @@ func Read(manifest map[string]any) (ContainerConfig, string, error) {
 
 	for _, c := range pod.Spec.Containers {
 		if c.Name == k8s.APIServerID {
-			return ContainerConfig{Image: c.Image, Command: c.Command}, pod.Annotations[ConfigVersionAnnotation], nil
+			version := pod.Annotations[ConfigVersionAnnotation]
+			if sv := pod.Annotations[SecretsVersionAnnotation]; sv != "" {
+				version += "/" + sv
+			}
+
+			return ContainerConfig{Image: c.Image, Command: c.Command}, version, nil
 		}
 	}
 

@@ -1,0 +1,70 @@
+package etcd
+
+import (
+	"context"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/breakglass-dev/breakglass/internal/encryption"
+)
+
+// StoredGroup is every value of one resource stored the same way: under one
+// encryption prefix (provider, version and key name), or unencrypted in one
+// form. Sample is one of its values, kept in memory only for a trial
+// decryption: never printed, never written anywhere.
+type StoredGroup struct {
+	Resource string            `json:"resource"`
+	Stored   encryption.Stored `json:"-"`
+	// What says it: "secretbox key key2", "unencrypted (protobuf)".
+	What    string   `json:"what"`
+	Count   int      `json:"count"`
+	Example string   `json:"example"` // one etcd key, e.g. /registry/secrets/default/s0
+	Keys    []string `json:"-"`       // every etcd key of the group
+	Sample  []byte   `json:"-"`
+	// SampleKey is the etcd key Sample was read under (AES-GCM
+	// authenticates it).
+	SampleKey string `json:"-"`
+}
+
+// storedPage is how many keys one read of Stored asks for.
+const storedPage = 500
+
+// Stored reads every value stored under the resource (PREFIX/RESOURCE/) and
+// groups them by how each is stored (encryption.Classify), in pages, at one
+// revision. Nothing is decrypted or kept but one value per group.
+func (c *Client) Stored(ctx context.Context, resource string) ([]StoredGroup, error) {
+	prefix := resourcePrefix(c.prefix, resource)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	var groups []StoredGroup
+	var rev int64
+	from := prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(storedPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.kv.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, c.wrap(err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			st := encryption.Classify(kv.Value)
+			i := slices.IndexFunc(groups, func(g StoredGroup) bool { return g.Stored == st })
+			if i < 0 {
+				groups = append(groups, StoredGroup{Resource: resource, Stored: st, What: st.String(), Example: string(kv.Key),
+					Sample: slices.Clone(kv.Value), SampleKey: string(kv.Key)})
+				i = len(groups) - 1
+			}
+			groups[i].Count++
+			groups[i].Keys = append(groups[i].Keys, string(kv.Key))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return groups, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}

@@ -1,0 +1,106 @@
+package encryption
+
+import (
+	"strings"
+	"testing"
+)
+
+const v1alpha1Doc = "version: v1alpha1\nmachine:\n  type: controlplane\ncluster:\n  clusterName: lab\n"
+
+// machineConfigWith is a machine config whose encryption configuration is
+// c as Talos 1.14's document, after a v1alpha1 document.
+func machineConfigWith(t *testing.T, c Config) []byte {
+	t.Helper()
+	doc, err := c.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(v1alpha1Doc + "---\n" + string(doc))
+}
+
+// The 1.14.0-beta.0 generator's config (secretbox key1, no identity) gets
+// key2 back for reading, after key1; the v1alpha1 document's bytes stay;
+// taking it out gives the same configuration back.
+func TestAddReadKeyAndRemove(t *testing.T) {
+	key := RecordingKey("a")
+	renamed := Config{Resources: []Rule{{Resources: []string{"secrets"}, Providers: []Provider{{Type: Secretbox, Keys: []Key{{Name: "key1", Secret: key}}}}}}}
+	mc := machineConfigWith(t, renamed)
+	out, changed, err := AddReadKey(mc, "secrets", Secretbox, Key{Name: "key2", Secret: key})
+	if err != nil || !changed {
+		t.Fatalf("changed %v, %v", changed, err)
+	}
+	if !strings.HasPrefix(string(out), v1alpha1Doc+"---\n") {
+		t.Fatalf("the v1alpha1 document changed:\n%s", out)
+	}
+	c, src, err := FromMachineConfig(out)
+	if err != nil || src != FromDocument {
+		t.Fatal(src, err)
+	}
+	if got := c.String(); got != "secrets: secretbox (key1, key2)" {
+		t.Errorf("after the add: %s", got)
+	}
+	// Added again: nothing to do.
+	if _, changed, err := AddReadKey(out, "secrets", Secretbox, Key{Name: "key2", Secret: key}); err != nil || changed {
+		t.Errorf("again: changed %v, %v", changed, err)
+	}
+	// The same name with another secret is refused, and the error holds no secret.
+	_, _, err = AddReadKey(out, "secrets", Secretbox, Key{Name: "key2", Secret: RecordingKey("b")})
+	if err == nil || strings.Contains(err.Error(), RecordingKey("b").Reveal()) || strings.Contains(err.Error(), key.Reveal()) {
+		t.Errorf("another secret under key2: %v", err)
+	}
+	back, changed, err := RemoveKey(out, "secrets", Secretbox, "key2")
+	if err != nil || !changed {
+		t.Fatal(changed, err)
+	}
+	if c, _, _ := FromMachineConfig(back); c.String() != renamed.String() {
+		t.Errorf("after the removal: %s", c)
+	}
+	// The key it writes with is never taken out.
+	if _, _, err := RemoveKey(back, "secrets", Secretbox, "key1"); err == nil {
+		t.Error("the write key was taken out")
+	}
+}
+
+// A provider missing (data under aescbc, the config secretbox only) comes
+// back as a provider of its own after the one written with.
+func TestAddReadKeyProviderDropped(t *testing.T) {
+	c := Config{Resources: []Rule{{Resources: []string{"secrets"}, Providers: []Provider{{Type: Secretbox, Keys: []Key{{Name: "key2", Secret: RecordingKey("a")}}}, {Type: Identity}}}}}
+	out, changed, err := AddReadKey(machineConfigWith(t, c), "secrets", AESCBC, Key{Name: "key1", Secret: RecordingKey("c")})
+	if err != nil || !changed {
+		t.Fatal(changed, err)
+	}
+	got, _, _ := FromMachineConfig(out)
+	if got.String() != "secrets: secretbox (key2), aescbc (key1), identity" {
+		t.Errorf("%s", got)
+	}
+}
+
+// The legacy cluster secrets cannot name another key: said, with what to do.
+func TestAddReadKeyLegacy(t *testing.T) {
+	mc := []byte("version: v1alpha1\ncluster:\n  secretboxEncryptionSecret: " + RecordingKey("a").Reveal() + "\n")
+	if _, _, err := AddReadKey(mc, "secrets", Secretbox, Key{Name: "key1", Secret: RecordingKey("a")}); err != ErrLegacyNames {
+		t.Errorf("%v", err)
+	}
+}
+
+// FindKey finds, among candidates, the secret that opens a value under the
+// name the value carries; a candidate of another secret does not.
+func TestFindKey(t *testing.T) {
+	v := seal(t, Secretbox, "key2", testKey("a"), "/registry/secrets/default/s0", object)
+	cands := []Candidate{{Source: "node b", Secret: SecretOf(testKey("b"))}, {Source: "node a", Secret: SecretOf(testKey("a"))}}
+	c, ok := FindKey(v, "/registry/secrets/default/s0", cands)
+	if !ok || c.Source != "node a" {
+		t.Errorf("%v %v", c.Source, ok)
+	}
+	if _, ok := FindKey(v, "/registry/secrets/default/s0", cands[:1]); ok {
+		t.Error("another secret found")
+	}
+	bundle := []byte("cluster:\n  id: x\nsecrets:\n  bootstraptoken: abc.def\n  secretboxencryptionsecret: " + SecretOf(testKey("a")).Reveal() + "\n")
+	bc, err := BundleCandidates(bundle, "secrets.yaml")
+	if err != nil || len(bc) != 1 {
+		t.Fatal(bc, err)
+	}
+	if c, ok := FindKey(v, "/registry/secrets/default/s0", bc); !ok || !strings.HasPrefix(c.Source, "secrets.yaml") {
+		t.Errorf("bundle: %v %v", c.Source, ok)
+	}
+}

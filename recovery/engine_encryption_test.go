@@ -1,0 +1,361 @@
+package recovery_test
+
+// The encryption-drift incident on the engine's stand-in cluster: Secrets
+// a real kube-apiserver v1.34.4 stored under secretbox key2 (Talos 1.13's
+// legacy rendering), control planes whose machine config was regenerated
+// for the 1.14 contract by v1.14.0-beta.0's generator (a
+// KubeEtcdEncryptionConfig document naming the same secret key1,
+// siderolabs/talos#13885): kube-apiserver cannot read a Secret and is
+// never ready.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/breakglass-dev/breakglass/internal/encryption"
+	"github.com/breakglass-dev/breakglass/recovery"
+	"github.com/breakglass-dev/breakglass/runbooks"
+	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
+)
+
+// recordedShape is a shape the real v1.34.4 binary was recorded in.
+func recordedShape(t *testing.T, name string) encryption.Shape {
+	t.Helper()
+	b, err := os.ReadFile("../internal/encryption/testdata/recorded/v1.34.4.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r encryption.Recording
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range r.Shapes {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no recorded shape %s", name)
+	return encryption.Shape{}
+}
+
+// storedKey2 is a Secret the real binary wrote under secretbox key2 with
+// the public recording key "secretbox".
+func storedKey2(t *testing.T) (string, []byte) {
+	sh := recordedShape(t, "secret-regenerated") // written under secretbox key2 (label secretbox)
+	if st := encryption.Classify(sh.StoredValue); st.Provider != encryption.Secretbox || st.Key != "key2" {
+		t.Fatalf("recorded value stored as %s", st)
+	}
+	return sh.StoredKey, sh.StoredValue
+}
+
+var secretboxSecretLine = regexp.MustCompile(`(?m)^(\s*)secretboxEncryptionSecret:.*\n`)
+
+// withDocument is a node's config for the 1.14 contract: the v1alpha1
+// secret out, a KubeEtcdEncryptionConfig document in.
+func withDocument(t *testing.T, cfg []byte, c encryption.Config) []byte {
+	t.Helper()
+	doc, err := c.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = secretboxSecretLine.ReplaceAll(cfg, nil)
+	return append(append(bytes.TrimRight(cfg, "\n"), []byte("\n---\n")...), doc...)
+}
+
+// newEncryptionEnv is the incident on Talos 1.14 control planes: the
+// stored Secrets under secretbox key2, the configs naming the same secret
+// key1. The stand-in kube-apiserver reads every stored Secret with the
+// configuration its node renders, and logs the real binary's lines for
+// what it cannot.
+func newEncryptionEnv(t *testing.T, controlPlanes int) *engineEnv {
+	t.Helper()
+	env := newEngineEnv(t, envOptions{controlPlanes: controlPlanes, talosVersion: "v1.14.0"})
+	etcdKey, value := storedKey2(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, k := range []string{etcdKey, "/registry/secrets/kube-system/bootstrap-token-abcdef", "/registry/secrets/default/s1"} {
+		if _, err := env.kv.Put(ctx, k, string(value)); err != nil { // one recorded value under each key: secretbox authenticates no key
+			t.Fatal(err)
+		}
+	}
+	lines := recordedShape(t, "key-renamed").Lines
+	env.mu.Lock()
+	env.unreadable = func(n *talostest.Node) []string {
+		c, _, err := encryption.FromMachineConfig(n.RunningConfig())
+		if err != nil {
+			return []string{"E run.go:72] \"command failed\" err=\"error while parsing file: " + err.Error() + "\""}
+		}
+		resp, err := env.kv.Get(context.Background(), "/registry/secrets/", clientv3.WithPrefix())
+		if err != nil {
+			return nil
+		}
+		for _, kv := range resp.Kvs {
+			if c.Read("secrets", string(kv.Key), kv.Value).Outcome != encryption.Decrypts {
+				return lines
+			}
+		}
+		return nil
+	}
+	env.mu.Unlock()
+	renamed := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"},
+		Providers: []encryption.Provider{{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key1", Secret: encryption.RecordingKey("secretbox")}}}}}}}
+	for _, n := range env.cluster.ControlPlanes() {
+		cfg := withDocument(t, n.RunningConfig(), renamed)
+		if _, err := env.tc.Apply(ctx, n.IP, talos.ApplyRequest{Config: cfg, Mode: talos.NoReboot}); err != nil {
+			t.Fatal(err)
+		}
+		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
+	}
+	env.waitReadyOrNot(false)
+	return env
+}
+
+// noKeyMaterial fails when any output holds the recording key.
+func noKeyMaterial(t *testing.T, env *engineEnv, texts ...string) {
+	t.Helper()
+	secret := encryption.RecordingKey("secretbox").Reveal()
+	for _, s := range texts {
+		if strings.Contains(s, secret) {
+			t.Errorf("key material in the output")
+		}
+	}
+	_ = env
+}
+
+// stateFiles is every file the state directory holds, concatenated.
+func stateFiles(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepathWalk(dir, func(data []byte) { b.Write(data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// recover with no flag on Talos 1.14's renamed key: diagnosed
+// encryption-drift naming secretbox key2; key2 added back, read-only, after
+// key1, on every control plane, with the material found in their own
+// configs; kube-apiserver ready. No key material in the output, the
+// journal or anything in the state directory. revert refuses to take key2
+// out while Secrets are stored under it, and takes it out, by name, once
+// they are written again under key1: the configs are as before, byte for
+// byte.
+func TestEngineRecoverEncryptionDrift(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	for _, s := range []string{"preflight", "diagnose", "add-key", "wait-apiserver"} {
+		wantStep(t, res, s, "ok")
+	}
+	if m := res.step("diagnose").Message; !strings.Contains(m, "verdict encryption-drift") || !strings.Contains(m, "secretbox key key2") {
+		t.Errorf("diagnose: %s", m)
+	}
+	if m := res.step("add-key").Message; !strings.Contains(m, "added secretbox key key2, read-only, on 2 control plane(s)") {
+		t.Errorf("add-key: %s", m)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		c, src, err := encryption.FromMachineConfig(n.RunningConfig())
+		if err != nil || src != encryption.FromDocument || c.String() != "secrets: secretbox (key1, key2)" {
+			t.Errorf("node %s: %s %s %v", n.IP, src, c, err)
+		}
+	}
+	env.waitReadyOrNot(true)
+	noKeyMaterial(t, env, fmt.Sprintf("%+v", res), stateFiles(t, env.stateDir))
+
+	// Revert: Secrets are still stored under key2.
+	rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
+	if err == nil || !strings.Contains(err.Error(), "secretbox key key2 stays: 3 secrets are still stored under it") {
+		t.Fatalf("revert with Secrets under key2: %v (%s)", err, rev.Outcome)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); c.String() != "secrets: secretbox (key1, key2)" {
+			t.Errorf("node %s: key2 taken out while in use: %s", n.IP, c)
+		}
+	}
+	env.rewriteSecretsUnderKey1()
+	rev, err = revertRun(t, env, res.Incident, false, false, engineHooks{})
+	wantOutcome(t, rev, err, "reverted", false)
+	wantStep(t, rev, "revert-encryption-keys", "ok")
+	env.assertConfigsOriginal()
+	noKeyMaterial(t, env, fmt.Sprintf("%+v", rev), stateFiles(t, env.stateDir))
+}
+
+func filepathWalk(dir string, each func([]byte)) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		each(b)
+		return nil
+	})
+}
+
+// rewriteSecretsUnderKey1 writes every stored Secret again under secretbox
+// key1, as kube-apiserver does on kubectl replace (the real binary's value).
+func (e *engineEnv) rewriteSecretsUnderKey1() {
+	e.t.Helper()
+	written := recordedShape(e.t, "key-renamed").StoredValue // under secretbox key1, label secretbox
+	resp, err := e.kv.Get(e.t.Context(), "/registry/secrets/", clientv3.WithPrefix())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if _, err := e.kv.Put(e.t.Context(), string(kv.Key), string(written)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// newDroppedEnv is a provider dropped: Secrets a real kube-apiserver
+// stored under aescbc key1 (a cluster created before Talos 1.3), control
+// planes whose document renders secretbox key2 only. No machine config
+// holds the AES-CBC secret: only the operator's secrets bundle does.
+func newDroppedEnv(t *testing.T) *engineEnv {
+	t.Helper()
+	env := newEngineEnv(t, envOptions{controlPlanes: 2, talosVersion: "v1.14.0"})
+	sh := recordedShape(t, "provider-dropped")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, k := range []string{sh.StoredKey, "/registry/secrets/default/s1"} {
+		if _, err := env.kv.Put(ctx, k, string(sh.StoredValue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.mu.Lock()
+	env.unreadable = func(n *talostest.Node) []string {
+		c, _, err := encryption.FromMachineConfig(n.RunningConfig())
+		if err != nil {
+			return []string{err.Error()}
+		}
+		resp, err := env.kv.Get(context.Background(), "/registry/secrets/", clientv3.WithPrefix())
+		if err != nil {
+			return nil
+		}
+		for _, kv := range resp.Kvs {
+			if c.Read("secrets", string(kv.Key), kv.Value).Outcome != encryption.Decrypts {
+				return sh.Lines
+			}
+		}
+		return nil
+	}
+	env.mu.Unlock()
+	cfg := encryption.Specs(sh.After) // secretbox key2, identity
+	for _, n := range env.cluster.ControlPlanes() {
+		if _, err := env.tc.Apply(ctx, n.IP, talos.ApplyRequest{Config: withDocument(t, n.RunningConfig(), cfg), Mode: talos.NoReboot}); err != nil {
+			t.Fatal(err)
+		}
+		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
+	}
+	env.waitReadyOrNot(false)
+	return env
+}
+
+// bundleFile writes a secrets bundle holding an AES-CBC secret.
+func bundleFile(t *testing.T, secret encryption.Secret) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secrets.yaml")
+	text := "cluster:\n  id: another\n  secret: x\nsecrets:\n  bootstraptoken: abcdef.0123456789abcdef\n  aescbcencryptionsecret: " + secret.Reveal() + "\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// driftRun is recover on a copy of the encryption-drift runbook whose
+// add-key step names the bundle.
+func driftRun(t *testing.T, env *engineEnv, bundle string, hooks engineHooks) (runOutcome, error) {
+	t.Helper()
+	rb, err := runbooks.Resolve("encryption-drift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := recovery.StepsOf(rb)
+	for i, s := range steps {
+		if p, ok := s.Params.(*runbooks.EncryptionKeyAddParams); ok {
+			steps[i].Params = &runbooks.EncryptionKeyAddParams{Keys: p.Keys, Bundle: bundle}
+		}
+	}
+	opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: steps, RunbookExplicit: true, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover"}
+	ui := newTestUI(t, hooks)
+	res, err := recovery.Recover(t.Context(), env.tc, env.state(), env.effects(false), ui, opts)
+	return outcomeOf(res, ui), err
+}
+
+// The AES-CBC key is in no machine config: without a bundle, and with
+// another cluster's, the run names what it tried and changes nothing (an
+// AES-CBC key that passes the padding check by chance still does not give
+// an object); with this cluster's bundle, aescbc key1 comes back after
+// secretbox key2 and kube-apiserver is ready; the bundle's secret is in no
+// output and no file breakglass wrote.
+func TestEngineRecoverEncryptionFromBundle(t *testing.T) {
+	env := newDroppedEnv(t)
+	res, err := recoverRun(t, env, recoverRequest{})
+	if err == nil || !strings.Contains(err.Error(), "no key material breakglass can read decrypts the 2 secrets stored under aescbc key key1") {
+		t.Fatalf("without a bundle: %v (%s)", err, res.Outcome)
+	}
+	env.assertConfigsOriginal()
+
+	other := bundleFile(t, encryption.RecordingKey("another cluster's aescbc"))
+	res, err = driftRun(t, env, other, engineHooks{})
+	if err == nil || !strings.Contains(err.Error(), "the secrets bundle "+other) {
+		t.Fatalf("another cluster's bundle: %v (%s)", err, res.Outcome)
+	}
+	env.assertConfigsOriginal()
+
+	mine := bundleFile(t, encryption.RecordingKey("aescbc"))
+	res, err = driftRun(t, env, mine, engineHooks{})
+	wantOutcome(t, res, err, "completed", false)
+	for _, n := range env.cluster.ControlPlanes() {
+		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); c.String() != "secrets: secretbox (key2), aescbc (key1), identity" {
+			t.Errorf("node %s: %s", n.IP, c)
+		}
+	}
+	env.waitReadyOrNot(true)
+	secret := encryption.RecordingKey("aescbc").Reveal()
+	if s := fmt.Sprintf("%+v", res) + stateFiles(t, env.stateDir); strings.Contains(s, secret) {
+		t.Error("the bundle's secret is in the output or the state directory")
+	}
+}
+
+// The bundle is replaced by another cluster's while the operator confirms:
+// the key the plan found no longer decrypts what is stored; nothing is
+// applied.
+func TestEngineRecoverEncryptionBundleChangedBeforeAct(t *testing.T) {
+	env := newDroppedEnv(t)
+	mine := bundleFile(t, encryption.RecordingKey("aescbc"))
+	swap := func() {
+		text := "secrets:\n  aescbcencryptionsecret: " + encryption.RecordingKey("another cluster's aescbc").Reveal() + "\n"
+		if err := os.WriteFile(mine, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := driftRun(t, env, mine, engineHooks{
+		confirm:     func(string) error { swap(); return nil },
+		confirmText: func(string, string) error { swap(); return nil },
+	})
+	if err == nil || res.Outcome == "completed" || !strings.Contains(err.Error(), "nothing was done") {
+		t.Fatalf("the key changed between plan and act: %v (%s)", err, res.Outcome)
+	}
+	if got := appliedSteps(t, env, res.Incident); slices.Contains(got, "add-key") {
+		t.Errorf("add-key applied: %q", got)
+	}
+	env.assertConfigsOriginal()
+}

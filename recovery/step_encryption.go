@@ -1,0 +1,533 @@
+package recovery
+
+// The steps of an encryption-drift incident: encryption.key.add gives
+// every control plane's kube-apiserver back, for reading only, the keys
+// that decrypt what etcd stores, in the KubeEtcdEncryptionConfig document
+// of its machine config; the engine's own encryption.key.remove (revert)
+// takes each out again, by name, once nothing stored uses its prefix. The
+// key material is found by a trial decryption in memory, among the other
+// control planes' machine configs and a secrets bundle the operator names,
+// and goes only into the machine configs sent to the nodes: the plan, the
+// journal and the output name where it came from, never what it is.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/breakglass-dev/breakglass/etcd"
+	"github.com/breakglass-dev/breakglass/internal/encryption"
+	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/runbooks"
+	"github.com/breakglass-dev/breakglass/talos"
+)
+
+// ActionEncryptionKeyRemove takes out what encryption.key.add added (revert).
+const ActionEncryptionKeyRemove runbooks.Action = "encryption.key.remove"
+
+// EncryptionKeyRemoveParams: encryption.key.remove takes out the keys the
+// incident's encryption.key.add steps recorded.
+type EncryptionKeyRemoveParams struct{}
+
+func (*EncryptionKeyRemoveParams) Action() runbooks.Action { return ActionEncryptionKeyRemove }
+
+func init() {
+	register((*run).addEncryptionKeys)
+	register((*run).removeEncryptionKeys)
+	undoSteps = append(undoSteps, Step{Name: "revert-encryption-keys", Params: &EncryptionKeyRemoveParams{}, Confirm: true,
+		Description: "Take the keys this incident added out of each control plane's encryption configuration, by name, only where nothing stored uses them any more."})
+}
+
+// KeyEdit is one key added to (or taken out of) one node's encryption
+// configuration, as the apply record keeps it: names, where the key
+// material came from, the config's hashes; never the material.
+type KeyEdit struct {
+	Node             string `json:"node"`
+	Resource         string `json:"resource"`
+	Provider         string `json:"provider"`
+	Key              string `json:"key"`
+	From             string `json:"from,omitempty"`
+	ConfigHashBefore string `json:"configHashBefore"`
+	ConfigHashAfter  string `json:"configHashAfter,omitempty"`
+}
+
+type keyEdits struct {
+	Edits []KeyEdit `json:"edits"`
+}
+
+// KeysResult is what an encryption key step did.
+type KeysResult struct {
+	said
+	Plan  *AdmissionPlan `json:"-"`
+	Edits []KeyEdit      `json:"edits"`
+	// Kept are the keys revert leaves, and why.
+	Kept []string `json:"kept,omitempty"`
+}
+
+// JournalData keeps the edits and what was done on each node.
+func (k *KeysResult) JournalData() any {
+	return struct {
+		Edits []KeyEdit `json:"edits"`
+		Kept  []string  `json:"kept,omitempty"`
+		Nodes any       `json:"nodes,omitempty"`
+	}{k.Edits, k.Kept, k.Plan.JournalData()}
+}
+
+// keyStays is what the summary says of an added key.
+const keyStays = "make the same change where the machine configs come from (the Omni cluster template, talhelper, the Terraform talos_machine_configuration, your patch files), " +
+	"or the next apply drops the key again; once every Secret has been written again under the key kube-apiserver writes with " +
+	"(kubectl get secrets -A -o json | kubectl replace -f -), breakglass revert takes the added key out"
+
+// neededKey is one stored prefix to read again, and the material that does.
+type neededKey struct {
+	resource, provider, name string
+	count                    int
+	example                  string
+	from                     encryption.Candidate
+}
+
+func (k neededKey) String() string { return k.provider + " key " + k.name }
+
+// candidates are the key material breakglass may use: every key of every
+// control plane's machine config, and the bundle's secrets.
+func (r *run) keyCandidates(ctx context.Context, bundle string) ([]encryption.Candidate, map[string]talos.MachineConfig, error) {
+	var cands []encryption.Candidate
+	cfgs := map[string]talos.MachineConfig{}
+	for _, n := range r.tc.Nodes() {
+		mc, err := r.tc.ReadMachineConfig(ctx, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfgs[n] = mc
+		c, _, err := encryption.FromMachineConfig(mc.Bytes)
+		if err != nil {
+			continue
+		}
+		cands = append(cands, c.Candidates("the machine config of "+n)...)
+	}
+	if bundle != "" {
+		b, err := os.ReadFile(bundle)
+		if err != nil {
+			return nil, nil, failure.Input("name a readable Talos secrets bundle (talosctl gen secrets) in the add-key step's bundle", "secrets bundle: %v", err)
+		}
+		bc, err := encryption.BundleCandidates(b, "the secrets bundle "+bundle)
+		if err != nil {
+			return nil, nil, failure.Input("", "%v", err)
+		}
+		cands = append(cands, bc...)
+	}
+	return cands, cfgs, nil
+}
+
+// storedUnder are the stored groups of every resource the nodes' configs
+// name (and secrets) whose prefix is provider:name.
+func storedUnder(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, name string) ([]etcd.StoredGroup, error) {
+	resources := []string{"secrets"}
+	for _, mc := range cfgs {
+		c, _, err := encryption.FromMachineConfig(mc.Bytes)
+		if err != nil {
+			continue
+		}
+		for _, rule := range c.Resources {
+			for _, res := range rule.Resources {
+				if res, _, _ = strings.Cut(res, "."); !strings.Contains(res, "*") && !slices.Contains(resources, res) {
+					resources = append(resources, res)
+				}
+			}
+		}
+	}
+	var out []etcd.StoredGroup
+	for _, res := range resources {
+		gs, err := ec.Stored(ctx, res)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range gs {
+			if g.Stored.Form == encryption.Encrypted && string(g.Stored.Provider) == provider && g.Stored.Key == name {
+				out = append(out, g)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.EncryptionKeyAddParams) (*Plan, error) {
+	if len(p.Keys) == 0 {
+		return nil, failure.Input("run it after a diagnose step, or name them: with: {keys: [secretbox:key2]}", "step %s: no key to add (the diagnosis named none)", s.Name)
+	}
+	if err := r.tc.RequireAdmin("editing the encryption configuration in the machine config"); err != nil {
+		return nil, err
+	}
+	ec, err := r.etcdClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("what etcd stores must be read to find the key that decrypts it: %w", err)
+	}
+	cands, cfgs, err := r.keyCandidates(ctx, p.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	var needed []neededKey
+	var gone []string
+	for _, k := range p.Keys {
+		provider, name, _ := strings.Cut(k, ":")
+		groups, err := storedUnder(ctx, ec, cfgs, provider, name)
+		if err != nil {
+			return nil, err
+		}
+		if len(groups) == 0 {
+			gone = append(gone, k)
+			continue
+		}
+		for _, g := range groups {
+			c, ok := encryption.FindKey(g.Sample, g.SampleKey, cands)
+			if !ok {
+				var tried []string
+				for _, c := range cands {
+					tried = append(tried, c.Source)
+				}
+				return nil, failure.Hinted(fmt.Errorf("no key material breakglass can read decrypts the %d %s stored under %s key %s (e.g. %s); tried %s",
+					g.Count, g.Resource, provider, name, g.Example, orDefault(strings.Join(tried, ", "), "nothing")),
+					"name the secrets bundle the data was written with: breakglass runbook show encryption-drift -o yaml > drift.yaml, add `with: {bundle: secrets.yaml}` to its add-key step, then breakglass recover --runbook drift.yaml",
+					"without any key that reads it, the only way left is to remove those values after a verified backup (not automated yet)")
+			}
+			needed = append(needed, neededKey{resource: g.Resource, provider: provider, name: name, count: g.Count, example: g.Example, from: c})
+		}
+	}
+	if len(needed) == 0 {
+		return nil, skip("nothing stored uses %s any more", strings.Join(gone, ", "))
+	}
+	var mu sync.Mutex
+	edits := map[string][]KeyEdit{}
+	names := map[string][2]string{}
+	plan, err := planEach(ctx, r.tc, "add-keys", r.flagsOptions(), func(_ context.Context, n *NodeChange, cfg talos.MachineConfig) error {
+		out := cfg.Bytes
+		defer func() { mu.Lock(); names[n.Node] = configNames(cfg.Bytes, out); mu.Unlock() }()
+		var mine []KeyEdit
+		for _, k := range needed {
+			next, changed, err := encryption.AddReadKey(out, k.resource, encryption.ProviderType(k.provider), encryption.Key{Name: k.name, Secret: k.from.Secret})
+			if errors.Is(err, encryption.ErrLegacyNames) {
+				return fmt.Errorf("%s is needed: %w", k, err)
+			}
+			if err != nil {
+				return err
+			}
+			if changed {
+				out = next
+				mine = append(mine, KeyEdit{Node: n.Node, Resource: k.resource, Provider: k.provider, Key: k.name, From: k.from.Source, ConfigHashBefore: n.ConfigHashBefore})
+			}
+		}
+		if len(mine) == 0 {
+			n.Action, n.Reason = "none", "its encryption configuration reads what is stored already"
+			return nil
+		}
+		n.Action, n.newConfig = "add-keys", out
+		n.ConfigHashAfter = talos.HashConfig(out)
+		for i := range mine {
+			mine[i].ConfigHashAfter = n.ConfigHashAfter
+		}
+		mu.Lock()
+		edits[n.Node] = mine
+		mu.Unlock()
+		return nil
+	})
+	if plan == nil {
+		return nil, err
+	}
+	res := &KeysResult{Plan: plan}
+	for _, n := range plan.Nodes {
+		res.Edits = append(res.Edits, edits[n.Node]...)
+	}
+	out := &Plan{View: keysView(plan, needed, edits, names, true), Result: res}
+	if err != nil {
+		return out, err
+	}
+	if err := plan.PlanErr(); err != nil {
+		return out, err // a control plane left without the key stays unready
+	}
+	if !plan.Changes() {
+		res.said = said("nothing to change: " + plan.Nodes[0].Reason)
+		return out, nil
+	}
+	for _, k := range needed {
+		out.Facts = append(out.Facts, r.keyFact(ec, p.Bundle, k))
+	}
+	out.Change = true
+	out.Ask = []Question{{Text: fmt.Sprintf("Add %s, read-only, to the encryption configuration of %d control plane(s)?", describeNeeded(needed), plan.CountChanges())}}
+	out.DryRun = "the nodes validated the change; nothing was applied"
+	out.Record = keyEdits{Edits: res.Edits}
+	out.Undo = undoneBy(ActionEncryptionKeyRemove, "add "+describeNeeded(needed)+" to the encryption configuration")
+	out.Apply = func(ctx context.Context) (Result, error) {
+		failed, stop := plan.eachChange(ctx, func(n *NodeChange) error {
+			say := func(format string, args ...any) { r.progress(n.Node, fmt.Sprintf(format, args...)) }
+			if err := unchangedSincePlan(ctx, r.tc, n); err != nil {
+				return err
+			}
+			say("applying (mode no-reboot): kube-apiserver restarts with the key added")
+			if err := applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say); err != nil {
+				return err
+			}
+			say("applied: the static pod is re-rendered with the new encryption configuration")
+			return nil
+		})
+		if stop != nil {
+			return res, stop
+		}
+		if err := failures(failed, len(plan.Nodes)-len(failed)); err != nil {
+			return res, err
+		}
+		res.said = said(fmt.Sprintf("added %s, read-only, on %d control plane(s); %s", describeNeeded(needed), plan.CountChanges(), keyStays))
+		return res, nil
+	}
+	return out, nil
+}
+
+// keyFact: what is stored under the key is still there, and the material
+// from where the plan found it still decrypts it.
+func (r *run) keyFact(ec *etcd.Client, bundle string, k neededKey) Fact {
+	return Fact{
+		Says: fmt.Sprintf("%d %s stored under %s (e.g. %s), decrypted in memory by the key in %s", k.count, k.resource, k, k.example, k.from.Source),
+		Holds: func(ctx context.Context) error {
+			cands, cfgs, err := r.keyCandidates(ctx, bundle)
+			if err != nil {
+				return err
+			}
+			groups, err := storedUnder(ctx, ec, cfgs, k.provider, k.name)
+			if err != nil {
+				return err
+			}
+			for _, g := range groups {
+				if g.Resource != k.resource {
+					continue
+				}
+				c, ok := encryption.FindKey(g.Sample, g.SampleKey, cands)
+				if !ok || !c.Secret.Equal(k.from.Secret) {
+					return fmt.Errorf("the key in %s no longer decrypts what is stored under %s", k.from.Source, k)
+				}
+				return nil
+			}
+			return fmt.Errorf("nothing of %s is stored under %s any more", k.resource, k)
+		},
+	}
+}
+
+func describeNeeded(needed []neededKey) string {
+	var out []string
+	for _, k := range needed {
+		s := k.String()
+		if k.resource != "secrets" {
+			s += " (" + k.resource + ")"
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// keysView is the plan of an encryption key edit: names, sources and
+// hashes; the nodes' dry-run diffs are not shown (they would hold the key).
+func keysView(p *AdmissionPlan, needed []neededKey, edits map[string][]KeyEdit, names map[string][2]string, add bool) View {
+	verb := "take the keys this incident added out of the encryption configuration"
+	if add {
+		verb = "add, for reading only, the keys that decrypt what etcd stores to the encryption configuration"
+	}
+	v := View{Head: fmt.Sprintf("Plan: %s on %d control plane(s)\n", verb, len(p.Nodes)+len(p.Failed))}
+	for _, k := range needed {
+		v.Head += fmt.Sprintf("  %d %s stored under %s (e.g. %s): decrypted in memory by the key in %s\n", k.count, k.resource, k, k.example, k.from.Source)
+	}
+	for _, n := range p.Nodes {
+		var b strings.Builder
+		if n.Action == "none" {
+			fmt.Fprintf(&b, "    nothing to do: %s\n", n.Reason)
+		}
+		for _, e := range edits[n.Node] {
+			if add {
+				fmt.Fprintf(&b, "    %s: adds %s key %s after the key it writes with (new writes keep today's key)\n", e.Resource, e.Provider, e.Key)
+			} else {
+				fmt.Fprintf(&b, "    %s: takes out %s key %s\n", e.Resource, e.Provider, e.Key)
+			}
+		}
+		if nm := names[n.Node]; nm[0] != "" {
+			fmt.Fprintf(&b, "    encryption configuration today: %s\n", nm[0])
+			if nm[1] != nm[0] {
+				fmt.Fprintf(&b, "    after: %s\n", nm[1])
+			}
+		}
+		if n.ConfigHashAfter != "" {
+			fmt.Fprintf(&b, "    machine config %s -> %s (the KubeEtcdEncryptionConfig document only)\n", n.ConfigHashBefore, n.ConfigHashAfter)
+		}
+		n.NodeDiff = "" // holds the key: never shown nor journaled
+		v.Parts = append(v.Parts, ViewPart{Node: n.Node, About: fmt.Sprintf("cluster %s, Talos %s", orNone(n.Cluster), n.TalosVersion), Body: b.String()})
+	}
+	for _, f := range p.Failed {
+		v.Foot += fmt.Sprintf("  node %s: cannot be planned (see below); it will not be changed\n", f)
+	}
+	v.Foot += "No key material is shown, journaled or backed up: the plan names where each key comes from.\n"
+	return v
+}
+
+// configNames are the encryption configurations of two machine configs,
+// names only.
+func configNames(before, after []byte) [2]string {
+	var out [2]string
+	for i, b := range [][]byte{before, after} {
+		if c, _, err := encryption.FromMachineConfig(b); err == nil {
+			out[i] = c.String()
+		}
+	}
+	return out
+}
+
+// journaledKeyEdits are the keys the incident's encryption.key.add steps
+// recorded, oldest first.
+func journaledKeyEdits(entries []Entry) []KeyEdit {
+	var out []KeyEdit
+	for _, e := range entries {
+		if e.Kind != "apply" || e.Action != string(runbooks.ActionEncryptionKeyAdd) || len(e.Data) == 0 {
+			continue
+		}
+		var ke keyEdits
+		if json.Unmarshal(e.Data, &ke) == nil {
+			out = append(out, ke.Edits...)
+		}
+	}
+	return out
+}
+
+// removeEncryptionKeys takes out, by name, each key the incident added,
+// where nothing stored uses its prefix any more; a key still used stays,
+// and the step says why and what to do.
+func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKeyRemoveParams) (*Plan, error) {
+	recorded := journaledKeyEdits(r.entries)
+	if len(recorded) == 0 {
+		return nil, skip("this incident added no encryption key")
+	}
+	if err := r.tc.RequireAdmin("editing the encryption configuration in the machine config"); err != nil {
+		return nil, err
+	}
+	ec, err := r.etcdClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("what etcd stores must be read before a key is taken out: %w", err)
+	}
+	cfgs := map[string]talos.MachineConfig{}
+	for _, n := range r.tc.Nodes() {
+		if mc, err := r.tc.ReadMachineConfig(ctx, n); err == nil {
+			cfgs[n] = mc
+		}
+	}
+	var kept []string
+	inUse := map[string]bool{}
+	for _, e := range recorded {
+		id := e.Resource + "/" + e.Provider + ":" + e.Key
+		if _, seen := inUse[id]; seen {
+			continue
+		}
+		groups, err := storedUnder(ctx, ec, cfgs, e.Provider, e.Key)
+		if err != nil {
+			return nil, err
+		}
+		inUse[id] = false
+		for _, g := range groups {
+			if g.Resource == e.Resource {
+				inUse[id] = true
+				kept = append(kept, fmt.Sprintf("%s key %s stays: %d %s are still stored under it (e.g. %s); write them again under the key kube-apiserver writes with "+
+					"(kubectl get %s -A -o json | kubectl replace -f -), then revert again", e.Provider, e.Key, g.Count, g.Resource, g.Example, g.Resource))
+			}
+		}
+	}
+	var mu sync.Mutex
+	edits := map[string][]KeyEdit{}
+	names := map[string][2]string{}
+	plan, err := planEach(ctx, r.tc, "remove-keys", r.flagsOptions(), func(_ context.Context, n *NodeChange, cfg talos.MachineConfig) error {
+		out := cfg.Bytes
+		defer func() { mu.Lock(); names[n.Node] = configNames(cfg.Bytes, out); mu.Unlock() }()
+		var mine []KeyEdit
+		for _, e := range recorded {
+			if e.Node != n.Node || inUse[e.Resource+"/"+e.Provider+":"+e.Key] {
+				continue
+			}
+			next, changed, err := encryption.RemoveKey(out, e.Resource, encryption.ProviderType(e.Provider), e.Key)
+			if err != nil {
+				return err
+			}
+			if changed {
+				out = next
+				mine = append(mine, KeyEdit{Node: n.Node, Resource: e.Resource, Provider: e.Provider, Key: e.Key, ConfigHashBefore: n.ConfigHashBefore})
+			}
+		}
+		if len(mine) == 0 {
+			n.Action, n.Reason = "none", "no key this incident added can be taken out of it"
+			return nil
+		}
+		n.Action, n.newConfig = "remove-keys", out
+		n.ConfigHashAfter = talos.HashConfig(out)
+		mu.Lock()
+		edits[n.Node] = mine
+		mu.Unlock()
+		return nil
+	})
+	if plan == nil {
+		return nil, err
+	}
+	res := &KeysResult{Plan: plan, Kept: kept}
+	for _, n := range plan.Nodes {
+		res.Edits = append(res.Edits, edits[n.Node]...)
+	}
+	view := keysView(plan, nil, edits, names, false)
+	for _, k := range kept {
+		view.Foot += "  " + k + "\n"
+	}
+	out := &Plan{View: view, Result: res}
+	if err != nil {
+		return out, err
+	}
+	if err := plan.PlanErr(); err != nil {
+		return out, err
+	}
+	if !plan.Changes() {
+		if len(kept) > 0 {
+			return out, failure.Hinted(fmt.Errorf("%w: %s", ErrConflict, strings.Join(kept, "; ")), "breakglass revert   # again, once nothing is stored under the key")
+		}
+		res.said = said("nothing to change: the added keys are out already")
+		return out, nil
+	}
+	out.Change = true
+	out.Ask = []Question{{Text: fmt.Sprintf("Take the added keys out of the encryption configuration of %d control plane(s)?", plan.CountChanges())}}
+	out.DryRun = "the nodes validated the change; nothing was applied"
+	out.Undo = nothingToUndo("take the added keys out of the encryption configuration", "nothing stored uses them any more")
+	out.Apply = func(ctx context.Context) (Result, error) {
+		failed, stop := plan.eachChange(ctx, func(n *NodeChange) error {
+			say := func(format string, args ...any) { r.progress(n.Node, fmt.Sprintf(format, args...)) }
+			if err := unchangedSincePlan(ctx, r.tc, n); err != nil {
+				return err
+			}
+			say("applying (mode no-reboot)")
+			if err := applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say); err != nil {
+				return err
+			}
+			say("applied: the static pod is re-rendered with the new encryption configuration")
+			return nil
+		})
+		if stop != nil {
+			return res, stop
+		}
+		if err := failures(failed, len(plan.Nodes)-len(failed)); err != nil {
+			return res, err
+		}
+		msg := fmt.Sprintf("took the added keys out on %d control plane(s)", plan.CountChanges())
+		if len(kept) > 0 {
+			msg += "; " + strings.Join(kept, "; ")
+		}
+		res.said = said(msg)
+		if len(kept) > 0 {
+			return res, failure.Hinted(fmt.Errorf("%w: %s", ErrConflict, strings.Join(kept, "; ")), "breakglass revert   # again, once nothing is stored under the key")
+		}
+		return res, nil
+	}
+	return out, nil
+}
