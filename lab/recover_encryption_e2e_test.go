@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -68,6 +69,12 @@ func TestRecoverEncryptionKeyRenamedAsTyped(t *testing.T) {
 	text := g.run("", append([]string{"diagnose"}, g.etcdFlags()...)...)
 	t.Logf("diagnose (text, %d lines):\n%s%s", strings.Count(text.stdout+text.stderr, "\n"), text.stdout, text.stderr)
 
+	// The gate before the next upgrade sees the same death, and names it.
+	gate := g.run("", append([]string{"upgrade-check", "--to", "1.35"}, g.etcdFlags()...)...)
+	if gate.code != 40 || !regexp.MustCompile(`(?m)^no-go +encryption +.*secretbox key key2`).MatchString(gate.stdout) {
+		t.Errorf("upgrade-check before the recovery: exit %d, want 40 and encryption's no-go naming secretbox key2\n%s", gate.code, gate.stdout)
+	}
+
 	incidents := g.incidents()
 	start = time.Now()
 	r := g.run("", append([]string{"recover", "--yes", "-o", "json"}, g.etcdFlags()...)...)
@@ -114,7 +121,11 @@ func TestRecoverEncryptionKeyRenamedAsTyped(t *testing.T) {
 			t.Errorf("%s lists %d of the %d Secrets", server, n, EncryptionSecrets)
 		}
 	}
-	for _, out := range []string{d.stdout, d.stderr, text.stdout, text.stderr, r.stdout, r.stderr, stateText(t, g.stateDir)} {
+	gate = g.run("", append([]string{"upgrade-check", "--to", "1.35"}, g.etcdFlags()...)...)
+	if !regexp.MustCompile(`(?m)^go +encryption +every stored value decrypts`).MatchString(gate.stdout) {
+		t.Errorf("upgrade-check after the recovery: exit %d, want encryption's go\n%s", gate.code, gate.stdout)
+	}
+	for _, out := range []string{gate.stdout, gate.stderr, d.stdout, d.stderr, text.stdout, text.stderr, r.stdout, r.stderr, stateText(t, g.stateDir)} {
 		if strings.Contains(out, secret) {
 			t.Error("key material in breakglass's output or state directory")
 		}

@@ -262,22 +262,7 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 	out.Record = keyEdits{Edits: res.Edits}
 	out.Undo = undoneBy(ActionEncryptionKeyRemove, "add "+describeNeeded(needed)+" to the encryption configuration")
 	out.Apply = func(ctx context.Context) (Result, error) {
-		failed, stop := plan.eachChange(ctx, func(n *NodeChange) error {
-			say := func(format string, args ...any) { r.progress(n.Node, fmt.Sprintf(format, args...)) }
-			if err := unchangedSincePlan(ctx, r.tc, n); err != nil {
-				return err
-			}
-			say("applying (mode no-reboot): kube-apiserver restarts with the key added")
-			if err := applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say); err != nil {
-				return err
-			}
-			say("applied: the static pod is re-rendered with the new encryption configuration")
-			return nil
-		})
-		if stop != nil {
-			return res, stop
-		}
-		if err := failures(failed, len(plan.Nodes)-len(failed)); err != nil {
+		if err := r.applyEncryptionEdit(ctx, plan, "applying (mode no-reboot): kube-apiserver restarts with the key added"); err != nil {
 			return res, err
 		}
 		res.said = said(fmt.Sprintf("added %s, read-only, on %d control plane(s); %s", describeNeeded(needed), plan.CountChanges(), keyStays))
@@ -501,22 +486,7 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 	out.DryRun = "the nodes validated the change; nothing was applied"
 	out.Undo = nothingToUndo("take the added keys out of the encryption configuration", "nothing stored uses them any more")
 	out.Apply = func(ctx context.Context) (Result, error) {
-		failed, stop := plan.eachChange(ctx, func(n *NodeChange) error {
-			say := func(format string, args ...any) { r.progress(n.Node, fmt.Sprintf(format, args...)) }
-			if err := unchangedSincePlan(ctx, r.tc, n); err != nil {
-				return err
-			}
-			say("applying (mode no-reboot)")
-			if err := applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say); err != nil {
-				return err
-			}
-			say("applied: the static pod is re-rendered with the new encryption configuration")
-			return nil
-		})
-		if stop != nil {
-			return res, stop
-		}
-		if err := failures(failed, len(plan.Nodes)-len(failed)); err != nil {
+		if err := r.applyEncryptionEdit(ctx, plan, "applying (mode no-reboot)"); err != nil {
 			return res, err
 		}
 		msg := fmt.Sprintf("took the added keys out on %d control plane(s)", plan.CountChanges())
@@ -530,4 +500,26 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 		return res, nil
 	}
 	return out, nil
+}
+
+// applyEncryptionEdit applies each node's planned config, its config re-read
+// first (a change since the plan stops that node): machined re-renders the
+// static pod and kube-apiserver restarts with the new file.
+func (r *run) applyEncryptionEdit(ctx context.Context, plan *AdmissionPlan, applying string) error {
+	failed, stop := plan.eachChange(ctx, func(n *NodeChange) error {
+		say := func(format string, args ...any) { r.progress(n.Node, fmt.Sprintf(format, args...)) }
+		if err := unchangedSincePlan(ctx, r.tc, n); err != nil {
+			return err
+		}
+		say("%s", applying)
+		if err := applyPlanned(ctx, r.fx.Nodes, n, talos.ApplyRequest{Config: n.newConfig, Mode: talos.NoReboot}, say); err != nil {
+			return err
+		}
+		say("applied: the static pod is re-rendered with the new encryption configuration")
+		return nil
+	})
+	if stop != nil {
+		return stop
+	}
+	return failures(failed, len(plan.Nodes)-len(failed))
 }
