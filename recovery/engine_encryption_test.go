@@ -359,3 +359,88 @@ func TestEngineRecoverEncryptionBundleChangedBeforeAct(t *testing.T) {
 	}
 	env.assertConfigsOriginal()
 }
+
+// replaceDocument is cfg with its KubeEtcdEncryptionConfig document
+// replaced by c's, as an operator's patch would leave it.
+func replaceDocument(t *testing.T, cfg []byte, c encryption.Config) []byte {
+	t.Helper()
+	doc, err := c.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, part := range strings.Split(string(cfg), "\n---\n") {
+		if !strings.Contains(part, "kind: "+encryption.DocumentKind) {
+			kept = append(kept, strings.TrimRight(part, "\n"))
+		}
+	}
+	return []byte(strings.Join(append(kept, string(doc)), "\n---\n"))
+}
+
+// applyEverywhere applies cfg(node's running config) on every control plane.
+func (e *engineEnv) applyEverywhere(cfg func(n *talostest.Node) []byte) {
+	e.t.Helper()
+	for _, n := range e.cluster.ControlPlanes() {
+		if _, err := e.tc.Apply(e.t.Context(), n.IP, talos.ApplyRequest{Config: cfg(n), Mode: talos.NoReboot}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+func secretboxKeys(names ...string) encryption.Provider {
+	p := encryption.Provider{Type: encryption.Secretbox}
+	for _, name := range names {
+		p.Keys = append(p.Keys, encryption.Key{Name: name, Secret: encryption.RecordingKey("secretbox")})
+	}
+	return p
+}
+
+// The revert of an added key reads what every resource stores under it,
+// not only the resource it was added for: the key leaves a rule that names
+// several. With the Secrets written again under key1 and a ConfigMap still
+// under key2 (one rule for both), the key stays, and says why.
+func TestEngineRevertEncryptionKeyUsedByAnotherResource(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	shared := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets", "configmaps"}, Providers: []encryption.Provider{secretboxKeys("key1", "key2")}}}}
+	env.applyEverywhere(func(n *talostest.Node) []byte { return replaceDocument(t, n.RunningConfig(), shared) })
+	env.rewriteSecretsUnderKey1()
+	_, value := storedKey2(t)
+	if _, err := env.kv.Put(t.Context(), "/registry/configmaps/default/c1", string(value)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = revertRun(t, env, res.Incident, false, false, engineHooks{})
+	if err == nil || !strings.Contains(err.Error(), "secretbox key key2 stays: 1 configmaps are still stored under it") {
+		t.Fatalf("revert with a ConfigMap under key2: %v", err)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); c.String() != "secrets,configmaps: secretbox (key1, key2)" {
+			t.Errorf("node %s: %s", n.IP, c)
+		}
+	}
+}
+
+// A key a control plane still writes with stays: with the Secrets written
+// again under key1, a node whose configuration writes with key2 (its first
+// key) would store new Secrets the others could not read.
+func TestEngineRevertEncryptionKeyAControlPlaneWritesWith(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	writer := env.cluster.ControlPlanes()[1]
+	writesKey2 := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{secretboxKeys("key2", "key1")}}}}
+	if _, err := env.tc.Apply(t.Context(), writer.IP, talos.ApplyRequest{Config: replaceDocument(t, writer.RunningConfig(), writesKey2), Mode: talos.NoReboot}); err != nil {
+		t.Fatal(err)
+	}
+	env.rewriteSecretsUnderKey1()
+	_, err = revertRun(t, env, res.Incident, false, false, engineHooks{})
+	if err == nil || !strings.Contains(err.Error(), "secretbox key key2 stays: "+writer.IP+" still write(s) with it") {
+		t.Fatalf("revert while %s writes with key2: %v", writer.IP, err)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); !strings.Contains(c.String(), "key2") {
+			t.Errorf("node %s: key2 taken out while %s writes with it: %s", n.IP, writer.IP, c)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func (r *run) keyCandidates(ctx context.Context, bundle string) ([]encryption.Ca
 		}
 		bc, err := encryption.BundleCandidates(b, "the secrets bundle "+bundle)
 		if err != nil {
-			return nil, nil, failure.Input("", "%v", err)
+			return nil, nil, failure.Input("name this cluster's Talos secrets bundle (talosctl gen secrets --from-controlplane-config controlplane.yaml -o secrets.yaml makes one) in the add-key step's bundle", "%v", err)
 		}
 		cands = append(cands, bc...)
 	}
@@ -405,24 +405,23 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 			cfgs[n] = mc
 		}
 	}
+	// A key stays while anything at all is stored under it (a rule may
+	// name several resources, and the key is taken out of the whole rule)
+	// or while a control plane still writes with it.
 	var kept []string
 	inUse := map[string]bool{}
 	for _, e := range recorded {
-		id := e.Resource + "/" + e.Provider + ":" + e.Key
+		id := e.Provider + ":" + e.Key
 		if _, seen := inUse[id]; seen {
 			continue
 		}
-		groups, err := storedUnder(ctx, ec, cfgs, e.Provider, e.Key)
+		why, err := keyInUse(ctx, ec, cfgs, e.Provider, e.Key)
 		if err != nil {
 			return nil, err
 		}
-		inUse[id] = false
-		for _, g := range groups {
-			if g.Resource == e.Resource {
-				inUse[id] = true
-				kept = append(kept, fmt.Sprintf("%s key %s stays: %d %s are still stored under it (e.g. %s); write them again under the key kube-apiserver writes with "+
-					"(kubectl get %s -A -o json | kubectl replace -f -), then revert again", e.Provider, e.Key, g.Count, g.Resource, g.Example, g.Resource))
-			}
+		inUse[id] = why != ""
+		if why != "" {
+			kept = append(kept, why)
 		}
 	}
 	var mu sync.Mutex
@@ -433,7 +432,7 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 		defer func() { mu.Lock(); names[n.Node] = configNames(cfg.Bytes, out); mu.Unlock() }()
 		var mine []KeyEdit
 		for _, e := range recorded {
-			if e.Node != n.Node || inUse[e.Resource+"/"+e.Provider+":"+e.Key] {
+			if e.Node != n.Node || inUse[e.Provider+":"+e.Key] {
 				continue
 			}
 			next, changed, err := encryption.RemoveKey(out, e.Resource, encryption.ProviderType(e.Provider), e.Key)
@@ -485,6 +484,13 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 	out.Ask = []Question{{Text: fmt.Sprintf("Take the added keys out of the encryption configuration of %d control plane(s)?", plan.CountChanges())}}
 	out.DryRun = "the nodes validated the change; nothing was applied"
 	out.Undo = nothingToUndo("take the added keys out of the encryption configuration", "nothing stored uses them any more")
+	for id, used := range inUse {
+		if !used {
+			provider, key, _ := strings.Cut(id, ":")
+			out.Facts = append(out.Facts, r.keyUnusedFact(ec, provider, key))
+		}
+	}
+	slices.SortFunc(out.Facts, func(a, b Fact) int { return strings.Compare(a.Says, b.Says) })
 	out.Apply = func(ctx context.Context) (Result, error) {
 		if err := r.applyEncryptionEdit(ctx, plan, "applying (mode no-reboot)"); err != nil {
 			return res, err
@@ -522,4 +528,55 @@ func (r *run) applyEncryptionEdit(ctx context.Context, plan *AdmissionPlan, appl
 		return stop
 	}
 	return failures(failed, len(plan.Nodes)-len(failed))
+}
+
+// keyInUse says why provider:key must stay ("" when it may go): values
+// stored under it, of any resource, or a control plane that writes with it.
+func keyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, key string) (string, error) {
+	groups, err := storedUnder(ctx, ec, cfgs, provider, key)
+	if err != nil {
+		return "", err
+	}
+	for _, g := range groups {
+		return fmt.Sprintf("%s key %s stays: %d %s are still stored under it (e.g. %s); write them again under the key kube-apiserver writes with "+
+			"(kubectl get %s -A -o json | kubectl replace -f -), then revert again", provider, key, g.Count, g.Resource, g.Example, g.Resource), nil
+	}
+	var writers []string
+	for n, mc := range cfgs {
+		if c, _, err := encryption.FromMachineConfig(mc.Bytes); err == nil && c.WritesWith(encryption.ProviderType(provider), key) {
+			writers = append(writers, n)
+		}
+	}
+	if len(writers) > 0 {
+		slices.Sort(writers)
+		return fmt.Sprintf("%s key %s stays: %s still write(s) with it (the first key of a rule); give every control plane the same encryption configuration, then revert again",
+			provider, key, strings.Join(writers, ", ")), nil
+	}
+	return "", nil
+}
+
+// keyUnusedFact: nothing is stored under the key, and no control plane
+// writes with it, read again just before the key is taken out.
+func (r *run) keyUnusedFact(ec *etcd.Client, provider, key string) Fact {
+	return Fact{
+		Says: fmt.Sprintf("nothing is stored under %s key %s and no control plane writes with it", provider, key),
+		Holds: func(ctx context.Context) error {
+			cfgs := map[string]talos.MachineConfig{}
+			for _, n := range r.tc.Nodes() {
+				mc, err := r.tc.ReadMachineConfig(ctx, n)
+				if err != nil {
+					return err
+				}
+				cfgs[n] = mc
+			}
+			why, err := keyInUse(ctx, ec, cfgs, provider, key)
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				return errors.New(why)
+			}
+			return nil
+		},
+	}
 }

@@ -129,6 +129,17 @@ func (p Provider) KeyNames() []string {
 	return out
 }
 
+// WritesWith tells whether kube-apiserver writes some resource with the
+// provider's key of that name: the first key of a rule's first provider.
+func (c Config) WritesWith(provider ProviderType, key string) bool {
+	for _, r := range c.Resources {
+		if len(r.Providers) > 0 && r.Providers[0].Type == provider && len(r.Providers[0].Keys) > 0 && r.Providers[0].Keys[0].Name == key {
+			return true
+		}
+	}
+	return false
+}
+
 // String is the provider without its secrets: "secretbox (key2)",
 // "kms v2 plugin vault", "identity".
 func (p Provider) String() string {
