@@ -321,7 +321,7 @@ func TestEngineRecoverEncryptionFromBundle(t *testing.T) {
 	env.assertConfigsOriginal()
 
 	mine := bundleFile(t, encryption.RecordingKey("aescbc"))
-	res, err = driftRun(t, env, mine, engineHooks{})
+	res, err = recoverRun(t, env, recoverRequest{Bundle: mine}) // recover --secrets-bundle
 	wantOutcome(t, res, err, "completed", false)
 	for _, n := range env.cluster.ControlPlanes() {
 		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); c.String() != "secrets: secretbox (key2), aescbc (key1), identity" {

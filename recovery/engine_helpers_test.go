@@ -158,6 +158,7 @@ type recoverRequest struct {
 	Nodes        []string        // -n; default every node
 	StateDir     string          // --state-dir; default the env's (another's: another operator)
 	NodesGone    []string        // --nodes-gone
+	Bundle       string          // --secrets-bundle
 	Hooks        engineHooks
 }
 
@@ -189,7 +190,7 @@ func recoverRun(t *testing.T, env *engineEnv, req recoverRequest) (runOutcome, e
 		ctx = t.Context()
 	}
 	opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb), KeepDisabled: req.KeepDisabled,
-		Delete: req.Delete, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover", NodesGone: req.NodesGone}
+		Delete: req.Delete, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover", NodesGone: req.NodesGone, SecretsBundle: req.Bundle}
 	tc, state := env.tc, env.state()
 	if req.Nodes != nil {
 		tc = tc.WithNodes(req.Nodes)

@@ -53,6 +53,11 @@ type RecoverOptions struct {
 	// (recover --nodes-gone): checked not to answer, left out of -n, and
 	// their etcd members lost with them.
 	NodesGone []string `json:"nodesGone,omitempty"`
+	// SecretsBundle is the path of this cluster's Talos secrets bundle
+	// (recover --secrets-bundle): where an encryption key may be found when
+	// no control plane's machine config holds it. The path only: the key
+	// material is read when needed, never kept.
+	SecretsBundle string `json:"secretsBundle,omitempty"`
 }
 
 // StepResult is the outcome of one step.

@@ -113,11 +113,11 @@ func (r *run) keyCandidates(ctx context.Context, bundle string) ([]encryption.Ca
 	if bundle != "" {
 		b, err := os.ReadFile(bundle)
 		if err != nil {
-			return nil, nil, failure.Input("name a readable Talos secrets bundle (talosctl gen secrets) in the add-key step's bundle", "secrets bundle: %v", err)
+			return nil, nil, failure.Input("name a readable Talos secrets bundle (talosctl gen secrets): breakglass recover --secrets-bundle FILE, or the add-key step's bundle", "secrets bundle: %v", err)
 		}
 		bc, err := encryption.BundleCandidates(b, "the secrets bundle "+bundle)
 		if err != nil {
-			return nil, nil, failure.Input("name this cluster's Talos secrets bundle (talosctl gen secrets --from-controlplane-config controlplane.yaml -o secrets.yaml makes one) in the add-key step's bundle", "%v", err)
+			return nil, nil, failure.Input("name this cluster's Talos secrets bundle (talosctl gen secrets --from-controlplane-config controlplane.yaml -o secrets.yaml makes one): breakglass recover --secrets-bundle FILE, or the add-key step's bundle", "%v", err)
 		}
 		cands = append(cands, bc...)
 	}
@@ -167,7 +167,11 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 	if err != nil {
 		return nil, fmt.Errorf("what etcd stores must be read to find the key that decrypts it: %w", err)
 	}
-	cands, cfgs, err := r.keyCandidates(ctx, p.Bundle)
+	bundle := p.Bundle
+	if bundle == "" {
+		bundle = r.opts.SecretsBundle
+	}
+	cands, cfgs, err := r.keyCandidates(ctx, bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +196,7 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 				}
 				return nil, failure.Hinted(fmt.Errorf("no key material breakglass can read decrypts the %d %s stored under %s key %s (e.g. %s); tried %s",
 					g.Count, g.Resource, provider, name, g.Example, orDefault(strings.Join(tried, ", "), "nothing")),
-					"name the secrets bundle the data was written with: breakglass runbook show encryption-drift -o yaml > drift.yaml, add `with: {bundle: secrets.yaml}` to its add-key step, then breakglass recover --runbook drift.yaml",
+					"name the secrets bundle the data was written with: breakglass recover --secrets-bundle secrets.yaml (or in a copy of the runbook: `with: {bundle: secrets.yaml}` on its add-key step)",
 					"without any key that reads it, the only way left is to remove those values after a verified backup (not automated yet)")
 			}
 			needed = append(needed, neededKey{resource: g.Resource, provider: provider, name: name, count: g.Count, example: g.Example, from: c})
@@ -254,7 +258,7 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 		return out, nil
 	}
 	for _, k := range needed {
-		out.Facts = append(out.Facts, r.keyFact(ec, p.Bundle, k))
+		out.Facts = append(out.Facts, r.keyFact(ec, bundle, k))
 	}
 	out.Change = true
 	out.Ask = []Question{{Text: fmt.Sprintf("Add %s, read-only, to the encryption configuration of %d control plane(s)?", describeNeeded(needed), plan.CountChanges())}}
@@ -344,7 +348,7 @@ func keysView(p *AdmissionPlan, needed []neededKey, edits map[string][]KeyEdit, 
 			}
 		}
 		if n.ConfigHashAfter != "" {
-			fmt.Fprintf(&b, "    machine config %s -> %s (the KubeEtcdEncryptionConfig document only)\n", n.ConfigHashBefore, n.ConfigHashAfter)
+			fmt.Fprintf(&b, "    machine config %s -> %s (the KubeEtcdEncryptionConfig document only, written again in canonical form: the same configuration, its comments and layout not kept; every other document byte for byte)\n", n.ConfigHashBefore, n.ConfigHashAfter)
 		}
 		n.NodeDiff = "" // holds the key: never shown nor journaled
 		v.Parts = append(v.Parts, ViewPart{Node: n.Node, About: fmt.Sprintf("cluster %s, Talos %s", orNone(n.Cluster), n.TalosVersion), Body: b.String()})

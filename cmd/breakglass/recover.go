@@ -70,6 +70,7 @@ func recoverFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "revert-after", Usage: "disable in Talos try mode: the nodes revert by themselves after this long"},
 		&cli.BoolFlag{Name: "keep-disabled", Usage: "stop before putting the plugins back (restore later with: breakglass admission restore)"},
 		&cli.StringSliceFlag{Name: "nodes-gone", Usage: "control planes gone for good (replaced without talosctl etcd leave), left out of -n: checked not to answer; their etcd members are removed"},
+		&cli.StringFlag{Name: "secrets-bundle", Usage: "this cluster's Talos secrets bundle (encryption-drift: where a key no control plane's machine config holds may be found; read when needed, never printed or kept)"},
 		noKubeletRestartFlag(),
 		allowPendingFlag(),
 	)
@@ -90,7 +91,7 @@ func runRecover(c *cli.Context, s streams) error {
 		PluginsExplicit: c.IsSet("plugins"), RunbookExplicit: c.IsSet("runbook"),
 		Delete: flaglist.Split(c.StringSlice("delete")...), DeleteKind: c.String("kind"),
 		AllowPendingChange: c.Bool("allow-pending-change"), NoKubeletRestart: c.Bool("no-kubelet-restart"), Etcd: etcdOptions(c), ToolVersion: version, Command: "recover",
-		NodesGone: unique(flaglist.Split(c.StringSlice("nodes-gone")...))}
+		NodesGone: unique(flaglist.Split(c.StringSlice("nodes-gone")...)), SecretsBundle: c.String("secrets-bundle")}
 	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 		opts.CommandLine = typedCommand(c, tc)
 		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, opts)
