@@ -246,18 +246,6 @@ func newPodPhase(now, before []talos.RuntimePod) (string, string) {
 	return phaseDone, c.ID
 }
 
-// newPod is the pod the runtime has now and did not have before. The
-// kubelet runs one pod of a name at a time (the new one starts once the old
-// one has stopped), so there is at most one.
-func newPod(now, before []talos.RuntimePod) (talos.RuntimePod, bool) {
-	for _, p := range now {
-		if !slices.ContainsFunc(before, func(b talos.RuntimePod) bool { return b.Key() == p.Key() }) {
-			return p, true
-		}
-	}
-	return talos.RuntimePod{}, false
-}
-
 // oldPodRestarted tells whether a pod from before runs a container it did
 // not have then.
 func oldPodRestarted(now, before []talos.RuntimePod) bool {

@@ -7,6 +7,7 @@ package recovery
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/talos"
@@ -73,4 +74,16 @@ func kubeletPlanLine(restart bool) string {
 		return "  then, on each node once it has rendered the new kube-apiserver pod, the kubelet is restarted through the Talos API so that it fetches the pod at once (its containers keep running; --no-kubelet-restart waits for its next poll instead, up to 20 s)\n"
 	}
 	return "  the kubelets are not restarted (--no-kubelet-restart): each picks the new pod up at its next poll of the static pods, up to 20 s after the node renders it\n"
+}
+
+// newPod is the pod the runtime has now and did not have before. The
+// kubelet runs one pod of a name at a time (the new one starts once the old
+// one has stopped), so there is at most one.
+func newPod(now, before []talos.RuntimePod) (talos.RuntimePod, bool) {
+	for _, p := range now {
+		if !slices.ContainsFunc(before, func(b talos.RuntimePod) bool { return b.Key() == p.Key() }) {
+			return p, true
+		}
+	}
+	return talos.RuntimePod{}, false
 }
