@@ -207,7 +207,9 @@ func waitForFlags(ctx context.Context, tc *talos.Client, n *NodeChange, opts Adm
 		say("kube-apiserver runs in the new pod with disable-admission-plugins=%s (container %s)", ListOrNone(n.DisabledAfter), shortID(running))
 		return nil
 	}
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+	// The deadline may end the wait inside a read of the node, whose error
+	// then says unreachable: the wait timed out all the same.
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(wctx.Err(), context.DeadlineExceeded)) && ctx.Err() == nil {
 		return &talos.NodeError{Node: n.Node, Op: "wait for kube-apiserver", Err: fmt.Errorf("%w after %s: %s (pod flags %v, runtime pods %s)",
 			ErrTimeout, timeout, phase, last.Pod.DisabledPlugins(), describePods(last.Pods))}
 	}

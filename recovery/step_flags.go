@@ -264,7 +264,9 @@ func (r *run) applyFlagsNode(ctx context.Context, n *NodeChange, e FlagEdit, rem
 		}
 		return false
 	})
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+	// The deadline may end the wait inside a read of the node, whose error
+	// then says unreachable: the wait timed out all the same.
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(wctx.Err(), context.DeadlineExceeded)) && ctx.Err() == nil {
 		return &talos.NodeError{Node: n.Node, Op: "wait for kube-apiserver", Err: fmt.Errorf("%w after %s: %s", ErrTimeout, timeout, phase)}
 	}
 	if err != nil {
