@@ -19,9 +19,13 @@ func Start(cmd *exec.Cmd) (<-chan error, error) {
 
 	go func() {
 		// Pdeathsig fires when the thread that started the child ends: keep that
-		// thread for as long as the child runs (a goroutine that ends locked takes
-		// its thread with it, which is fine by then).
+		// thread for as long as the child runs. Unlock it after, never end
+		// locked: a goroutine that ends locked takes its thread with it, and
+		// a child another goroutine started from that thread earlier (lab's
+		// recorder starts kube-apiserver with Pdeathsig too) would be killed
+		// with it ("signal: killed" in TestStartupRecordings beside the labs).
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 
 		if err := cmd.Start(); err != nil {
 			started <- err
