@@ -753,8 +753,9 @@ func TestRecoverDryRunsDeclineAndScriptedTerminal(t *testing.T) {
 		args := append([]string{"recover", "--runbook", name, "--dry-run", "-o", "json"}, g.etcdFlags()...)
 		args = append(args, deletes[name]...)
 		r := g.run("", args...)
-		if name == "apiserver-flags" || name == "etcd-nospace" || name == "etcd-member-lost" || name == "etcd-quorum-lost" {
-			// They fix another failure (refused flags, a full etcd, a lost etcd member or quorum); on
+		if slices.Contains([]string{"apiserver-flags", "etcd-nospace", "etcd-member-lost", "etcd-quorum-lost", "encryption-drift"}, name) {
+			// They fix another failure (refused flags, a full etcd, a lost etcd member or quorum,
+			// stored data that no longer decrypts); on
 			// this admission deadlock the diagnosis finds none, so each
 			// stops before any change with diagnose's exit code and names
 			// the plain recover.
