@@ -444,3 +444,39 @@ func TestEngineRevertEncryptionKeyAControlPlaneWritesWith(t *testing.T) {
 		}
 	}
 }
+
+// A value written under the added key while the operator confirms the
+// revert: the fact the plan relied on (nothing stored under it) is read
+// again after the confirmation, and the key stays on every node.
+func TestEngineRevertEncryptionKeyBackInUseBeforeAct(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	env.rewriteSecretsUnderKey1()
+	_, value := storedKey2(t)
+	written := false
+	writeUnderKey2 := func() {
+		if written {
+			return
+		}
+		written = true
+		if _, err := env.kv.Put(t.Context(), "/registry/secrets/default/written-meanwhile", string(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := revertRun(t, env, res.Incident, false, false, engineHooks{
+		confirm:     func(string) error { writeUnderKey2(); return nil },
+		confirmText: func(string, string) error { writeUnderKey2(); return nil },
+	})
+	if !written {
+		t.Fatal("the revert asked nothing: no moment between plan and act")
+	}
+	if err == nil || out.Outcome == "completed" || !strings.Contains(err.Error(), "secretbox key key2") {
+		t.Fatalf("revert with a Secret written under key2 after the plan: %v (%s)", err, out.Outcome)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); !strings.Contains(c.String(), "key2") {
+			t.Errorf("node %s: key2 taken out while a Secret is stored under it: %s", n.IP, c)
+		}
+	}
+}
