@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,16 @@ var beforeUpgrade = map[string]BeforeUpgrade{
 // BeforeUpgradeOf is where the scenario ("" for none) stands before its upgrade.
 func BeforeUpgradeOf(scenario string) (BeforeUpgrade, error) {
 	b, ok := beforeUpgrade[scenario]
+	if !ok && slices.Contains(Scenarios(), scenario) {
+		var with []string
+		for _, s := range Scenarios() {
+			if _, ok := beforeUpgrade[s]; ok {
+				with = append(with, s)
+			}
+		}
+		return BeforeUpgrade{}, fmt.Errorf("%w: scenario %s has no state before an upgrade (no upgrade brings it; play it without --before-upgrade); those with one: %s",
+			ErrUnknownScenario, scenario, strings.Join(with, ", "))
+	}
 	if !ok {
 		return BeforeUpgrade{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, scenario, strings.Join(Scenarios(), ", "))
 	}

@@ -25,8 +25,8 @@ import (
 // listed through the API afterwards; no key material is printed or left in
 // the state directory; revert refuses while Secrets are stored under key2.
 func TestRecoverEncryptionKeyRenamedAsTyped(t *testing.T) {
-	l := startLabWith(t, Options{Nodes: 3, TalosVersion: "v1.14.0", Version: NewVersion})
-	if err := RunEncryptionKeyRenamed(context.Background(), l, NewTimeline(testWriter{t})); err != nil {
+	l := startLabWith(t, Options{Nodes: 3}.ForScenario(ScenarioEncryptionKeyRenamed)) // as lab up --scenario starts it
+	if _, err := RunScenario(context.Background(), l, ScenarioEncryptionKeyRenamed, NewTimeline(testWriter{t})); err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
 	g := guidedOn(t, l)

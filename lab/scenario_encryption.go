@@ -52,6 +52,38 @@ func RenameSecretboxKey(cfg []byte) ([]byte, error) {
 	return out, nil
 }
 
+// EncryptionTalosVersion is the nodes' Talos version in the scenario: the
+// first whose machine config has the KubeEtcdEncryptionConfig document.
+const EncryptionTalosVersion = "v1.14.0"
+
+// ForScenario is o as the scenario needs it: encryption-key-renamed runs
+// NewVersion on Talos 1.14 nodes from the start (nothing is upgraded: the
+// machine configs are regenerated). Other scenarios keep o.
+func (o Options) ForScenario(name string) Options {
+	if name == ScenarioEncryptionKeyRenamed {
+		if o.TalosVersion == "" {
+			o.TalosVersion = EncryptionTalosVersion
+		}
+		if o.Version == "" {
+			o.Version = NewVersion
+		}
+	}
+	return o
+}
+
+// encryptionNext are the commands to try on the scenario, then by hand.
+func encryptionNext(l *Lab, tc, sd string) []string {
+	first := l.Cluster.Nodes[0]
+	return []string{
+		fmt.Sprintf("breakglass %s %s diagnose", tc, sd),
+		fmt.Sprintf("breakglass %s %s recover", tc, sd),
+		"or by hand:",
+		fmt.Sprintf("talosctl %s -n %s logs -k kube-system/kube-apiserver-%s:kube-apiserver --tail 20   # %s", tc, first.IP, first.Name, KeyRenamedWords),
+		fmt.Sprintf("breakglass %s %s diagnose -o json   # evidence.encryption: what is stored under which key, what each node can read", tc, sd),
+		fmt.Sprintf("breakglass %s %s upgrade-check --to 1.35   # the gate's encryption check: a no-go naming secretbox key2", tc, sd),
+	}
+}
+
 // RunEncryptionKeyRenamed brings the lab into the incident.
 func RunEncryptionKeyRenamed(ctx context.Context, l *Lab, tl *Timeline) error {
 	if err := tl.Step("kube-apiserver ready on every node, encrypting Secrets as Talos 1.13 renders it (secretbox key2, identity)", func() error {

@@ -77,8 +77,12 @@ func Up(ctx context.Context, opts UpOptions) error {
 		}
 		before, lo.Version = &b, b.Runs
 	}
+	lo = lo.ForScenario(opts.Scenario)
 	if opts.Scenario != "" || before != nil {
 		need := []string{OldVersion, NewVersion}
+		if opts.Scenario == ScenarioEncryptionKeyRenamed {
+			need = []string{lo.Version}
+		}
 		if before != nil {
 			need = []string{before.Runs, before.ToVersion}
 		}
@@ -162,6 +166,8 @@ func (l *Lab) PrintNext(w io.Writer, scenario string) {
 		cmds = noSpaceNext(l, tc, sd)
 	} else if isEtcdLossScenario(scenario) {
 		cmds = etcdLossNext(l, scenario, tc, sd)
+	} else if scenario == ScenarioEncryptionKeyRenamed {
+		cmds = encryptionNext(l, tc, sd)
 	} else if !deadlocked {
 		cmds = []string{
 			fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),
