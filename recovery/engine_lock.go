@@ -251,6 +251,11 @@ func lockPIDAlive(record []byte) (int, bool) {
 	if err != nil || errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone) {
 		return pid, false
 	}
+	// A run killed (SIGKILL) whose parent has not reaped it yet still takes
+	// signal 0, but it is a zombie: it runs nothing and holds nothing.
+	if st := procStat(pid); len(st) > 0 && (st[0] == "Z" || st[0] == "X") {
+		return pid, false
+	}
 	if len(fields) > 1 {
 		if now := processStart(pid); now != "" && now != strings.Join(fields[1:], " ") {
 			return pid, false
@@ -263,24 +268,30 @@ func lockPIDAlive(record []byte) (int, bool) {
 // ticks after boot (field 22 of /proc/PID/stat) and the boot's id, as
 // "TICKS BOOT-ID"; "" where /proc cannot tell (not Linux, or gone).
 func processStart(pid int) string {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
+	fields := procStat(pid)
+	if len(fields) < 20 {
 		return ""
 	}
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""
 	}
+	return fields[22-3] + " " + strings.TrimSpace(string(boot))
+}
+
+// procStat is /proc/PID/stat from field 3 (the state) on; nil where /proc
+// cannot tell (not Linux, or gone).
+func procStat(pid int) []string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
 	// The command name (field 2) is in parentheses and may hold anything.
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return ""
+		return nil
 	}
-	fields := strings.Fields(string(stat[i+1:])) // from field 3 on
-	if len(fields) < 20 {
-		return ""
-	}
-	return fields[22-3] + " " + strings.TrimSpace(string(boot))
+	return strings.Fields(string(stat[i+1:]))
 }
 
 // dryRunLockNote is what a dry run, which takes no lock, says of the

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,6 +110,31 @@ func TestStaleLockPIDByStartTime(t *testing.T) {
 	}
 	if _, alive := lockPIDAlive([]byte(reused)); alive {
 		t.Error("a process that is gone counts as alive")
+	}
+}
+
+// A run killed with SIGKILL whose parent has not reaped it yet is a
+// zombie: signal 0 still reaches it, and resume said the incident was being
+// run by it (seen on a lab: recover -y killed from a script, resume one
+// second later). A zombie holds no lock.
+func TestKilledRunNotYetReapedHoldsNoLock(t *testing.T) {
+	run := exec.Command("sleep", "60")
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run.Process.Kill(); _ = run.Wait() })
+	record := lockPIDRecord(run.Process.Pid)
+	if _, alive := lockPIDAlive(record); !alive {
+		t.Fatal("the running process counts as gone")
+	}
+	if err := run.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for st := procStat(run.Process.Pid); len(st) == 0 || st[0] != "Z"; st = procStat(run.Process.Pid) {
+		time.Sleep(time.Millisecond) // not reaped: this test is its parent and has not waited
+	}
+	if _, alive := lockPIDAlive(record); alive {
+		t.Error("a killed run not yet reaped (a zombie) counts as alive")
 	}
 }
 
