@@ -480,3 +480,39 @@ func TestEngineRevertEncryptionKeyBackInUseBeforeAct(t *testing.T) {
 		}
 	}
 }
+
+// A secrets bundle regenerated under the same name on one control plane
+// (its secretbox key2 another secret; the other keeps the old): the value
+// under key2 reads nowhere on it. A flagless recover finds the old secret
+// in the other's config and adds it as a second secretbox provider, key2
+// too, after the first: kube-apiserver tries each provider whose prefix
+// matches. New writes keep the regenerated key; revert takes the second
+// one out, never the first.
+func TestEngineRecoverEncryptionSecretRegenerated(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	regenerated := env.cluster.ControlPlanes()[0]
+	old := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{secretboxKeys("key2"), {Type: encryption.Identity}}}}}
+	regen := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{
+		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: encryption.RecordingKey("secretbox regenerated")}}}, {Type: encryption.Identity}}}}}
+	env.applyEverywhere(func(n *talostest.Node) []byte {
+		if n == regenerated {
+			return replaceDocument(t, n.RunningConfig(), regen)
+		}
+		return replaceDocument(t, n.RunningConfig(), old)
+	})
+	for _, n := range env.cluster.ControlPlanes() {
+		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
+	}
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	wantStep(t, res, "add-key", "ok")
+	c, _, _ := encryption.FromMachineConfig(regenerated.RunningConfig())
+	if c.String() != "secrets: secretbox (key2), secretbox (key2), identity" || !c.Resources[0].Providers[0].Keys[0].Secret.Equal(encryption.RecordingKey("secretbox regenerated")) {
+		t.Fatalf("node %s: %s", regenerated.IP, c)
+	}
+	if other := env.cluster.ControlPlanes()[1]; !bytes.Equal(other.RunningConfig(), env.original[other.IP]) {
+		t.Errorf("node %s, which read everything, was changed", other.IP)
+	}
+	env.waitReadyOrNot(true)
+	noKeyMaterial(t, env, fmt.Sprintf("%+v", res), stateFiles(t, env.stateDir))
+}

@@ -86,7 +86,12 @@ func editDocument(machineConfig []byte, edit func(*Config) (bool, error)) ([]byt
 // after the keys of the rule's provider of that type, or, without one, as a
 // provider of its own after the rule's first (the one kube-apiserver writes
 // with stays first). A key already there under that name with that secret
-// changes nothing; under that name with another secret, it is refused.
+// changes nothing. Under that name with another secret (a regenerated
+// secrets bundle), it comes as a provider of its own after the last of that
+// type: one provider cannot hold a name twice, but kube-apiserver tries every
+// provider whose prefix (k8s:enc:TYPE:v1:NAME:) matches a value, in order,
+// until one decrypts it (k8s.io/apiserver storage/value transformer.go,
+// "overlapping prefixes"); another name would match no stored value.
 func AddReadKey(machineConfig []byte, resource string, t ProviderType, k Key) ([]byte, bool, error) {
 	return editDocument(machineConfig, func(c *Config) (bool, error) {
 		ri := slices.IndexFunc(c.Resources, func(r Rule) bool { return slices.Contains(r.Resources, resource) })
@@ -94,37 +99,47 @@ func AddReadKey(machineConfig []byte, resource string, t ProviderType, k Key) ([
 			return false, fmt.Errorf("the encryption configuration has no rule for %s", resource)
 		}
 		r := &c.Resources[ri]
+		last, nameTaken := -1, false
 		for pi := range r.Providers {
 			p := &r.Providers[pi]
 			if p.Type != t {
 				continue
 			}
+			last = pi
 			for _, have := range p.Keys {
 				if have.Name == k.Name {
 					if have.Secret.Equal(k.Secret) {
 						return false, nil
 					}
-					return false, fmt.Errorf("%s already has a %s key named %s with another secret: one name cannot hold two secrets", resource, t, k.Name)
+					nameTaken = true
 				}
 			}
-			if pi == 0 && len(p.Keys) == 0 {
+		}
+		switch {
+		case nameTaken:
+			r.Providers = slices.Insert(r.Providers, last+1, Provider{Type: t, Keys: []Key{k}})
+		case last >= 0:
+			p := &r.Providers[last]
+			if last == 0 && len(p.Keys) == 0 {
 				return false, fmt.Errorf("%s's first provider %s has no key to write with", resource, t)
 			}
 			p.Keys = append(p.Keys, k)
-			return true, nil
+		default:
+			at := 1
+			if len(r.Providers) == 0 {
+				at = 0
+			}
+			r.Providers = slices.Insert(r.Providers, at, Provider{Type: t, Keys: []Key{k}})
 		}
-		at := 1
-		if len(r.Providers) == 0 {
-			at = 0
-		}
-		r.Providers = slices.Insert(r.Providers, at, Provider{Type: t, Keys: []Key{k}})
 		return true, nil
 	})
 }
 
 // RemoveKey takes the key named name of provider type t out of the rule for
 // resource (and the provider with it when it holds no other key); it never
-// takes out the key the rule writes with.
+// takes out the key the rule writes with. Where two providers of that type
+// hold the name (a read key added beside a regenerated one), the last goes:
+// AddReadKey put it last.
 func RemoveKey(machineConfig []byte, resource string, t ProviderType, name string) ([]byte, bool, error) {
 	return editDocument(machineConfig, func(c *Config) (bool, error) {
 		ri := slices.IndexFunc(c.Resources, func(r Rule) bool { return slices.Contains(r.Resources, resource) })
@@ -132,7 +147,7 @@ func RemoveKey(machineConfig []byte, resource string, t ProviderType, name strin
 			return false, nil
 		}
 		r := &c.Resources[ri]
-		for pi := range r.Providers {
+		for pi := len(r.Providers) - 1; pi >= 0; pi-- {
 			p := &r.Providers[pi]
 			if p.Type != t {
 				continue
