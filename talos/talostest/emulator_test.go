@@ -88,6 +88,13 @@ func newClient(t testing.TB, c *talostest.Cluster, r role.Role) *client.Client {
 		t.Fatal(err)
 	}
 
+	return connect(t, cfg)
+}
+
+// connect is a client of cfg, closed at the test's end.
+func connect(t testing.TB, cfg *clientconfig.Config) *client.Client {
+	t.Helper()
+
 	cl, err := client.New(t.Context(), client.WithConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
