@@ -64,13 +64,7 @@ func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig, machineConfi
 	if err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
-	kubelet, err := sidero.NewKeyPair(k8sCA,
-		sidero.CommonName("apiserver-kubelet-client"),
-		sidero.Organization("system:masters"),
-		sidero.NotAfter(time.Now().Add(certLifetime)),
-		sidero.KeyUsage(x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment),
-		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
-	)
+	kubelet, err := clientCert(k8sCA, "apiserver-kubelet-client", sidero.Organization("system:masters"))
 	if err != nil {
 		return err
 	}
@@ -78,12 +72,7 @@ func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig, machineConfi
 	if err != nil {
 		return fmt.Errorf("aggregator CA: %w", err)
 	}
-	frontProxy, err := sidero.NewKeyPair(aggCA,
-		sidero.CommonName("front-proxy-client"),
-		sidero.NotAfter(time.Now().Add(certLifetime)),
-		sidero.KeyUsage(x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment),
-		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
-	)
+	frontProxy, err := clientCert(aggCA, "front-proxy-client")
 	if err != nil {
 		return err
 	}
@@ -91,12 +80,7 @@ func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig, machineConfi
 	if err != nil {
 		return fmt.Errorf("etcd CA: %w", err)
 	}
-	etcdClient, err := sidero.NewKeyPair(etcdCA,
-		sidero.CommonName("kube-apiserver"),
-		sidero.NotAfter(time.Now().Add(certLifetime)),
-		sidero.KeyUsage(x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment),
-		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
-	)
+	etcdClient, err := clientCert(etcdCA, "kube-apiserver")
 	if err != nil {
 		return err
 	}
@@ -136,6 +120,17 @@ func writeNodeSecrets(dir, ip string, cl talosconfig.ClusterConfig, machineConfi
 		}
 	}
 	return nil
+}
+
+// clientCert is kube-apiserver's client certificate for cn, signed by ca,
+// valid for certLifetime; opts add to it (an organization).
+func clientCert(ca *sidero.CertificateAuthority, cn string, opts ...sidero.Option) (*sidero.KeyPair, error) {
+	return sidero.NewKeyPair(ca, append([]sidero.Option{
+		sidero.CommonName(cn),
+		sidero.NotAfter(time.Now().Add(certLifetime)),
+		sidero.KeyUsage(x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment),
+		sidero.ExtKeyUsage([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
+	}, opts...)...)
 }
 
 func publicKeyPEM(keyPEM []byte) ([]byte, error) {

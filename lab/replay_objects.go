@@ -16,6 +16,7 @@ import (
 
 	"github.com/breakglass-dev/breakglass/audit"
 	"github.com/breakglass-dev/breakglass/internal/failure"
+	"github.com/breakglass-dev/breakglass/internal/jsonpath"
 	"github.com/breakglass-dev/breakglass/internal/kinds"
 )
 
@@ -81,8 +82,8 @@ func parseReplayObjects(sources []ReplaySource) ([]replayObject, error) {
 					return nil, err
 				}
 				if o.Kind == "CustomResourceDefinition" {
-					group, _ := nested(o.Data, "spec", "group").(string)
-					kind, _ := nested(o.Data, "spec", "names", "kind").(string)
+					group, _ := jsonpath.Get(o.Data, "spec", "group").(string)
+					kind, _ := jsonpath.Get(o.Data, "spec", "names", "kind").(string)
 					crdKinds[group+"/"+kind] = true
 				}
 				out = append(out, o)
@@ -114,8 +115,8 @@ func newReplayObject(source string, doc int, m map[string]any) (replayObject, er
 	o := replayObject{Source: source, Data: m}
 	o.APIVersion, _ = m["apiVersion"].(string)
 	o.Kind, _ = m["kind"].(string)
-	o.Name, _ = nested(m, "metadata", "name").(string)
-	o.Namespace, _ = nested(m, "metadata", "namespace").(string)
+	o.Name, _ = jsonpath.Get(m, "metadata", "name").(string)
+	o.Namespace, _ = jsonpath.Get(m, "metadata", "namespace").(string)
 	if o.APIVersion == "" || o.Kind == "" || o.Name == "" {
 		return o, failure.Input("every object needs apiVersion, kind and metadata.name", "%s: document %d: an object without apiVersion, kind or metadata.name", source, doc)
 	}
@@ -127,18 +128,6 @@ func newReplayObject(source string, doc int, m map[string]any) (replayObject, er
 	}
 	delete(m, "status")
 	return o, nil
-}
-
-func nested(m map[string]any, path ...string) any {
-	var cur any = m
-	for _, p := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = mm[p]
-	}
-	return cur
 }
 
 // auditConfigurations parses the sources the way `breakglass audit -f` does.
@@ -255,8 +244,8 @@ func createPath(o replayObject, crds map[string]crdResource) (string, error) {
 
 // waitEstablished waits until kube-apiserver serves the CRD's resource.
 func waitEstablished(ctx context.Context, kube *KubeClient, o replayObject) (crdResource, error) {
-	r := crdResource{kind: fmt.Sprint(nested(o.Data, "spec", "names", "kind")), plural: fmt.Sprint(nested(o.Data, "spec", "names", "plural")),
-		group: fmt.Sprint(nested(o.Data, "spec", "group")), namespaced: nested(o.Data, "spec", "scope") == "Namespaced"}
+	r := crdResource{kind: fmt.Sprint(jsonpath.Get(o.Data, "spec", "names", "kind")), plural: fmt.Sprint(jsonpath.Get(o.Data, "spec", "names", "plural")),
+		group: fmt.Sprint(jsonpath.Get(o.Data, "spec", "group")), namespaced: jsonpath.Get(o.Data, "spec", "scope") == "Namespaced"}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var crd struct {

@@ -25,22 +25,22 @@ type clientCertOpts struct {
 	eku                 []stdx509.ExtKeyUsage
 }
 
+// newBundle is a secrets bundle of its own: another cluster's.
+func newBundle(t *testing.T) *secrets.Bundle {
+	t.Helper()
+	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // talosconfigWith writes a talosconfig (context "c") for endpoints whose
 // client certificate, signed by signer, is shaped by o, trusting ca.
 func talosconfigWith(t *testing.T, signer, ca *sidero.PEMEncodedCertificateAndKey, o clientCertOpts, endpoints ...string) string {
 	t.Helper()
-	authority, err := sidero.NewCertificateAuthorityFromCertificateAndKey(signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := sidero.NewKeyPair(authority, sidero.CommonName("admin"), sidero.Organization("os:admin"),
-		sidero.NotBefore(o.notBefore), sidero.NotAfter(o.notAfter), sidero.ExtKeyUsage(o.eku))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := clientconfig.NewConfig("c", endpoints, ca.Crt, &sidero.PEMEncodedCertificateAndKey{Crt: kp.CrtPEM, Key: kp.KeyPEM})
 	path := filepath.Join(t.TempDir(), "talosconfig")
-	if err := cfg.Save(path); err != nil {
+	if err := talostest.WriteTalosconfig(path, signer, ca, o.notBefore, o.notAfter, o.eku, endpoints...); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -61,10 +61,7 @@ func TestRefusedClientCertificateTold(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	other, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newBundle(t)
 	node := c.Nodes[0]
 	now := time.Now()
 	expiredOn := now.Add(-40 * 24 * time.Hour)
@@ -105,14 +102,7 @@ func TestRefusedClientCertificateTold(t *testing.T) {
 }
 
 func TestCheckAccess(t *testing.T) {
-	bundle, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bundle, other := newBundle(t), newBundle(t)
 	dir := t.TempDir()
 	save := func(name string, b *secrets.Bundle) string {
 		raw, err := yaml.Marshal(b)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
 	"github.com/breakglass-dev/breakglass/internal/failure"
@@ -152,11 +151,7 @@ func TestConnectionFailuresRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	otherSecrets, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := talostest.NewCluster(ctx, talostest.ClusterOptions{IPs: []string{"127.0.0.21"}, Secrets: otherSecrets, Dir: t.TempDir()})
+	other, err := talostest.NewCluster(ctx, talostest.ClusterOptions{IPs: []string{"127.0.0.21"}, Secrets: newBundle(t), Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

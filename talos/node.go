@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/breakglass-dev/breakglass/internal/flaglist"
+	"github.com/breakglass-dev/breakglass/internal/jsonpath"
 )
 
 // Version returns the Talos version tag the node runs, e.g. "v1.13.8".
@@ -195,7 +196,7 @@ func (c *Client) ReadAPIServerPod(ctx context.Context, node string) (APIServerPo
 		return APIServerPod{}, c.nodeError(ctx, node, "read kube-apiserver static pod", err)
 	}
 	out := APIServerPod{Flags: map[string][]string{}, Version: sp.Metadata().Version()}
-	containers, _ := nested(sp.TypedSpec().Pod, "spec", "containers").([]any)
+	containers, _ := jsonpath.Get(sp.TypedSpec().Pod, "spec", "containers").([]any)
 	for _, ct := range containers {
 		m, _ := ct.(map[string]any)
 		if m["name"] != "kube-apiserver" {
@@ -301,29 +302,17 @@ func parsePodStatus(ps map[string]any) PodStatus {
 		}
 		out.RestartCount = toInt(m["restartCount"])
 		out.ContainerID, _ = m["containerID"].(string)
-		if running, ok := nested(m, "state", "running").(map[string]any); ok {
+		if running, ok := jsonpath.Get(m, "state", "running").(map[string]any); ok {
 			out.Running = true
 			if t, ok := running["startedAt"].(string); ok {
 				out.StartedAt, _ = time.Parse(time.RFC3339, t)
 			}
 		}
-		if reason, ok := nested(m, "state", "waiting", "reason").(string); ok {
+		if reason, ok := jsonpath.Get(m, "state", "waiting", "reason").(string); ok {
 			out.WaitingReason = reason
 		}
 	}
 	return out
-}
-
-func nested(m map[string]any, path ...string) any {
-	var cur any = m
-	for _, p := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = mm[p]
-	}
-	return cur
 }
 
 func toInt(v any) int {

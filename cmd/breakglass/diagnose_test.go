@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -40,26 +38,6 @@ func TestDiagnoseScripts(t *testing.T) {
 	})
 }
 
-// replay is kube-apiserver stuck in the incident: it logs the given lines
-// (real v1.34.4 lines, in the scripts), then exits as v1.34.4 does once a
-// post-start hook gives up (Talos sets no probe that would restart it), so
-// the emulated kubelet restarts it again and again.
-type replay struct {
-	lines []string
-}
-
-func (r replay) Run(ctx context.Context, _ talostest.Container, logs io.Writer) error {
-	for _, l := range r.lines {
-		fmt.Fprintln(logs, l)
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-time.After(20 * time.Millisecond):
-		return errors.New("PostStartHook failed")
-	}
-}
-
 // deadcluster [-cp N] LOGFILE starts emulated control planes whose
 // kube-apiserver logs LOGFILE's lines and hangs, waits until each has been
 // restarted twice, and sets the same variables as cluster.
@@ -76,7 +54,7 @@ func cmdDeadCluster(ts *testscript.TestScript, neg bool, args []string) {
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
-	runner := replay{lines: lines}
+	runner := talostest.Logged{Lines: lines, ExitAfter: 20 * time.Millisecond} // real v1.34.4 lines, in the scripts
 	startScriptCluster(ts, cps, runner, "restarted twice", func(p talostest.PodState) bool { return p.RestartCount >= 2 })
 }
 

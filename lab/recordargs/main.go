@@ -13,30 +13,21 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/lab"
+	"github.com/breakglass-dev/breakglass/lab/internal/recordcmd"
 )
 
 func main() {
-	out := flag.String("out", "internal/apiserverargs/recorded", "directory of the records")
-	workers := flag.Int("workers", 2, "binaries run at once")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *out, *workers, flag.Args()); err != nil {
-		log.Fatal(err)
-	}
+	recordcmd.Main("internal/apiserverargs/recorded", "directory of the records", "binaries run at once", run)
 }
 
 func run(ctx context.Context, out string, workers int, only []string) error {

@@ -17,12 +17,11 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/lab"
+	"github.com/breakglass-dev/breakglass/lab/internal/recordcmd"
 )
 
 func main() {
@@ -30,11 +29,7 @@ func main() {
 	verbose := flag.Bool("v", false, "show kube-apiserver's output")
 	shape := flag.String("shape", "", "record only this shape, to stdout (no file written)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *out, *shape, *verbose, flag.Args()); err != nil {
-		log.Fatal(err)
-	}
+	recordcmd.Run(func(ctx context.Context) error { return run(ctx, *out, *shape, *verbose, flag.Args()) })
 }
 
 func run(ctx context.Context, out, shape string, verbose bool, versions []string) error {

@@ -12,29 +12,20 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/breakglass-dev/breakglass/lab"
+	"github.com/breakglass-dev/breakglass/lab/internal/recordcmd"
 )
 
 func main() {
-	out := flag.String("out", "internal/startupwrites/recorded", "directory of the recordings")
-	workers := flag.Int("workers", 2, "pairs recorded at once")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *out, *workers, flag.Args()); err != nil {
-		log.Fatal(err)
-	}
+	recordcmd.Main("internal/startupwrites/recorded", "directory of the recordings", "pairs recorded at once", run)
 }
 
 func run(ctx context.Context, out string, workers int, only []string) error {

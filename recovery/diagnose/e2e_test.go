@@ -2,9 +2,7 @@ package diagnose_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -20,28 +18,6 @@ import (
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
-
-// deadlocked is kube-apiserver in the incident: it logs what the real
-// v1.34.4 logged (testdata/logs/upgrade-deadlock.log) and never becomes
-// live nor ready, so the emulated kubelet restarts it again and again.
-// deadlocked logs the real lines, then exits as a real v1.34.4 does once
-// a post-start hook gives up (Talos sets no probe that would restart it).
-type deadlocked struct {
-	talostest.StandIn
-	lines []string
-}
-
-func (d deadlocked) Run(ctx context.Context, c talostest.Container, logs io.Writer) error {
-	for _, l := range d.lines {
-		fmt.Fprintln(logs, l)
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-time.After(200 * time.Millisecond): // longer than a status refresh (75ms here)
-		return errors.New("PostStartHook failed")
-	}
-}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -164,10 +140,10 @@ func restartedTwice(t *testing.T, tc *talos.Client, c *talostest.Cluster) {
 // once each has restarted twice.
 func deadlockedNodes(t *testing.T, cps int, excerpt string, r role.Role) (*talostest.Cluster, *talos.Client) {
 	t.Helper()
-	c := startCluster(t, cps, deadlocked{
-		StandIn: talostest.StandIn{ReadyAfter: 10 * time.Millisecond, Hang: func(talostest.ContainerConfig) bool { return true }},
-		lines:   diagnose.ReadLogExcerpt(t, excerpt),
-	})
+	// kube-apiserver in the incident: it logs what the real v1.34.4 logged
+	// and never becomes live nor ready, so the kubelet restarts it again and
+	// again; it exits later than a status refresh (75ms here).
+	c := startCluster(t, cps, talostest.Logged{Lines: diagnose.ReadLogExcerpt(t, excerpt), ExitAfter: 200 * time.Millisecond})
 	tc := connect(t, c, r)
 	restartedTwice(t, tc, c)
 	return c, tc

@@ -3,18 +3,15 @@ package upgradecheck
 import (
 	stdx509 "crypto/x509"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	sidero "github.com/siderolabs/crypto/x509"
-	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
-	"gopkg.in/yaml.v3"
 
 	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
 // gateTalosconfig writes a talosconfig (context "c") for endpoints whose
@@ -22,18 +19,8 @@ import (
 // notAfter with the extended key usage eku, trusting ca.
 func gateTalosconfig(t *testing.T, signer, ca *sidero.PEMEncodedCertificateAndKey, notBefore, notAfter time.Time, eku []stdx509.ExtKeyUsage, endpoints ...string) string {
 	t.Helper()
-	authority, err := sidero.NewCertificateAuthorityFromCertificateAndKey(signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := sidero.NewKeyPair(authority, sidero.CommonName("admin"), sidero.Organization("os:admin"),
-		sidero.NotBefore(notBefore), sidero.NotAfter(notAfter), sidero.ExtKeyUsage(eku))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := clientconfig.NewConfig("c", endpoints, ca.Crt, &sidero.PEMEncodedCertificateAndKey{Crt: kp.CrtPEM, Key: kp.KeyPEM})
 	path := filepath.Join(t.TempDir(), "talosconfig")
-	if err := cfg.Save(path); err != nil {
+	if err := talostest.WriteTalosconfig(path, signer, ca, notBefore, notAfter, eku, endpoints...); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -44,14 +31,7 @@ func gateTalosconfig(t *testing.T, signer, ca *sidero.PEMEncodedCertificateAndKe
 // (a warning, a no-go with --strict); and says "not checked", never go,
 // for what it could not read, even with a good certificate.
 func TestJudgeTalosAccess(t *testing.T) {
-	bundle, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bundle, other := newBundle(t), newBundle(t)
 	now := time.Now()
 	clientAuth := []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}
 	vip := []byte("version: v1alpha1\nmachine:\n  type: controlplane\n  network:\n    interfaces:\n      - interface: eth0\n        vip:\n          ip: 10.5.0.10\ncluster: {}\n")
@@ -65,14 +45,7 @@ func TestJudgeTalosAccess(t *testing.T) {
 	good := func(endpoints ...string) string {
 		return gateTalosconfig(t, bundle.Certs.OS, bundle.Certs.OS, now.Add(-time.Hour), now.Add(300*24*time.Hour), clientAuth, endpoints...)
 	}
-	raw, err := yaml.Marshal(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bundlePath := filepath.Join(t.TempDir(), "secrets.yaml")
-	if err := os.WriteFile(bundlePath, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bundlePath := saveBundle(t, bundle)
 	for _, tc := range []struct {
 		name        string
 		bundle      string

@@ -50,6 +50,32 @@ var testBundle = func() *secrets.Bundle {
 	return b
 }()
 
+// newBundle is a secrets bundle of its own, for a test that needs another
+// cluster's (testBundle is every test cluster's).
+func newBundle(t *testing.T) *secrets.Bundle {
+	t.Helper()
+	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// saveBundle writes b as the operator keeps it offline (secrets.yaml, in a
+// directory of its own) and returns its path.
+func saveBundle(t *testing.T, b *secrets.Bundle) string {
+	t.Helper()
+	raw, err := yaml.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // Each cluster's nodes get loopback addresses of their own, 127.88.R.S+i,
 // so that every member listens on NODE:2379 as on Talos while the tests
 // run side by side.
@@ -99,14 +125,7 @@ func newTestCluster(t *testing.T, spec clusterSpec) *testCluster {
 		t.Fatal(err)
 	}
 	tc := &testCluster{cluster: c, talosconfig: path, kv: membersClient(t, c), uid: fmt.Sprintf("%08x-0000-4000-8000-%012x", rand.Uint32(), rand.Uint64()&(1<<48-1))}
-	raw, err := yaml.Marshal(testBundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.bundle = filepath.Join(t.TempDir(), "secrets.yaml")
-	if err := os.WriteFile(tc.bundle, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tc.bundle = saveBundle(t, testBundle)
 	tc.put(t, "/registry/namespaces/kube-system", etcdtest.Namespace("kube-system", tc.uid))
 	return tc
 }

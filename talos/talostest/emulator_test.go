@@ -75,6 +75,18 @@ func newCluster(t *testing.T, opts talostest.ClusterOptions) *talostest.Cluster 
 	return c
 }
 
+// polledByHand is a one-node cluster whose kubelet polls only when the test
+// says (kubelet's PollInterval an hour, its TimeScale 0.01), its pods run by
+// runner (nil: the cluster's default), with an admin client and the node.
+func polledByHand(t *testing.T, runner talostest.PodRunner, kubelet talostest.KubeletOptions) (*client.Client, *talostest.Node) {
+	t.Helper()
+
+	kubelet.TimeScale, kubelet.PollInterval = 0.01, time.Hour
+	c := newCluster(t, talostest.ClusterOptions{Runner: runner, Kubelet: kubelet})
+
+	return newClient(t, c, role.Admin), c.Nodes[0]
+}
+
 func newClient(t testing.TB, c *talostest.Cluster, r role.Role) *client.Client {
 	t.Helper()
 
@@ -87,6 +99,13 @@ func newClient(t testing.TB, c *talostest.Cluster, r role.Role) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	return connect(t, cfg)
+}
+
+// connect is a client of cfg, closed at the test's end.
+func connect(t testing.TB, cfg *clientconfig.Config) *client.Client {
+	t.Helper()
 
 	cl, err := client.New(t.Context(), client.WithConfig(cfg))
 	if err != nil {

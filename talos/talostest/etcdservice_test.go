@@ -47,14 +47,7 @@ func nodeClient(t *testing.T, c *talostest.Cluster, n *talostest.Node) (context.
 		t.Fatal(err)
 	}
 
-	cl, err := client.New(t.Context(), client.WithConfig(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(func() { cl.Close() }) //nolint:errcheck
-
-	return client.WithNode(t.Context(), n.IP), cl
+	return client.WithNode(t.Context(), n.IP), connect(t, cfg)
 }
 
 // etcdClient is a client of the members, with a certificate from the cluster's etcd CA.

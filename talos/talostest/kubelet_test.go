@@ -288,11 +288,8 @@ func (echo) Run(ctx context.Context, c talostest.Container, logs io.Writer) erro
 func TestKubeletNoticesAChangeAtItsPoll(t *testing.T) {
 	ctx := t.Context()
 	// the test decides when the kubelet polls; the old container stops only when killed
-	runner := talostest.StandIn{ReadyAfter: time.Millisecond, ShutdownDelay: time.Hour}
-	c := newCluster(t, talostest.ClusterOptions{Runner: runner,
-		Kubelet: talostest.KubeletOptions{TimeScale: 0.01, PollInterval: time.Hour, TerminationGrace: time.Hour}})
-	cl := newClient(t, c, role.Admin)
-	n := c.Nodes[0]
+	cl, n := polledByHand(t, talostest.StandIn{ReadyAfter: time.Millisecond, ShutdownDelay: time.Hour},
+		talostest.KubeletOptions{TerminationGrace: time.Hour})
 
 	first := waitPod(t, n, "running", running)
 	n.RefreshPodStatus()
@@ -365,11 +362,8 @@ func TestTerminationGrace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			runner := talostest.StandIn{ReadyAfter: time.Millisecond, ShutdownDelay: tc.shutdown}
-			c := newCluster(t, talostest.ClusterOptions{Runner: runner,
-				Kubelet: talostest.KubeletOptions{TimeScale: 0.01, PollInterval: time.Hour, TerminationGrace: tc.grace}})
-			cl := newClient(t, c, role.Admin)
-			n := c.Nodes[0]
+			cl, n := polledByHand(t, talostest.StandIn{ReadyAfter: time.Millisecond, ShutdownDelay: tc.shutdown},
+				talostest.KubeletOptions{TerminationGrace: tc.grace})
 			first := waitPod(t, n, "running", running)
 
 			edited := withExtraArg(t, n.RunningConfig(), "disable-admission-plugins", "ValidatingAdmissionWebhook")
@@ -465,10 +459,7 @@ func TestPodStatusLagsAndFreezes(t *testing.T) {
 
 func TestContainersAndLogs(t *testing.T) {
 	ctx := t.Context()
-	c := newCluster(t, talostest.ClusterOptions{Runner: echo{},
-		Kubelet: talostest.KubeletOptions{TimeScale: 0.01, PollInterval: time.Hour, GCInterval: time.Hour}})
-	cl := newClient(t, c, role.Admin)
-	n := c.Nodes[0]
+	cl, n := polledByHand(t, echo{}, talostest.KubeletOptions{GCInterval: time.Hour})
 
 	first := waitPod(t, n, "running", running)
 
@@ -583,9 +574,7 @@ func TestContainersAndLogs(t *testing.T) {
 
 func TestEtcdUnhealthyHoldsTheStaticPod(t *testing.T) {
 	ctx := t.Context()
-	c := newCluster(t, talostest.ClusterOptions{Kubelet: talostest.KubeletOptions{TimeScale: 0.01, PollInterval: time.Hour}})
-	cl := newClient(t, c, role.Admin)
-	n := c.Nodes[0]
+	cl, n := polledByHand(t, nil, talostest.KubeletOptions{})
 
 	first := waitPod(t, n, "running", running)
 	before := staticPodCommand(t, ctx, cl, n.IP)
@@ -741,10 +730,7 @@ func readAll(stream machine.MachineService_LogsClient, err error) ([]byte, error
 // is still a new pod, which replaces the running one.
 func TestKubeletReplacesThePodOnANewManifestWithTheSameContainer(t *testing.T) {
 	ctx := t.Context()
-	c := newCluster(t, talostest.ClusterOptions{Runner: talostest.StandIn{ReadyAfter: time.Millisecond},
-		Kubelet: talostest.KubeletOptions{TimeScale: 0.01, PollInterval: time.Hour}})
-	cl := newClient(t, c, role.Admin)
-	n := c.Nodes[0]
+	cl, n := polledByHand(t, talostest.StandIn{ReadyAfter: time.Millisecond}, talostest.KubeletOptions{})
 	original := n.RunningConfig()
 	first := waitPod(t, n, "running", running)
 

@@ -94,10 +94,7 @@ func TestKubeletRestartKeepsTheRunningContainer(t *testing.T) {
 // answers Unavailable, and the kubelet goes on as it was.
 func TestKubeletRestartRefusedWhenTheNodeIsNotUp(t *testing.T) {
 	ctx := t.Context()
-	c := newCluster(t, talostest.ClusterOptions{Runner: talostest.StandIn{ReadyAfter: time.Millisecond},
-		Kubelet: talostest.KubeletOptions{TimeScale: 0.01, PollInterval: time.Hour}})
-	cl := newClient(t, c, role.Admin)
-	n := c.Nodes[0]
+	cl, n := polledByHand(t, talostest.StandIn{ReadyAfter: time.Millisecond}, talostest.KubeletOptions{})
 
 	first := waitPod(t, n, "running", running)
 	n.Stop()
