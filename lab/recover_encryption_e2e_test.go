@@ -16,28 +16,63 @@ import (
 	"github.com/breakglass-dev/breakglass/recovery"
 )
 
-// Talos 1.14.0-beta.0's renamed secretbox key (siderolabs/talos#13885) on
-// three lab nodes with the real kube-apiserver: Secrets written under key2,
-// the configs regenerated naming the same secret key1; kube-apiserver is
-// never ready. diagnose names it (exit 33: secretbox key2 unreadable on
-// every node, kube-apiserver's own words); `recover --yes` with no flag
-// adds key2 back, read-only, from the nodes' own configs; every Secret is
-// listed through the API afterwards; no key material is printed or left in
-// the state directory; revert refuses while Secrets are stored under key2.
-func TestRecoverEncryptionKeyRenamedAsTyped(t *testing.T) {
-	l := startLabWith(t, Options{Nodes: 3}.ForScenario(ScenarioEncryptionKeyRenamed)) // as lab up --scenario starts it
-	if _, err := RunScenario(context.Background(), l, ScenarioEncryptionKeyRenamed, NewTimeline(testWriter{t})); err != nil {
-		t.Fatalf("scenario: %v", err)
+// Encryption-at-rest drift on three lab nodes with the real kube-apiserver
+// v1.34.4, Secrets written under Talos 1.13's secretbox key2, then:
+//   - encryption-key-renamed: every config regenerated as Talos
+//     1.14.0-beta.0's generator did, naming the same secret key1
+//     (siderolabs/talos#13885);
+//   - encryption-secret-regenerated: all configs but the last regenerated
+//     from a new secrets bundle, key2 holding another secret.
+//
+// kube-apiserver is never ready where the config changed. diagnose names it
+// (exit 33: secretbox key2 unreadable there, kube-apiserver's own words);
+// the gate is a no-go naming it; `recover --yes` with no flag adds the key
+// that reads key2 back, read-only, from another control plane's config;
+// every Secret is listed through the API on every node afterwards; the gate
+// is a go; no key material is printed or left in the state directory;
+// revert refuses while Secrets are stored under key2.
+func TestRecoverEncryptionAsTyped(t *testing.T) {
+	for _, tc := range []struct {
+		scenario   string
+		unreadable int // nodes that read nothing under key2
+		cause      encryption.Cause
+		words      string
+		after      string // the first node's configuration afterwards, by names
+		// gate is the encryption check's line afterwards: a go, or for the
+		// regenerated bundle a warn: the last control plane still writes
+		// with the old secret, which the others now read, but it cannot read
+		// what they write (the operator renders one configuration everywhere).
+		gate string
+	}{
+		{ScenarioEncryptionKeyRenamed, 3, encryption.CauseKeyMissing, KeyRenamedWords, "secrets: secretbox (key1, key2)",
+			`(?m)^go +encryption +every stored value decrypts`},
+		{ScenarioEncryptionSecretRegenerated, 2, encryption.CauseWrongSecret, SecretRegeneratedWords, "secrets: secretbox (key2), secretbox (key2), identity",
+			`(?m)^warn +encryption +the control planes render different encryption configurations`},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			l := startLabWith(t, Options{Nodes: 3}.ForScenario(tc.scenario)) // as lab up --scenario starts it
+			if _, err := RunScenario(context.Background(), l, tc.scenario, NewTimeline(testWriter{t})); err != nil {
+				t.Fatalf("scenario: %v", err)
+			}
+			recoverEncryption(t, l, tc.unreadable, tc.cause, tc.words, tc.after, tc.gate)
+		})
 	}
+}
+
+func recoverEncryption(t *testing.T, l *Lab, unreadable int, cause encryption.Cause, words, after, gateAfter string) {
 	g := guidedOn(t, l)
 	ctx := context.Background()
-	secret := ""
-	if cfg, err := g.tc.ReadMachineConfig(ctx, l.Nodes()[0]); err == nil {
-		c, _, _ := encryption.FromMachineConfig(cfg.Bytes)
-		secret = c.Resources[0].Providers[0].Keys[0].Secret.Reveal()
+	var secrets []string // every secret the nodes' documents hold
+	for _, ip := range l.Nodes() {
+		if cfg, err := g.tc.ReadMachineConfig(ctx, ip); err == nil {
+			c, _, _ := encryption.FromMachineConfig(cfg.Bytes)
+			for _, cand := range c.Candidates(ip) {
+				secrets = append(secrets, cand.Secret.Reveal())
+			}
+		}
 	}
-	if secret == "" {
-		t.Fatal("no secret in the node's document")
+	if len(secrets) == 0 {
+		t.Fatal("no secret in the nodes' documents")
 	}
 
 	start := time.Now()
@@ -55,16 +90,16 @@ func TestRecoverEncryptionKeyRenamedAsTyped(t *testing.T) {
 	if err := json.Unmarshal([]byte(d.stdout), &rep); err != nil {
 		t.Fatalf("diagnose -o json: %v\n%s\n%s", err, d.stdout, d.stderr)
 	}
-	if d.code != 33 || rep.Verdict != "encryption-drift" || len(rep.Evidence.Encryption.Unreadable) != 3 {
+	if d.code != 33 || rep.Verdict != "encryption-drift" || len(rep.Evidence.Encryption.Unreadable) != unreadable {
 		t.Fatalf("diagnose: exit %d, %+v\n%s", d.code, rep, d.stderr)
 	}
 	for _, u := range rep.Evidence.Encryption.Unreadable {
-		if u.Provider != "secretbox" || u.Key != "key2" || u.Cause != string(encryption.CauseKeyMissing) {
+		if u.Provider != "secretbox" || u.Key != "key2" || u.Cause != string(cause) {
 			t.Errorf("unreadable %+v", u)
 		}
 	}
-	if !strings.Contains(rep.Summary, KeyRenamedWords) {
-		t.Errorf("the summary does not quote kube-apiserver: %s", rep.Summary)
+	if !strings.Contains(rep.Summary, words) {
+		t.Errorf("the summary does not quote kube-apiserver (%q): %s", words, rep.Summary)
 	}
 	text := g.run("", append([]string{"diagnose"}, g.etcdFlags()...)...)
 	t.Logf("diagnose (text, %d lines):\n%s%s", strings.Count(text.stdout+text.stderr, "\n"), text.stdout, text.stderr)
@@ -95,6 +130,11 @@ func TestRecoverEncryptionKeyRenamedAsTyped(t *testing.T) {
 		t.Fatalf("outcome %s, steps %v", res.Outcome, steps)
 	}
 	g.wantReady("after recovery")
+	if cfg, err := g.tc.ReadMachineConfig(ctx, l.Nodes()[0]); err != nil {
+		t.Fatal(err)
+	} else if c, _, _ := encryption.FromMachineConfig(cfg.Bytes); c.String() != after {
+		t.Errorf("node %s after the recovery: %s, want %s", l.Nodes()[0], c, after)
+	}
 
 	// Every Secret, through the API, on every node.
 	kube, err := l.Kube(ctx)
@@ -122,12 +162,14 @@ func TestRecoverEncryptionKeyRenamedAsTyped(t *testing.T) {
 		}
 	}
 	gate = g.run("", append([]string{"upgrade-check", "--to", "1.35"}, g.etcdFlags()...)...)
-	if !regexp.MustCompile(`(?m)^go +encryption +every stored value decrypts`).MatchString(gate.stdout) {
-		t.Errorf("upgrade-check after the recovery: exit %d, want encryption's go\n%s", gate.code, gate.stdout)
+	if !regexp.MustCompile(gateAfter).MatchString(gate.stdout) || strings.Contains(gate.stdout, "\nno-go") {
+		t.Errorf("upgrade-check after the recovery: exit %d, want no no-go and %s\n%s", gate.code, gateAfter, gate.stdout)
 	}
 	for _, out := range []string{gate.stdout, gate.stderr, d.stdout, d.stderr, text.stdout, text.stderr, r.stdout, r.stderr, stateText(t, g.stateDir)} {
-		if strings.Contains(out, secret) {
-			t.Error("key material in breakglass's output or state directory")
+		for _, secret := range secrets {
+			if strings.Contains(out, secret) {
+				t.Error("key material in breakglass's output or state directory")
+			}
 		}
 	}
 

@@ -54,6 +54,9 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if isEtcdLossScenario(opts.Scenario) && opts.Nodes != EtcdScenarioNodes {
 		return fmt.Errorf("lab: scenario %s needs %d nodes: --nodes %d", opts.Scenario, EtcdScenarioNodes, EtcdScenarioNodes)
 	}
+	if opts.Scenario == ScenarioEncryptionSecretRegenerated && opts.Nodes < 2 {
+		return fmt.Errorf("lab: scenario %s regenerates every control plane's config but the last: --nodes 3", opts.Scenario)
+	}
 	if opts.Scenario == ScenarioEtcdNoSpace && lo.EtcdQuotaBytes == 0 {
 		lo.EtcdQuotaBytes = NoSpaceQuota // small enough to fill in seconds
 	}
@@ -80,7 +83,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 	lo = lo.ForScenario(opts.Scenario)
 	if opts.Scenario != "" || before != nil {
 		need := []string{OldVersion, NewVersion}
-		if opts.Scenario == ScenarioEncryptionKeyRenamed {
+		if isEncryptionScenario(opts.Scenario) {
 			need = []string{lo.Version}
 		}
 		if before != nil {
@@ -166,8 +169,8 @@ func (l *Lab) PrintNext(w io.Writer, scenario string) {
 		cmds = noSpaceNext(l, tc, sd)
 	} else if isEtcdLossScenario(scenario) {
 		cmds = etcdLossNext(l, scenario, tc, sd)
-	} else if scenario == ScenarioEncryptionKeyRenamed {
-		cmds = encryptionNext(l, tc, sd)
+	} else if isEncryptionScenario(scenario) {
+		cmds = encryptionNext(l, scenario, tc, sd)
 	} else if !deadlocked {
 		cmds = []string{
 			fmt.Sprintf("breakglass %s %s apiserver wait", tc, sd),

@@ -48,12 +48,12 @@ func editDocument(machineConfig []byte, edit func(*Config) (bool, error)) ([]byt
 	if err != nil {
 		return nil, false, err
 	}
-	if src != FromDocument {
-		return nil, false, ErrLegacyNames
-	}
 	changed, err := edit(&c)
 	if err != nil || !changed {
-		return machineConfig, false, err
+		return machineConfig, false, err // a legacy config that holds the key already needs nothing
+	}
+	if src != FromDocument {
+		return nil, false, ErrLegacyNames
 	}
 	if err := c.Validate(); err != nil {
 		return nil, false, err
