@@ -8,7 +8,6 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -159,6 +158,7 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	l.runner = newProcessRunner(opts.KubeBinDir, l.gate)
 	l.logf("starting %d emulated Talos node(s) on %s", len(ips), strings.Join(ips, ", "))
 	l.Cluster, err = talostest.NewCluster(ctx, talostest.ClusterOptions{
+		ServiceSubnets:    []string{ServiceCIDR}, // in the configs from the start: the kubelet fetches its first pod before any apply
 		ControlPlanes:     opts.Nodes,
 		Dir:               filepath.Join(opts.Dir, "talos"),
 		KubernetesVersion: opts.Version,
@@ -218,11 +218,6 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	l.Talosconfig = filepath.Join(opts.Dir, "talosconfig")
 	if err := tc.Save(l.Talosconfig); err != nil {
-		return nil, err
-	}
-
-	// The service network, set the Talos way: a config applied to each node.
-	if err := l.applyServiceCIDR(ctx); err != nil {
 		return nil, err
 	}
 
@@ -409,31 +404,6 @@ func adminTLS(cl talosconfig.ClusterConfig) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{*kp.Certificate}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// applyServiceCIDR sets cluster.network.serviceSubnets to ServiceCIDR on
-// every node with a NO_REBOOT apply through the Talos API.
-func (l *Lab) applyServiceCIDR(ctx context.Context) error {
-	tc, err := l.TalosClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	for _, ip := range l.Nodes() {
-		cfg, err := tc.ReadMachineConfig(ctx, ip)
-		if err != nil {
-			return err
-		}
-		const def = "- 10.96.0.0/12\n"
-		if bytes.Count(cfg.Bytes, []byte(def)) != 1 {
-			return fmt.Errorf("lab: node %s: the generated config does not hold the default service subnet once", ip)
-		}
-		next := bytes.Replace(cfg.Bytes, []byte(def), []byte("- "+ServiceCIDR+"\n"), 1)
-		if _, err := tc.Apply(ctx, ip, talos.ApplyRequest{Config: next, Mode: talos.NoReboot}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // NodeIPs are n consecutive loopback addresses from first ("": FirstIP),
 // within first's /24.
 func NodeIPs(first string, n int) ([]string, error) {
@@ -514,6 +484,7 @@ func (l *Lab) waitReadyRuns(ctx context.Context, timeout time.Duration, want fun
 			if err != nil {
 				return err
 			}
+
 			if r.Ready.IsZero() || !r.Exited.IsZero() || !accepted {
 				waiting = append(waiting, ip)
 			}

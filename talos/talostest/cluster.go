@@ -58,6 +58,10 @@ type ClusterOptions struct {
 	// Each node holds its address until Close (PortReservation).
 	Port int
 
+	// ServiceSubnets are cluster.network.serviceSubnets in the generated
+	// configs (talosctl gen config --service-cidr); default Talos's.
+	ServiceSubnets []string
+
 	// Secrets is the cluster's secrets bundle; default a new one. Reusing one saves
 	// the key generation (about a second) when many clusters are made, as in tests.
 	Secrets *secrets.Bundle
@@ -194,6 +198,9 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	)
 	if err != nil {
 		return nil, fmt.Errorf("generating config: %w", err)
+	}
+	if len(opts.ServiceSubnets) > 0 {
+		in.ServiceNet = opts.ServiceSubnets
 	}
 
 	for _, t := range []struct {
