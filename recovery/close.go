@@ -15,9 +15,6 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/termsafe"
 )
 
-// closedOutcome is how a closed incident ends.
-const closedOutcome = "closed"
-
 // Closing is what closing an incident would do, for the operator to read
 // before it is done.
 type Closing struct {

@@ -18,16 +18,6 @@ import (
 	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
-// Fact is one thing a change acts on, as its plan read it.
-type Fact struct {
-	// Says it as the plan read it ("node 10.5.0.4 in boot 5e1d..., its
-	// etcd down: its log says its data directory is empty").
-	Says string
-	// Holds reads it again: nil while it holds; otherwise what is there
-	// now. A fact that cannot be read again does not hold.
-	Holds func(ctx context.Context) error
-}
-
 // factsText is how a plan shows its facts.
 func factsText(facts []Fact) string {
 	if len(facts) == 0 {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/failure"
-	"github.com/breakglass-dev/breakglass/runbooks"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -161,45 +160,6 @@ func (r *run) leftBehind() []string {
 		out = append(out, line)
 	}
 	return out
-}
-
-// etcdCluster is the data that binds an incident to its etcd: preflight's
-// result, or a note of a run without a preflight.
-type etcdCluster struct {
-	EtcdClusterID string `json:"etcdClusterID,omitempty"`
-}
-
-// boundEtcdCluster is the etcd cluster ID the incident recorded, "" if none.
-// A bootstrap from a copy makes a new etcd cluster: once one began, the
-// ID recorded before it no longer binds, and the next one recorded does
-// (etcd.wait's, or a resumed run's once it reaches etcd).
-func boundEtcdCluster(entries []Entry) string {
-	id := ""
-	for _, e := range entries {
-		if e.Kind == "apply" && e.Action == string(runbooks.ActionEtcdBootstrap) {
-			id = ""
-			continue
-		}
-		var d etcdCluster
-		if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) == nil && d.EtcdClusterID != "" {
-			id = d.EtcdClusterID
-		}
-	}
-	return id
-}
-
-// etcdClusterID is the ID of the etcd this run reaches, "" when it cannot
-// be reached.
-func (r *run) etcdClusterID(ctx context.Context) string {
-	ec, err := r.etcdClient(ctx)
-	if err != nil {
-		return ""
-	}
-	info, err := ec.Cluster(ctx)
-	if err != nil {
-		return ""
-	}
-	return info.ClusterID.String()
 }
 
 // clusterName is the cluster's name from the first node's machine config,

@@ -392,6 +392,10 @@ func CompletedSteps(entries []Entry) map[string]bool {
 	return done
 }
 
+// closedOutcome is how a closed incident ends (journal close): the last
+// of the states that leave nothing to resume.
+const closedOutcome = "closed"
+
 // finished tells whether an incident in this state has nothing left to
 // resume: it completed, or its diagnosis stopped it before any change.
 func finished(state string) bool {

@@ -78,6 +78,16 @@ type Plan struct {
 	Finish string
 }
 
+// Fact is one thing a change acts on, as its plan read it.
+type Fact struct {
+	// Says it as the plan read it ("node 10.5.0.4 in boot 5e1d..., its
+	// etcd down: its log says its data directory is empty").
+	Says string
+	// Holds reads it again: nil while it holds; otherwise what is there
+	// now. A fact that cannot be read again does not hold.
+	Holds func(ctx context.Context) error
+}
+
 // View is text for the operator: a plan before its question, a diagnosis.
 // Parts are a plan's per-node (or per-object) sections, in order, between
 // Head and Foot. Detail is the evidence behind it: a terminal shows it with

@@ -37,17 +37,6 @@ type EtcdRestoreParams struct {
 
 func (*EtcdRestoreParams) Action() runbooks.Action { return ActionEtcdRestore }
 
-// SnapshotResult is a verified full etcd snapshot, and what it is (read
-// back as etcd reads it): its size, sha256, revision and owner.
-type SnapshotResult struct {
-	said
-	Path       string `json:"snapshot"`
-	SHA256     string `json:"sha256,omitempty"`
-	Size       int64  `json:"size,omitempty"`
-	Revision   int64  `json:"revision,omitempty"`
-	ClusterUID string `json:"clusterUID,omitempty"`
-}
-
 // snapshot saves a full etcd snapshot through the Talos API into the
 // incident directory, when the run removes objects from etcd (or always,
 // when the step says so: before a compaction).

@@ -50,23 +50,6 @@ func (r *run) members(ctx context.Context) *diagnose.MembersEvidence {
 	return diagnose.GatherMembers(ctx, r.tc, room, diagnose.MemberReads{Gone: r.gone})
 }
 
-// CopyResult is a verified copy of a member's data, and what it is: its
-// size, sha256, revision and owner (the cluster's kube-system namespace),
-// read from the file as etcd reads it when it was taken.
-type CopyResult struct {
-	said
-	Path       string `json:"path"`
-	Kind       string `json:"kind"` // snapshot, or db (a database file: its hash check is skipped at bootstrap)
-	Node       string `json:"node"` // where it was copied from
-	SHA256     string `json:"sha256"`
-	Size       int64  `json:"size"`
-	Revision   int64  `json:"revision,omitempty"`
-	ClusterUID string `json:"clusterUID,omitempty"`
-	// Boots are each control plane's boot when the copy was taken: where
-	// this incident found them, before it reset any.
-	Boots map[string]string `json:"boots,omitempty"`
-}
-
 // copyEtcd saves a verified copy of the most advanced member's data: its
 // snapshot through the Talos API, or, when it serves none, its database
 // file; read back as an etcd database of this cluster. Nothing is reset

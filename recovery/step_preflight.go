@@ -25,6 +25,15 @@ type PreflightResult struct {
 	EtcdClusterID string `json:"etcdClusterID,omitempty"`
 }
 
+// incidentEtcdCluster is the etcd cluster ID the incident is bound to
+// (this run's preflight, or the journal's).
+func (r *run) incidentEtcdCluster() string {
+	if p, ok := earlier[*PreflightResult](r, runbooks.ActionPreflight); ok && p.EtcdClusterID != "" && !r.bootstrapBegun() {
+		return p.EtcdClusterID
+	}
+	return boundEtcdCluster(r.entries)
+}
+
 // preflight checks, changing nothing, that every node answers with a role
 // that may patch and is a control plane, looks up the objects asked to be
 // removed, and takes the cluster lock.

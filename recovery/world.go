@@ -155,13 +155,43 @@ func (r *run) listedFact(id etcd.ID, via string) Fact {
 	}
 }
 
-// incidentEtcdCluster is the etcd cluster ID the incident is bound to
-// (this run's preflight, or the journal's).
-func (r *run) incidentEtcdCluster() string {
-	if p, ok := earlier[*PreflightResult](r, runbooks.ActionPreflight); ok && p.EtcdClusterID != "" && !r.bootstrapBegun() {
-		return p.EtcdClusterID
+// etcdCluster is the data that binds an incident to its etcd: preflight's
+// result, or a note of a run without a preflight.
+type etcdCluster struct {
+	EtcdClusterID string `json:"etcdClusterID,omitempty"`
+}
+
+// boundEtcdCluster is the etcd cluster ID the incident recorded, "" if none.
+// A bootstrap from a copy makes a new etcd cluster: once one began, the
+// ID recorded before it no longer binds, and the next one recorded does
+// (etcd.wait's, or a resumed run's once it reaches etcd).
+func boundEtcdCluster(entries []Entry) string {
+	id := ""
+	for _, e := range entries {
+		if e.Kind == "apply" && e.Action == string(runbooks.ActionEtcdBootstrap) {
+			id = ""
+			continue
+		}
+		var d etcdCluster
+		if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) == nil && d.EtcdClusterID != "" {
+			id = d.EtcdClusterID
+		}
 	}
-	return boundEtcdCluster(r.entries)
+	return id
+}
+
+// etcdClusterID is the ID of the etcd this run reaches, "" when it cannot
+// be reached.
+func (r *run) etcdClusterID(ctx context.Context) string {
+	ec, err := r.etcdClient(ctx)
+	if err != nil {
+		return ""
+	}
+	info, err := ec.Cluster(ctx)
+	if err != nil {
+		return ""
+	}
+	return info.ClusterID.String()
 }
 
 // bootstrapBegun tells whether this incident began a bootstrap of etcd (a
@@ -183,6 +213,37 @@ func (r *run) clusterFact(want string) Fact {
 			return nil
 		},
 	}
+}
+
+// The copy steps' results (etcd.copy's in step_members.go, etcd.snapshot's
+// in step_etcd.go) stand here, beside heldCopy: later steps rely on them.
+
+// CopyResult is a verified copy of a member's data, and what it is: its
+// size, sha256, revision and owner (the cluster's kube-system namespace),
+// read from the file as etcd reads it when it was taken.
+type CopyResult struct {
+	said
+	Path       string `json:"path"`
+	Kind       string `json:"kind"` // snapshot, or db (a database file: its hash check is skipped at bootstrap)
+	Node       string `json:"node"` // where it was copied from
+	SHA256     string `json:"sha256"`
+	Size       int64  `json:"size"`
+	Revision   int64  `json:"revision,omitempty"`
+	ClusterUID string `json:"clusterUID,omitempty"`
+	// Boots are each control plane's boot when the copy was taken: where
+	// this incident found them, before it reset any.
+	Boots map[string]string `json:"boots,omitempty"`
+}
+
+// SnapshotResult is a verified full etcd snapshot, and what it is (read
+// back as etcd reads it): its size, sha256, revision and owner.
+type SnapshotResult struct {
+	said
+	Path       string `json:"snapshot"`
+	SHA256     string `json:"sha256,omitempty"`
+	Size       int64  `json:"size,omitempty"`
+	Revision   int64  `json:"revision,omitempty"`
+	ClusterUID string `json:"clusterUID,omitempty"`
 }
 
 // heldCopy is the copy of etcd's data this incident took, as its step
