@@ -34,9 +34,27 @@ const storedPage = 500
 // groups them by how each is stored (encryption.Classify), in pages, at one
 // revision. Nothing is decrypted or kept but one value per group.
 func (c *Client) Stored(ctx context.Context, resource string) ([]StoredGroup, error) {
+	var groups []StoredGroup
+	err := c.EachValue(ctx, resource, func(key string, value []byte) {
+		st := encryption.Classify(value)
+		i := slices.IndexFunc(groups, func(g StoredGroup) bool { return g.Stored == st })
+		if i < 0 {
+			groups = append(groups, StoredGroup{Resource: resource, Stored: st, What: st.String(), Example: key,
+				Sample: slices.Clone(value), SampleKey: key})
+			i = len(groups) - 1
+		}
+		groups[i].Count++
+		groups[i].Keys = append(groups[i].Keys, key)
+	})
+	return groups, err
+}
+
+// EachValue calls each with every key and value stored under the resource
+// (PREFIX/RESOURCE/), in pages, at one revision. value is valid during the
+// call only.
+func (c *Client) EachValue(ctx context.Context, resource string, each func(key string, value []byte)) error {
 	prefix := resourcePrefix(c.prefix, resource)
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	var groups []StoredGroup
 	var rev int64
 	from := prefix
 	for {
@@ -46,24 +64,16 @@ func (c *Client) Stored(ctx context.Context, resource string) ([]StoredGroup, er
 		}
 		resp, err := c.kv.Get(ctx, from, opts...)
 		if err != nil {
-			return nil, c.wrap(err)
+			return c.wrap(err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			st := encryption.Classify(kv.Value)
-			i := slices.IndexFunc(groups, func(g StoredGroup) bool { return g.Stored == st })
-			if i < 0 {
-				groups = append(groups, StoredGroup{Resource: resource, Stored: st, What: st.String(), Example: string(kv.Key),
-					Sample: slices.Clone(kv.Value), SampleKey: string(kv.Key)})
-				i = len(groups) - 1
-			}
-			groups[i].Count++
-			groups[i].Keys = append(groups[i].Keys, string(kv.Key))
+			each(string(kv.Key), kv.Value)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return groups, nil
+			return nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}

@@ -127,6 +127,25 @@ func (r *run) keyCandidates(ctx context.Context, bundle string) ([]encryption.Ca
 // storedUnder are the stored groups of every resource the nodes' configs
 // name (and secrets) whose prefix is provider:name.
 func storedUnder(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, name string) ([]etcd.StoredGroup, error) {
+	var out []etcd.StoredGroup
+	for _, res := range storedResources(cfgs) {
+		gs, err := ec.Stored(ctx, res)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range gs {
+			if g.Stored.Form == encryption.Encrypted && string(g.Stored.Provider) == provider && g.Stored.Key == name {
+				out = append(out, g)
+			}
+		}
+	}
+	return out, nil
+}
+
+// storedResources are the resources whose stored values may be encrypted:
+// Secrets, and every resource a control plane's rule names (wildcards left
+// out: they are not read).
+func storedResources(cfgs map[string]talos.MachineConfig) []string {
 	resources := []string{"secrets"}
 	for _, mc := range cfgs {
 		c, _, err := encryption.FromMachineConfig(mc.Bytes)
@@ -141,19 +160,7 @@ func storedUnder(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.Mac
 			}
 		}
 	}
-	var out []etcd.StoredGroup
-	for _, res := range resources {
-		gs, err := ec.Stored(ctx, res)
-		if err != nil {
-			return nil, err
-		}
-		for _, g := range gs {
-			if g.Stored.Form == encryption.Encrypted && string(g.Stored.Provider) == provider && g.Stored.Key == name {
-				out = append(out, g)
-			}
-		}
-	}
-	return out, nil
+	return resources
 }
 
 func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.EncryptionKeyAddParams) (*Plan, error) {
@@ -537,6 +544,9 @@ func (r *run) applyEncryptionEdit(ctx context.Context, plan *AdmissionPlan, appl
 // keyInUse says why provider:key must stay ("" when it may go): values
 // stored under it, of any resource, or a control plane that writes with it.
 func keyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, key string) (string, error) {
+	if why, twins, err := secondKeyInUse(ctx, ec, cfgs, provider, key); twins || err != nil {
+		return why, err
+	}
 	groups, err := storedUnder(ctx, ec, cfgs, provider, key)
 	if err != nil {
 		return "", err
@@ -557,6 +567,60 @@ func keyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.Machin
 			provider, key, strings.Join(writers, ", ")), nil
 	}
 	return "", nil
+}
+
+// secondKeyInUse is keyInUse where a control plane holds the name twice (a
+// secret regenerated under the same name, the old one added back beside
+// it): the prefix k8s:enc:PROVIDER:v1:NAME: is then the regenerated key's
+// too, so what is stored under the added key is told by trial decryption,
+// in memory, with its secret, and a writer by that secret. twins is false
+// where no control plane holds the name twice.
+func secondKeyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, name string) (why string, twins bool, err error) {
+	t := encryption.ProviderType(provider)
+	var added []encryption.Key
+	for _, mc := range cfgs {
+		if c, _, err := encryption.FromMachineConfig(mc.Bytes); err == nil {
+			if k, ok := c.SecondOfName(t, name); ok && !slices.ContainsFunc(added, func(a encryption.Key) bool { return a.Secret.Equal(k.Secret) }) {
+				added = append(added, k)
+			}
+		}
+	}
+	if len(added) == 0 {
+		return "", false, nil
+	}
+	count, resource, example := 0, "", ""
+	for _, res := range storedResources(cfgs) {
+		err := ec.EachValue(ctx, res, func(etcdKey string, value []byte) {
+			for _, k := range added {
+				if encryption.TryKey(t, k, etcdKey, value).Outcome == encryption.Decrypts {
+					count++
+					if example == "" {
+						resource, example = res, etcdKey
+					}
+					return
+				}
+			}
+		})
+		if err != nil {
+			return "", true, err
+		}
+	}
+	if count > 0 {
+		return fmt.Sprintf("the second %s key %s (the one added beside the key of that name kube-apiserver writes with) stays: %d values are still written with its secret (e.g. %s); "+
+			"write them again (kubectl get %s -A -o json | kubectl replace -f -): kube-apiserver writes them with the first key %s; then revert again", provider, name, count, example, resource, name), true, nil
+	}
+	var writers []string
+	for n, mc := range cfgs {
+		if c, _, err := encryption.FromMachineConfig(mc.Bytes); err == nil && slices.ContainsFunc(added, func(k encryption.Key) bool { return c.WritesWithSecret(t, k) }) {
+			writers = append(writers, n)
+		}
+	}
+	if len(writers) > 0 {
+		slices.Sort(writers)
+		return fmt.Sprintf("the second %s key %s stays: %s still write(s) with its secret; give every control plane the same encryption configuration, then revert again",
+			provider, name, strings.Join(writers, ", ")), true, nil
+	}
+	return "", true, nil
 }
 
 // keyUnusedFact: nothing is stored under the key, and no control plane

@@ -140,6 +140,42 @@ func (c Config) WritesWith(provider ProviderType, key string) bool {
 	return false
 }
 
+// SecondOfName is the key RemoveKey takes out where a rule holds keys of
+// that name in two providers of type t (a read key added beside a
+// regenerated one of the same name: AddReadKey): the last of them. ok is
+// false where no rule holds the name twice.
+func (c Config) SecondOfName(t ProviderType, name string) (k Key, ok bool) {
+	for _, r := range c.Resources {
+		var found []Key
+		for _, p := range r.Providers {
+			if p.Type != t {
+				continue
+			}
+			for _, have := range p.Keys {
+				if have.Name == name {
+					found = append(found, have)
+				}
+			}
+		}
+		if len(found) > 1 {
+			return found[len(found)-1], true
+		}
+	}
+	return Key{}, false
+}
+
+// WritesWithSecret tells whether kube-apiserver writes some resource with a
+// key of that name holding that secret.
+func (c Config) WritesWithSecret(provider ProviderType, k Key) bool {
+	for _, r := range c.Resources {
+		if len(r.Providers) > 0 && r.Providers[0].Type == provider && len(r.Providers[0].Keys) > 0 &&
+			r.Providers[0].Keys[0].Name == k.Name && r.Providers[0].Keys[0].Secret.Equal(k.Secret) {
+			return true
+		}
+	}
+	return false
+}
+
 // String is the provider without its secrets: "secretbox (key2)",
 // "kms v2 plugin vault", "identity".
 func (p Provider) String() string {
