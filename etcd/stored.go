@@ -50,10 +50,13 @@ func (c *Client) Stored(ctx context.Context, resource string) ([]StoredGroup, er
 }
 
 // EachValue calls each with every key and value stored under the resource
-// (PREFIX/RESOURCE/), in pages, at one revision. value is valid during the
-// call only.
+// (PREFIX/RESOURCE/; "" for everything under PREFIX/), in pages, at one
+// revision. value is valid during the call only.
 func (c *Client) EachValue(ctx context.Context, resource string, each func(key string, value []byte)) error {
 	prefix := resourcePrefix(c.prefix, resource)
+	if resource == "" {
+		prefix = c.prefix + "/" // custom resources and some built-ins are not under their resource's name
+	}
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	var rev int64
 	from := prefix

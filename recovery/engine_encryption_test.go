@@ -516,26 +516,27 @@ func TestEngineRecoverEncryptionSecretRegenerated(t *testing.T) {
 	env.waitReadyOrNot(true)
 	noKeyMaterial(t, env, fmt.Sprintf("%+v", res), stateFiles(t, env.stateDir))
 
-	// Revert: the prefix secretbox:v1:key2: is both keys', so what is
-	// stored under the added one is told by its secret: the three values
-	// written with the old one keep it.
-	rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
-	if err == nil || !strings.Contains(err.Error(), "the second secretbox key key2 (the one added beside the key of that name kube-apiserver writes with) stays: 3 values are still written with its secret") {
-		t.Fatalf("revert with values written with the old secret: %v (%s)", err, rev.Outcome)
-	}
-	// Gone (deleted, or written again with the regenerated key): the
-	// control plane that still writes with the old secret keeps it.
-	if _, err := env.kv.Delete(t.Context(), "/registry/secrets/", clientv3.WithPrefix()); err != nil {
-		t.Fatal(err)
-	}
+	// Revert: the prefix secretbox:v1:key2: is both keys', so a writer is
+	// told by the added key's secret, and what is stored under it by trial
+	// decryption. First the control plane that still writes with the old
+	// secret: values written again through it would carry it again.
 	other := env.cluster.ControlPlanes()[1]
-	rev, err = revertRun(t, env, res.Incident, false, false, engineHooks{})
-	if err == nil || !strings.Contains(err.Error(), "the second secretbox key key2 stays: "+other.IP+" still write(s) with its secret") {
+	rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
+	if err == nil || !strings.Contains(err.Error(), "the second secretbox key key2 (the one added beside the key of that name kube-apiserver writes with) stays: "+other.IP+" still write(s) with its secret") {
 		t.Fatalf("revert while %s writes with the old secret: %v (%s)", other.IP, err, rev.Outcome)
 	}
-	// Every control plane on the regenerated bundle: the added key goes,
-	// the regenerated one stays first.
+	// Every control plane on the regenerated bundle: the three values
+	// written with the old secret keep it.
 	if _, err := env.tc.Apply(t.Context(), other.IP, talos.ApplyRequest{Config: replaceDocument(t, other.RunningConfig(), regen), Mode: talos.NoReboot}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err = revertRun(t, env, res.Incident, false, false, engineHooks{})
+	if err == nil || !strings.Contains(err.Error(), "stays: 3 values are still written with its secret") {
+		t.Fatalf("revert with values written with the old secret: %v (%s)", err, rev.Outcome)
+	}
+	// Gone (deleted, or written again with the regenerated key): the added
+	// key goes, the regenerated one stays first.
+	if _, err := env.kv.Delete(t.Context(), "/registry/secrets/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
 	rev, err = revertRun(t, env, res.Incident, false, false, engineHooks{})

@@ -253,7 +253,7 @@ func lockPIDAlive(record []byte) (int, bool) {
 	}
 	// A run killed (SIGKILL) whose parent has not reaped it yet still takes
 	// signal 0, but it is a zombie: it runs nothing and holds nothing.
-	if st := procStat(pid); len(st) > 0 && (st[0] == "Z" || st[0] == "X") {
+	if zombie(pid) {
 		return pid, false
 	}
 	if len(fields) > 1 {
@@ -277,6 +277,27 @@ func processStart(pid int) string {
 		return ""
 	}
 	return fields[22-3] + " " + strings.TrimSpace(string(boot))
+}
+
+// zombie tells a process every thread of which has exited (state Z or X in
+// /proc/PID/task/*/stat): a main thread alone can be a zombie while others
+// run. False where /proc cannot tell.
+func zombie(pid int) bool {
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "stat"))
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 {
+			return false
+		}
+		if f := strings.Fields(string(stat[i+1:])); len(f) == 0 || (f[0] != "Z" && f[0] != "X") {
+			return false
+		}
+	}
+	return true
 }
 
 // procStat is /proc/PID/stat from field 3 (the state) on; nil where /proc

@@ -420,13 +420,13 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 	// name several resources, and the key is taken out of the whole rule)
 	// or while a control plane still writes with it.
 	var kept []string
-	inUse := map[string]bool{}
+	inUse := map[addedKey]bool{}
 	for _, e := range recorded {
-		id := e.Provider + ":" + e.Key
+		id := addedKey{e.Resource, e.Provider, e.Key}
 		if _, seen := inUse[id]; seen {
 			continue
 		}
-		why, err := keyInUse(ctx, ec, cfgs, e.Provider, e.Key)
+		why, err := keyInUse(ctx, ec, cfgs, e.Resource, e.Provider, e.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -443,7 +443,7 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 		defer func() { mu.Lock(); names[n.Node] = configNames(cfg.Bytes, out); mu.Unlock() }()
 		var mine []KeyEdit
 		for _, e := range recorded {
-			if e.Node != n.Node || inUse[e.Provider+":"+e.Key] {
+			if e.Node != n.Node || inUse[addedKey{e.Resource, e.Provider, e.Key}] {
 				continue
 			}
 			next, changed, err := encryption.RemoveKey(out, e.Resource, encryption.ProviderType(e.Provider), e.Key)
@@ -497,8 +497,7 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 	out.Undo = nothingToUndo("take the added keys out of the encryption configuration", "nothing stored uses them any more")
 	for id, used := range inUse {
 		if !used {
-			provider, key, _ := strings.Cut(id, ":")
-			out.Facts = append(out.Facts, r.keyUnusedFact(ec, provider, key))
+			out.Facts = append(out.Facts, r.keyUnusedFact(ec, id))
 		}
 	}
 	slices.SortFunc(out.Facts, func(a, b Fact) int { return strings.Compare(a.Says, b.Says) })
@@ -543,8 +542,8 @@ func (r *run) applyEncryptionEdit(ctx context.Context, plan *AdmissionPlan, appl
 
 // keyInUse says why provider:key must stay ("" when it may go): values
 // stored under it, of any resource, or a control plane that writes with it.
-func keyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, key string) (string, error) {
-	if why, twins, err := secondKeyInUse(ctx, ec, cfgs, provider, key); twins || err != nil {
+func keyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, resource, provider, key string) (string, error) {
+	if why, twins, err := secondKeyInUse(ctx, ec, cfgs, resource, provider, key); twins || err != nil {
 		return why, err
 	}
 	groups, err := storedUnder(ctx, ec, cfgs, provider, key)
@@ -569,18 +568,19 @@ func keyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.Machin
 	return "", nil
 }
 
-// secondKeyInUse is keyInUse where a control plane holds the name twice (a
-// secret regenerated under the same name, the old one added back beside
-// it): the prefix k8s:enc:PROVIDER:v1:NAME: is then the regenerated key's
-// too, so what is stored under the added key is told by trial decryption,
-// in memory, with its secret, and a writer by that secret. twins is false
-// where no control plane holds the name twice.
-func secondKeyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, name string) (why string, twins bool, err error) {
+// secondKeyInUse is keyInUse where a control plane's rule for resource
+// holds the name twice (a secret regenerated under the same name, the old
+// one added back beside it): the prefix k8s:enc:PROVIDER:v1:NAME: is then
+// the regenerated key's too, so a writer is told by the added key's secret,
+// and what is stored under it by trial decryption, in memory, of every
+// value in etcd (custom resources are not stored under their resource's
+// name). twins is false where no control plane holds the name twice.
+func secondKeyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, resource, provider, name string) (why string, twins bool, err error) {
 	t := encryption.ProviderType(provider)
 	var added []encryption.Key
 	for _, mc := range cfgs {
 		if c, _, err := encryption.FromMachineConfig(mc.Bytes); err == nil {
-			if k, ok := c.SecondOfName(t, name); ok && !slices.ContainsFunc(added, func(a encryption.Key) bool { return a.Secret.Equal(k.Secret) }) {
+			if k, ok := c.SecondOfName(resource, t, name); ok && !slices.ContainsFunc(added, func(a encryption.Key) bool { return a.Secret.Equal(k.Secret) }) {
 				added = append(added, k)
 			}
 		}
@@ -588,27 +588,8 @@ func secondKeyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.
 	if len(added) == 0 {
 		return "", false, nil
 	}
-	count, resource, example := 0, "", ""
-	for _, res := range storedResources(cfgs) {
-		err := ec.EachValue(ctx, res, func(etcdKey string, value []byte) {
-			for _, k := range added {
-				if encryption.TryKey(t, k, etcdKey, value).Outcome == encryption.Decrypts {
-					count++
-					if example == "" {
-						resource, example = res, etcdKey
-					}
-					return
-				}
-			}
-		})
-		if err != nil {
-			return "", true, err
-		}
-	}
-	if count > 0 {
-		return fmt.Sprintf("the second %s key %s (the one added beside the key of that name kube-apiserver writes with) stays: %d values are still written with its secret (e.g. %s); "+
-			"write them again (kubectl get %s -A -o json | kubectl replace -f -): kube-apiserver writes them with the first key %s; then revert again", provider, name, count, example, resource, name), true, nil
-	}
+	// A control plane that writes with it first: values written again
+	// through it would be written with it again.
 	var writers []string
 	for n, mc := range cfgs {
 		if c, _, err := encryption.FromMachineConfig(mc.Bytes); err == nil && slices.ContainsFunc(added, func(k encryption.Key) bool { return c.WritesWithSecret(t, k) }) {
@@ -617,17 +598,39 @@ func secondKeyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.
 	}
 	if len(writers) > 0 {
 		slices.Sort(writers)
-		return fmt.Sprintf("the second %s key %s stays: %s still write(s) with its secret; give every control plane the same encryption configuration, then revert again",
-			provider, name, strings.Join(writers, ", ")), true, nil
+		return fmt.Sprintf("the second %s key %s (the one added beside the key of that name kube-apiserver writes with) stays: %s still write(s) with its secret; "+
+			"give every control plane the same encryption configuration, then revert again", provider, name, strings.Join(writers, ", ")), true, nil
+	}
+	count, example := 0, ""
+	err = ec.EachValue(ctx, "", func(etcdKey string, value []byte) {
+		for _, k := range added {
+			if encryption.TryKey(t, k, etcdKey, value).Outcome == encryption.Decrypts {
+				count++
+				if example == "" {
+					example = etcdKey
+				}
+				return
+			}
+		}
+	})
+	if err != nil {
+		return "", true, err
+	}
+	if count > 0 {
+		return fmt.Sprintf("the second %s key %s (the one added beside the key of that name kube-apiserver writes with) stays: %d values are still written with its secret (e.g. %s); "+
+			"write them again (kubectl get RESOURCE -A -o json | kubectl replace -f -): kube-apiserver writes them with the first key %s; then revert again", provider, name, count, example, name), true, nil
 	}
 	return "", true, nil
 }
 
+// addedKey is a key an incident added: to the rule for resource.
+type addedKey struct{ resource, provider, name string }
+
 // keyUnusedFact: nothing is stored under the key, and no control plane
 // writes with it, read again just before the key is taken out.
-func (r *run) keyUnusedFact(ec *etcd.Client, provider, key string) Fact {
+func (r *run) keyUnusedFact(ec *etcd.Client, k addedKey) Fact {
 	return Fact{
-		Says: fmt.Sprintf("nothing is stored under %s key %s and no control plane writes with it", provider, key),
+		Says: fmt.Sprintf("nothing is stored under %s key %s and no control plane writes with it", k.provider, k.name),
 		Holds: func(ctx context.Context) error {
 			cfgs := map[string]talos.MachineConfig{}
 			for _, n := range r.tc.Nodes() {
@@ -637,7 +640,7 @@ func (r *run) keyUnusedFact(ec *etcd.Client, provider, key string) Fact {
 				}
 				cfgs[n] = mc
 			}
-			why, err := keyInUse(ctx, ec, cfgs, provider, key)
+			why, err := keyInUse(ctx, ec, cfgs, k.resource, k.provider, k.name)
 			if err != nil {
 				return err
 			}

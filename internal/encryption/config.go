@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,26 +141,28 @@ func (c Config) WritesWith(provider ProviderType, key string) bool {
 	return false
 }
 
-// SecondOfName is the key RemoveKey takes out where a rule holds keys of
-// that name in two providers of type t (a read key added beside a
-// regenerated one of the same name: AddReadKey): the last of them. ok is
-// false where no rule holds the name twice.
-func (c Config) SecondOfName(t ProviderType, name string) (k Key, ok bool) {
-	for _, r := range c.Resources {
-		var found []Key
-		for _, p := range r.Providers {
-			if p.Type != t {
-				continue
-			}
-			for _, have := range p.Keys {
-				if have.Name == name {
-					found = append(found, have)
-				}
+// SecondOfName is the key RemoveKey takes out of the rule for resource
+// where that rule holds keys of that name in two providers of type t (a
+// read key added beside a regenerated one of the same name: AddReadKey):
+// the last of them. ok is false where the rule does not hold the name twice.
+func (c Config) SecondOfName(resource string, t ProviderType, name string) (k Key, ok bool) {
+	ri := slices.IndexFunc(c.Resources, func(r Rule) bool { return slices.Contains(r.Resources, resource) })
+	if ri < 0 {
+		return Key{}, false
+	}
+	var found []Key
+	for _, p := range c.Resources[ri].Providers {
+		if p.Type != t {
+			continue
+		}
+		for _, have := range p.Keys {
+			if have.Name == name {
+				found = append(found, have)
 			}
 		}
-		if len(found) > 1 {
-			return found[len(found)-1], true
-		}
+	}
+	if len(found) > 1 {
+		return found[len(found)-1], true
 	}
 	return Key{}, false
 }

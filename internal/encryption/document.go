@@ -39,6 +39,14 @@ var ErrLegacyNames = errors.New("this machine config renders its encryption conf
 	"(secretbox key2, aescbc key1, identity), which cannot name another key: on Talos 1.14 and later, replace them by a KubeEtcdEncryptionConfig document " +
 	"that keeps those keys and adds the one needed; before 1.14, re-encrypt the data under the key the config renders (with a kube-apiserver that holds both) or restore etcd from a snapshot taken before the change")
 
+// ErrCBCNameTaken: an AES-CBC key of that name holds another secret. A
+// second aescbc provider of the same name cannot read beside it: AES-CBC
+// authenticates nothing, so about one value in 256 passes the first key's
+// padding check as garbage and kube-apiserver never tries the second.
+var ErrCBCNameTaken = errors.New("an aescbc key of that name holds another secret, and a second aescbc provider of the same name would not read beside it " +
+	"(AES-CBC authenticates nothing: about one value in 256 opens as garbage with the first key, and kube-apiserver never tries the second): " +
+	"put the old secret back under that name as the key written with (re-encrypt first what was written with the regenerated one), or restore etcd from a snapshot taken before the change")
+
 var docSep = regexp.MustCompile(`(?m)^---[ \t]*\r?\n`)
 
 // editDocument replaces the machine config's KubeEtcdEncryptionConfig
@@ -88,7 +96,8 @@ func editDocument(machineConfig []byte, edit func(*Config) (bool, error)) ([]byt
 // with stays first). A key already there under that name with that secret
 // changes nothing. Under that name with another secret (a regenerated
 // secrets bundle), it comes as a provider of its own after the last of that
-// type: one provider cannot hold a name twice, but kube-apiserver tries every
+// type (secretbox and aesgcm, which authenticate; never aescbc:
+// ErrCBCNameTaken): one provider cannot hold a name twice, but kube-apiserver tries every
 // provider whose prefix (k8s:enc:TYPE:v1:NAME:) matches a value, in order,
 // until one decrypts it (k8s.io/apiserver storage/value transformer.go,
 // "overlapping prefixes"); another name would match no stored value.
@@ -116,6 +125,8 @@ func AddReadKey(machineConfig []byte, resource string, t ProviderType, k Key) ([
 			}
 		}
 		switch {
+		case nameTaken && t == AESCBC:
+			return false, ErrCBCNameTaken
 		case nameTaken:
 			r.Providers = slices.Insert(r.Providers, last+1, Provider{Type: t, Keys: []Key{k}})
 		case last >= 0:

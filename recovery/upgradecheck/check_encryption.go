@@ -292,9 +292,14 @@ func fixFor(tr encryption.Trial, res string) string {
 	case encryption.CauseKeyMissing:
 		return fmt.Sprintf("add %s key %s back to the %s rule, after the key it writes with (for reading only), with the secret it was written with: another control plane's machine config or this cluster's secrets bundle holds it", tr.Stored.Provider, tr.Stored.Key, res)
 	case encryption.CauseWrongSecret:
-		return fmt.Sprintf("%s key %s holds another secret than the one %s was written with (a regenerated config or secrets bundle): add a second %s provider after the %s rule's, holding key %s with the old secret, for reading only "+
-			"(kube-apiserver tries each provider whose prefix matches; under another name it would match no stored value): another control plane's machine config or this cluster's secrets bundle holds it",
-			tr.Stored.Provider, tr.Stored.Key, res, tr.Stored.Provider, res, tr.Stored.Key)
+		if tr.Stored.Provider == encryption.AESCBC {
+			return fmt.Sprintf("aescbc key %s holds another secret than the one %s was written with (a regenerated config or secrets bundle), and AES-CBC cannot read with two secrets under one name "+
+				"(it authenticates nothing): put the old secret back under %s as the key written with, or restore etcd from a snapshot taken before the change", tr.Stored.Key, res, tr.Stored.Key)
+		}
+		return fmt.Sprintf("%s key %s holds another secret than the one %s was written with (a regenerated config or secrets bundle): after the %s rule's %s provider, add a second %s provider "+
+			"holding key %s with the old secret, for reading only (kube-apiserver tries each provider whose prefix matches; under another name it would match no stored value; "+
+			"a KubeEtcdEncryptionConfig document can say it, the v1alpha1 cluster secrets cannot): another control plane's machine config or this cluster's secrets bundle holds it",
+			tr.Stored.Provider, tr.Stored.Key, res, res, tr.Stored.Provider, tr.Stored.Provider, tr.Stored.Key)
 	case encryption.CauseNoProvider:
 		if tr.Stored.Unencrypted() {
 			return fmt.Sprintf("add identity (last) to the %s rule: unencrypted %s remain", res, res)

@@ -1,0 +1,137 @@
+package recovery_test
+
+// Reverts of a second key of the same name, found by an adversarial review.
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/crypto/nacl/secretbox"
+
+	"github.com/breakglass-dev/breakglass/internal/encryption"
+	"github.com/breakglass-dev/breakglass/talos"
+	"github.com/breakglass-dev/breakglass/talos/talostest"
+)
+
+// sealSecretbox writes plain as kube-apiserver's secretbox provider does.
+func sealSecretbox(t *testing.T, name string, s encryption.Secret, plain []byte) []byte {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(s.Reveal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k [32]byte
+	var nonce [24]byte
+	copy(k[:], raw)
+	if _, err := rand.Read(nonce[:]); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(encryption.EncryptedPrefix+"secretbox:v1:"+name+":"), secretbox.Seal(nonce[:], plain, &nonce, &k)...)
+}
+
+func holdsSecret(c encryption.Config, s encryption.Secret) bool {
+	for _, r := range c.Resources {
+		for _, p := range r.Providers {
+			for _, k := range p.Keys {
+				if k.Secret.Equal(s) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// The name twice in another rule (the operator's widgets rule, listed
+// first, holds key2 in two providers): the revert tries the secret of the
+// rule the key was added to, and keeps it while 3 Secrets are written
+// with it (an adversarial review found it tried the first rule's).
+func TestEngineRevertEncryptionSecondKeyOfItsOwnRule(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	regenerated := env.cluster.ControlPlanes()[0]
+	regenKey := encryption.RecordingKey("secretbox regenerated")
+	cmRule := encryption.Rule{Resources: []string{"widgets.example.com"}, Providers: []encryption.Provider{
+		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: encryption.RecordingKey("operator p")}}},
+		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: encryption.RecordingKey("operator q")}}},
+		{Type: encryption.Identity}}}
+	old := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{secretboxKeys("key2"), {Type: encryption.Identity}}}}}
+	regen := encryption.Config{Resources: []encryption.Rule{cmRule, {Resources: []string{"secrets"}, Providers: []encryption.Provider{
+		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: regenKey}}}, {Type: encryption.Identity}}}}}
+	env.applyEverywhere(func(n *talostest.Node) []byte {
+		if n == regenerated {
+			return replaceDocument(t, n.RunningConfig(), regen)
+		}
+		return replaceDocument(t, n.RunningConfig(), old)
+	})
+	for _, n := range env.cluster.ControlPlanes() {
+		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
+	}
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	c, _, _ := encryption.FromMachineConfig(regenerated.RunningConfig())
+	t.Logf("after recover, node %s: %s", regenerated.IP, c)
+	if !holdsSecret(c, encryption.RecordingKey("secretbox")) {
+		t.Fatalf("setup: the old secret was not added")
+	}
+	// The other control plane moves to the regenerated bundle too (as the
+	// shipped test does), so no control plane writes with the old secret.
+	other := env.cluster.ControlPlanes()[1]
+	if _, err := env.tc.Apply(t.Context(), other.IP, talos.ApplyRequest{Config: replaceDocument(t, other.RunningConfig(), regen), Mode: talos.NoReboot}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
+	t.Logf("revert: outcome %s, err %v", rev.Outcome, err)
+	c, _, _ = encryption.FromMachineConfig(regenerated.RunningConfig())
+	t.Logf("after revert, node %s: %s", regenerated.IP, c)
+	if !holdsSecret(c, encryption.RecordingKey("secretbox")) {
+		t.Errorf("the revert took the old secret out of the secrets rule while 3 Secrets are written with it (err %v)", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "3 values are still written") {
+		t.Errorf("revert should refuse: %v", err)
+	}
+}
+
+// A custom resource still written with the old secret keeps the added
+// key: kube-apiserver stores it under /registry/GROUP/PLURAL/, not under
+// its resource's name, so every value in etcd is tried (an adversarial
+// review found /registry/widgets/ was read, and the key taken out).
+func TestEngineRevertEncryptionSecondKeyCustomResource(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	regenerated := env.cluster.ControlPlanes()[0]
+	regenKey := encryption.RecordingKey("secretbox regenerated")
+	res2 := []string{"secrets", "widgets.example.com"}
+	old := encryption.Config{Resources: []encryption.Rule{{Resources: res2, Providers: []encryption.Provider{secretboxKeys("key2"), {Type: encryption.Identity}}}}}
+	regen := encryption.Config{Resources: []encryption.Rule{{Resources: res2, Providers: []encryption.Provider{
+		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: regenKey}}}, {Type: encryption.Identity}}}}}
+	env.applyEverywhere(func(n *talostest.Node) []byte {
+		if n == regenerated {
+			return replaceDocument(t, n.RunningConfig(), regen)
+		}
+		return replaceDocument(t, n.RunningConfig(), old)
+	})
+	for _, n := range env.cluster.ControlPlanes() {
+		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
+	}
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	// Secrets written again (here: deleted); one Widget still under the old secret.
+	if _, err := env.kv.Delete(t.Context(), "/registry/secrets/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.kv.Put(t.Context(), "/registry/example.com/widgets/default/w1", string(sealSecretbox(t, "key2", encryption.RecordingKey("secretbox"), []byte(`{"apiVersion":"example.com/v1","kind":"Widget"}`)))); err != nil {
+		t.Fatal(err)
+	}
+	other := env.cluster.ControlPlanes()[1]
+	if _, err := env.tc.Apply(t.Context(), other.IP, talos.ApplyRequest{Config: replaceDocument(t, other.RunningConfig(), regen), Mode: talos.NoReboot}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
+	t.Logf("revert: outcome %s, err %v", rev.Outcome, err)
+	c, _, _ := encryption.FromMachineConfig(regenerated.RunningConfig())
+	if !holdsSecret(c, encryption.RecordingKey("secretbox")) {
+		t.Errorf("the revert took the old secret out while a Widget (/registry/example.com/widgets/default/w1) is written with it: %s", c)
+	}
+}
