@@ -135,3 +135,26 @@ func TestEngineRevertEncryptionSecondKeyCustomResource(t *testing.T) {
 		t.Errorf("the revert took the old secret out while a Widget (/registry/example.com/widgets/default/w1) is written with it: %s", c)
 	}
 }
+
+// A custom resource under the added key keeps it when the name is held
+// once too: what the rule names is read under its etcd path, and the rest
+// of etcd as well (custom resources live under /registry/GROUP/PLURAL/).
+func TestEngineRevertEncryptionKeyUsedByACustomResource(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	env.rewriteSecretsUnderKey1()
+	widget := sealSecretbox(t, "key2", encryption.RecordingKey("secretbox"), []byte(`{"apiVersion":"example.com/v1","kind":"Widget"}`))
+	if _, err := env.kv.Put(t.Context(), "/registry/example.com/widgets/default/w1", string(widget)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = revertRun(t, env, res.Incident, false, false, engineHooks{})
+	if err == nil || !strings.Contains(err.Error(), "secretbox key key2 stays: 1 values are still stored under it (e.g. /registry/example.com/widgets/default/w1)") {
+		t.Fatalf("revert with a Widget under key2: %v", err)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); !strings.Contains(c.String(), "key2") {
+			t.Errorf("node %s: key2 taken out while a Widget is stored under it: %s", n.IP, c)
+		}
+	}
+}

@@ -554,6 +554,24 @@ func keyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.Machin
 		return fmt.Sprintf("%s key %s stays: %d %s are still stored under it (e.g. %s); write them again under the key kube-apiserver writes with "+
 			"(kubectl get %s -A -o json | kubectl replace -f -), then revert again", provider, key, g.Count, g.Resource, g.Example, g.Resource), nil
 	}
+	// Anywhere else in etcd: custom resources (and services, nodes,
+	// ingresses) are not stored under their resource's name.
+	count, example := 0, ""
+	err = ec.EachValue(ctx, "", func(etcdKey string, value []byte) {
+		if st := encryption.Classify(value); st.Form == encryption.Encrypted && string(st.Provider) == provider && st.Key == key {
+			count++
+			if example == "" {
+				example = etcdKey
+			}
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	if count > 0 {
+		return fmt.Sprintf("%s key %s stays: %d values are still stored under it (e.g. %s); write them again under the key kube-apiserver writes with "+
+			"(kubectl get RESOURCE -A -o json | kubectl replace -f -), then revert again", provider, key, count, example), nil
+	}
 	var writers []string
 	for n, mc := range cfgs {
 		if c, _, err := encryption.FromMachineConfig(mc.Bytes); err == nil && c.WritesWith(encryption.ProviderType(provider), key) {
