@@ -494,17 +494,7 @@ func TestEngineRecoverEncryptionSecretRegenerated(t *testing.T) {
 	old := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{secretboxKeys("key2"), {Type: encryption.Identity}}}}}
 	regen := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{
 		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: encryption.RecordingKey("secretbox regenerated")}}}, {Type: encryption.Identity}}}}}
-	env.applyEverywhere(func(n *talostest.Node) []byte {
-		if n == regenerated {
-			return replaceDocument(t, n.RunningConfig(), regen)
-		}
-		return replaceDocument(t, n.RunningConfig(), old)
-	})
-	for _, n := range env.cluster.ControlPlanes() {
-		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
-	}
-	res, err := recoverRun(t, env, recoverRequest{})
-	wantOutcome(t, res, err, "completed", false)
+	res := env.recoverRegenerated(regenerated, regen, old)
 	wantStep(t, res, "add-key", "ok")
 	c, _, _ := encryption.FromMachineConfig(regenerated.RunningConfig())
 	if c.String() != "secrets: secretbox (key2), secretbox (key2), identity" || !c.Resources[0].Providers[0].Keys[0].Secret.Equal(encryption.RecordingKey("secretbox regenerated")) {
@@ -545,4 +535,24 @@ func TestEngineRecoverEncryptionSecretRegenerated(t *testing.T) {
 	if c.String() != regen.String() || !c.Resources[0].Providers[0].Keys[0].Secret.Equal(encryption.RecordingKey("secretbox regenerated")) {
 		t.Errorf("node %s after the revert: %s", regenerated.IP, c)
 	}
+}
+
+// recoverRegenerated gives regenerated the config regen (a secrets bundle
+// regenerated under the same key name) and the other control planes old,
+// records them as the configs before the incident, and recovers flagless.
+func (e *engineEnv) recoverRegenerated(regenerated *talostest.Node, regen, old encryption.Config) runOutcome {
+	t := e.t
+	t.Helper()
+	e.applyEverywhere(func(n *talostest.Node) []byte {
+		if n == regenerated {
+			return replaceDocument(t, n.RunningConfig(), regen)
+		}
+		return replaceDocument(t, n.RunningConfig(), old)
+	})
+	for _, n := range e.cluster.ControlPlanes() {
+		e.original[n.IP], e.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
+	}
+	res, err := recoverRun(t, e, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	return res
 }

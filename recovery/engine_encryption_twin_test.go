@@ -13,7 +13,6 @@ import (
 
 	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/talos"
-	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
 // sealSecretbox writes plain as kube-apiserver's secretbox provider does.
@@ -60,17 +59,7 @@ func TestEngineRevertEncryptionSecondKeyOfItsOwnRule(t *testing.T) {
 	old := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{secretboxKeys("key2"), {Type: encryption.Identity}}}}}
 	regen := encryption.Config{Resources: []encryption.Rule{cmRule, {Resources: []string{"secrets"}, Providers: []encryption.Provider{
 		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: regenKey}}}, {Type: encryption.Identity}}}}}
-	env.applyEverywhere(func(n *talostest.Node) []byte {
-		if n == regenerated {
-			return replaceDocument(t, n.RunningConfig(), regen)
-		}
-		return replaceDocument(t, n.RunningConfig(), old)
-	})
-	for _, n := range env.cluster.ControlPlanes() {
-		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
-	}
-	res, err := recoverRun(t, env, recoverRequest{})
-	wantOutcome(t, res, err, "completed", false)
+	res := env.recoverRegenerated(regenerated, regen, old)
 	c, _, _ := encryption.FromMachineConfig(regenerated.RunningConfig())
 	t.Logf("after recover, node %s: %s", regenerated.IP, c)
 	if !holdsSecret(c, encryption.RecordingKey("secretbox")) {
@@ -106,17 +95,7 @@ func TestEngineRevertEncryptionSecondKeyCustomResource(t *testing.T) {
 	old := encryption.Config{Resources: []encryption.Rule{{Resources: res2, Providers: []encryption.Provider{secretboxKeys("key2"), {Type: encryption.Identity}}}}}
 	regen := encryption.Config{Resources: []encryption.Rule{{Resources: res2, Providers: []encryption.Provider{
 		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: regenKey}}}, {Type: encryption.Identity}}}}}
-	env.applyEverywhere(func(n *talostest.Node) []byte {
-		if n == regenerated {
-			return replaceDocument(t, n.RunningConfig(), regen)
-		}
-		return replaceDocument(t, n.RunningConfig(), old)
-	})
-	for _, n := range env.cluster.ControlPlanes() {
-		env.original[n.IP], env.originalDisk[n.IP] = n.RunningConfig(), n.PersistentConfig()
-	}
-	res, err := recoverRun(t, env, recoverRequest{})
-	wantOutcome(t, res, err, "completed", false)
+	res := env.recoverRegenerated(regenerated, regen, old)
 	// Secrets written again (here: deleted); one Widget still under the old secret.
 	if _, err := env.kv.Delete(t.Context(), "/registry/secrets/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
