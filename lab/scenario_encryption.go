@@ -105,31 +105,44 @@ func RunEncryptionKeyRenamed(ctx context.Context, l *Lab, tl *Timeline) error {
 		return err
 	}
 	return tl.Step("kube-apiserver restarts with the new file and is never ready (readyz fails informer-sync; its log: '"+KeyRenamedWords+"')", func() error {
-		return waitNotReadyInformers(ctx, l, l.APIServers(), 3*time.Minute)
+		return waitUnreadable(ctx, l, l.Nodes(), KeyRenamedWords, 3*time.Minute)
 	})
 }
 
-// waitNotReadyInformers waits until /readyz fails informer-sync on each of
-// servers.
-func waitNotReadyInformers(ctx context.Context, l *Lab, servers []string, timeout time.Duration) error {
+// waitUnreadable waits until kube-apiserver on each of nodes fails
+// informer-sync and has logged words: informer-sync fails at every start
+// until the first lists, so the failure alone is not yet the incident.
+func waitUnreadable(ctx context.Context, l *Lab, nodes []string, words string, timeout time.Duration) error {
 	kube, err := l.Kube(ctx)
 	if err != nil {
 		return err
 	}
+	api, err := l.machineryClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	servers := l.APIServers()
 	deadline := time.Now().Add(timeout)
 	for {
 		stuck := 0
-		for _, server := range servers {
-			ready, failing, err := kube.WithServer(server).Readyz(ctx)
-			if err == nil && !ready && slices.ContainsFunc(failing, func(f string) bool { return strings.Contains(f, "informer-sync") }) {
+		for i, ip := range l.Nodes() {
+			if !slices.Contains(nodes, ip) {
+				continue
+			}
+			ready, failing, err := kube.WithServer(servers[i]).Readyz(ctx)
+			if err != nil || ready || !slices.ContainsFunc(failing, func(f string) bool { return strings.Contains(f, "informer-sync") }) {
+				continue
+			}
+			if logs, err := ReadAPIServerLogs(ctx, api, ip, l.Cluster.Nodes[i].Name, 0); err == nil && strings.Contains(logs, words) {
 				stuck++
 			}
 		}
-		if stuck == len(servers) {
+		if stuck == len(nodes) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver failing informer-sync on %d of %d nodes after %s", stuck, len(servers), timeout)
+			return fmt.Errorf("kube-apiserver failing informer-sync and logging %q on %d of %d nodes after %s", words, stuck, len(nodes), timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -215,14 +228,8 @@ func RunEncryptionSecretRegenerated(ctx context.Context, l *Lab, tl *Timeline) e
 	}); err != nil {
 		return err
 	}
-	var stuck []string
-	for i, ip := range nodes {
-		if ip != kept {
-			stuck = append(stuck, l.APIServers()[i])
-		}
-	}
 	return tl.Step("kube-apiserver on "+strings.Join(regenerated, ", ")+" restarts with the new file and is never ready (readyz fails informer-sync; its log: '"+SecretRegeneratedWords+"')", func() error {
-		return waitNotReadyInformers(ctx, l, stuck, 3*time.Minute)
+		return waitUnreadable(ctx, l, regenerated, SecretRegeneratedWords, 3*time.Minute)
 	})
 }
 
