@@ -47,10 +47,13 @@ func (e *LockHeldError) Error() string {
 }
 func (e *LockHeldError) Unwrap() error { return failure.Conflict }
 func (e *LockHeldError) Hints() []string {
-	return []string{
-		"coordinate with " + termsafe.String(e.Holder.By) + "; see what they do with: breakglass admission status",
-		"if that run is dead and cannot release it, break the lock deliberately: breakglass lock break",
+	hints := []string{"coordinate with " + termsafe.String(e.Holder.By) + "; see what they do with: breakglass admission status"}
+	if e.Holder.Incident != "" {
+		// A run killed on this host holds it still: its own resume takes
+		// it back (a resume without an ID picks the newest incident).
+		hints = append(hints, "if that run was yours and was interrupted, continue it, which takes its lock back: breakglass resume "+termsafe.String(e.Holder.Incident))
 	}
+	return append(hints, "if that run is dead and cannot release it, break the lock deliberately: breakglass lock break")
 }
 
 // UnreadableLockError is a lock whose value breakglass cannot read: not
