@@ -25,6 +25,8 @@ type StoredGroup struct {
 	// SampleKey is the etcd key Sample was read under (AES-GCM
 	// authenticates it).
 	SampleKey string `json:"-"`
+	// Class is what StoredSplit's split said of the group's values.
+	Class string `json:"-"`
 }
 
 // storedPage is how many keys one read of Stored asks for.
@@ -34,12 +36,26 @@ const storedPage = 500
 // groups them by how each is stored (encryption.Classify), in pages, at one
 // revision. Nothing is decrypted or kept but one value per group.
 func (c *Client) Stored(ctx context.Context, resource string) ([]StoredGroup, error) {
+	return c.StoredSplit(ctx, resource, nil)
+}
+
+// StoredSplit is Stored with each group split further by what split says
+// of each value (nil: not split): one prefix may hold values written with
+// two secrets of one key name (a secrets bundle regenerated, some values
+// written again since), and a group's one sample speaks for its values only
+// when split tells them apart (which key decrypts it, say). Class holds
+// what split said of the group's values.
+func (c *Client) StoredSplit(ctx context.Context, resource string, split func(etcdKey string, value []byte) string) ([]StoredGroup, error) {
 	var groups []StoredGroup
 	err := c.EachValue(ctx, resource, func(key string, value []byte) {
 		st := encryption.Classify(value)
-		i := slices.IndexFunc(groups, func(g StoredGroup) bool { return g.Stored == st })
+		class := ""
+		if split != nil {
+			class = split(key, value)
+		}
+		i := slices.IndexFunc(groups, func(g StoredGroup) bool { return g.Stored == st && g.Class == class })
 		if i < 0 {
-			groups = append(groups, StoredGroup{Resource: resource, Stored: st, What: st.String(), Example: key,
+			groups = append(groups, StoredGroup{Resource: resource, Stored: st, Class: class, What: st.String(), Example: key,
 				Sample: slices.Clone(value), SampleKey: key})
 			i = len(groups) - 1
 		}

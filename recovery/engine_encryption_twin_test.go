@@ -137,3 +137,37 @@ func TestEngineRevertEncryptionKeyUsedByACustomResource(t *testing.T) {
 		}
 	}
 }
+
+// One prefix, two secrets: a control plane regenerated its key2 and wrote
+// a Secret with it (listed first by etcd) beside those of the old key2.
+// add-key tries every value, not the first of the prefix: each control
+// plane gets the secret it lacks, so both read all four Secrets (the first
+// value alone named only the regenerated secret, and the regenerated node
+// was left unable to read the other three).
+func TestEngineRecoverEncryptionMixedSecretsUnderOnePrefix(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	regenerated := env.cluster.ControlPlanes()[0]
+	regenKey := encryption.RecordingKey("secretbox regenerated")
+	old := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{secretboxKeys("key2"), {Type: encryption.Identity}}}}}
+	regen := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{
+		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: regenKey}}}, {Type: encryption.Identity}}}}}
+	if _, err := env.kv.Put(t.Context(), "/registry/secrets/default/a0", string(sealSecretbox(t, "key2", regenKey, []byte("k8s\x00written by the regenerated node")))); err != nil {
+		t.Fatal(err)
+	}
+	env.recoverRegenerated(regenerated, regen, old)
+	for _, n := range env.cluster.ControlPlanes() {
+		c, _, _ := encryption.FromMachineConfig(n.RunningConfig())
+		if !holdsSecret(c, encryption.RecordingKey("secretbox")) || !holdsSecret(c, regenKey) {
+			t.Errorf("node %s does not hold both secrets of key2: %s", n.IP, c)
+		}
+		resp, err := env.kv.Get(t.Context(), "/registry/secrets/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range resp.Kvs {
+			if tr := c.Read("secrets", string(kv.Key), kv.Value); tr.Outcome != encryption.Decrypts {
+				t.Errorf("node %s cannot read %s: %s", n.IP, kv.Key, tr.Why)
+			}
+		}
+	}
+}

@@ -125,11 +125,12 @@ func (r *run) keyCandidates(ctx context.Context, bundle string) ([]encryption.Ca
 }
 
 // storedUnder are the stored groups of every resource the nodes' configs
-// name (and secrets) whose prefix is provider:name.
-func storedUnder(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, name string) ([]etcd.StoredGroup, error) {
+// name (and secrets) whose prefix is provider:name, split as split says
+// (etcd.Client.StoredSplit; nil: by prefix only).
+func storedUnder(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.MachineConfig, provider, name string, split func(string, []byte) string) ([]etcd.StoredGroup, error) {
 	var out []etcd.StoredGroup
 	for _, res := range storedResources(cfgs) {
-		gs, err := ec.Stored(ctx, res)
+		gs, err := ec.StoredSplit(ctx, res, split)
 		if err != nil {
 			return nil, err
 		}
@@ -140,6 +141,19 @@ func storedUnder(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.Mac
 		}
 	}
 	return out, nil
+}
+
+// decryptedBy says of a value which candidate decrypts it: the values of
+// one prefix may have been written with two secrets of its name (a secret
+// regenerated, some values written again since), and each secret found is
+// added, not the one of whichever value etcd lists first.
+func decryptedBy(cands []encryption.Candidate) func(etcdKey string, value []byte) string {
+	return func(etcdKey string, value []byte) string {
+		if c, ok := encryption.FindKey(value, etcdKey, cands); ok {
+			return c.Source
+		}
+		return "no candidate"
+	}
 }
 
 // storedResources are the resources whose stored values may be encrypted:
@@ -186,7 +200,7 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 	var gone []string
 	for _, k := range p.Keys {
 		provider, name, _ := strings.Cut(k, ":")
-		groups, err := storedUnder(ctx, ec, cfgs, provider, name)
+		groups, err := storedUnder(ctx, ec, cfgs, provider, name, decryptedBy(cands))
 		if err != nil {
 			return nil, err
 		}
@@ -292,19 +306,22 @@ func (r *run) keyFact(ec *etcd.Client, bundle string, k neededKey) Fact {
 			if err != nil {
 				return err
 			}
-			groups, err := storedUnder(ctx, ec, cfgs, k.provider, k.name)
+			groups, err := storedUnder(ctx, ec, cfgs, k.provider, k.name, decryptedBy(cands))
 			if err != nil {
 				return err
 			}
+			stored := false
 			for _, g := range groups {
 				if g.Resource != k.resource {
 					continue
 				}
-				c, ok := encryption.FindKey(g.Sample, g.SampleKey, cands)
-				if !ok || !c.Secret.Equal(k.from.Secret) {
-					return fmt.Errorf("the key in %s no longer decrypts what is stored under %s", k.from.Source, k)
+				stored = true
+				if c, ok := encryption.FindKey(g.Sample, g.SampleKey, cands); ok && c.Secret.Equal(k.from.Secret) {
+					return nil
 				}
-				return nil
+			}
+			if stored {
+				return fmt.Errorf("the key in %s no longer decrypts what is stored under %s", k.from.Source, k)
 			}
 			return fmt.Errorf("nothing of %s is stored under %s any more", k.resource, k)
 		},
@@ -546,7 +563,7 @@ func keyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.Machin
 	if why, twins, err := secondKeyInUse(ctx, ec, cfgs, resource, provider, key); twins || err != nil {
 		return why, err
 	}
-	groups, err := storedUnder(ctx, ec, cfgs, provider, key)
+	groups, err := storedUnder(ctx, ec, cfgs, provider, key, nil)
 	if err != nil {
 		return "", err
 	}

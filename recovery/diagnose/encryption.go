@@ -32,9 +32,10 @@ type ConfigReader interface {
 	ReadMachineConfig(ctx context.Context, node string) (talos.MachineConfig, error)
 }
 
-// StoredReader groups the values etcd stores per resource; *etcd.Client is one.
+// StoredReader groups the values etcd stores per resource, split by what
+// split says of each value; *etcd.Client is one.
 type StoredReader interface {
-	Stored(ctx context.Context, resource string) ([]etcd.StoredGroup, error)
+	StoredSplit(ctx context.Context, resource string, split func(etcdKey string, value []byte) string) ([]etcd.StoredGroup, error)
 }
 
 // EncryptionEvidence is what was read about encryption at rest.
@@ -145,7 +146,10 @@ func GatherEncryption(ctx context.Context, nodes ConfigReader, list []string, st
 		ee.Errors = append(ee.Errors, fmt.Sprintf("resources %q are named by a wildcard: their stored values are not checked", u))
 	}
 	for _, res := range resources {
-		groups, err := stored.Stored(ctx, res)
+		// Split by which configurations read each value: one prefix may
+		// hold values of two secrets under one name, and judge tries one
+		// value per group.
+		groups, err := stored.StoredSplit(ctx, res, ee.readers(res))
 		if err != nil {
 			ee.Errors = append(ee.Errors, fmt.Sprintf("etcd: %s not read: %v", res, err))
 			continue
@@ -154,6 +158,23 @@ func GatherEncryption(ctx context.Context, nodes ConfigReader, list []string, st
 	}
 	ee.judge()
 	return ee
+}
+
+// readers says of a value of res which configurations do not decrypt it:
+// values told apart by it are judged apart.
+func (ee *EncryptionEvidence) readers(res string) func(etcdKey string, value []byte) string {
+	return func(etcdKey string, value []byte) string {
+		if encryption.Classify(value).Form != encryption.Encrypted {
+			return ""
+		}
+		var b strings.Builder
+		for _, c := range ee.Configs {
+			if c.read && c.config.Read(res, etcdKey, value).Outcome == encryption.DoesNotDecrypt {
+				b.WriteString(c.Node + " ")
+			}
+		}
+		return b.String()
+	}
 }
 
 // judge tries one value of each stored group with each configuration, in

@@ -2,11 +2,15 @@ package diagnose
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/nacl/secretbox"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/encryption"
@@ -25,10 +29,10 @@ func (c configs) ReadMachineConfig(_ context.Context, node string) (talos.Machin
 	return talos.MachineConfig{Bytes: b}, nil
 }
 
-// stored groups fixed values as etcd.Client.Stored does.
+// stored groups fixed values as etcd.Client.StoredSplit does.
 type stored map[string][]byte // etcd key -> value
 
-func (s stored) Stored(_ context.Context, resource string) ([]etcd.StoredGroup, error) {
+func (s stored) StoredSplit(_ context.Context, resource string, split func(string, []byte) string) ([]etcd.StoredGroup, error) {
 	var out []etcd.StoredGroup
 	keys := make([]string, 0, len(s))
 	for k := range s {
@@ -39,10 +43,10 @@ func (s stored) Stored(_ context.Context, resource string) ([]etcd.StoredGroup, 
 		if !strings.HasPrefix(k, "/registry/"+resource+"/") {
 			continue
 		}
-		st := encryption.Classify(s[k])
-		i := slices.IndexFunc(out, func(g etcd.StoredGroup) bool { return g.Stored == st })
+		st, class := encryption.Classify(s[k]), split(k, s[k])
+		i := slices.IndexFunc(out, func(g etcd.StoredGroup) bool { return g.Stored == st && g.Class == class })
 		if i < 0 {
-			out = append(out, etcd.StoredGroup{Resource: resource, Stored: st, What: st.String(), Example: k, Sample: s[k], SampleKey: k})
+			out = append(out, etcd.StoredGroup{Resource: resource, Stored: st, Class: class, What: st.String(), Example: k, Sample: s[k], SampleKey: k})
 			i = len(out) - 1
 		}
 		out[i].Count++
@@ -166,4 +170,48 @@ func TestAnalyzeEncryptionHealthy(t *testing.T) {
 	if r := Analyze(ev, Options{}); r.Verdict == EncryptionDrift {
 		t.Errorf("drift where the configuration reads everything: %s", r.Summary)
 	}
+}
+
+// A prefix whose values were written with two secrets of one name (the
+// secret regenerated, some values written again since): the value etcd
+// lists first decrypts, and those of the old secret are still named
+// unreadable, each node's with their own count.
+func TestAnalyzeEncryptionMixedSecretsUnderOnePrefix(t *testing.T) {
+	var sh encryption.Shape
+	for _, s := range recordedShapes(t) {
+		if s.Name == "secret-regenerated" {
+			sh = s
+		}
+	}
+	regen := encryption.Specs(sh.After)
+	cfgs := configs{"127.0.0.11": machineConfig(t, regen), "127.0.0.12": machineConfig(t, regen)}
+	values := stored{sh.StoredKey: sh.StoredValue} // written with the old secret
+	rewritten := sealSecretbox(t, "key2", regen.Resources[0].Providers[0].Keys[0].Secret, []byte("k8s\x00rewritten"))
+	values["/registry/secrets/default/a0"] = rewritten // listed first: the sample of the old code
+	values["/registry/secrets/default/a1"] = rewritten
+	ee := GatherEncryption(context.Background(), cfgs, []string{"127.0.0.11", "127.0.0.12"}, values)
+	if len(ee.Unreadable) != 2 {
+		t.Fatalf("want the old secret's value unreadable on both nodes, got %+v", ee.Unreadable)
+	}
+	for _, u := range ee.Unreadable {
+		if u.Count != 1 || u.Example != sh.StoredKey || u.Cause != string(encryption.CauseWrongSecret) {
+			t.Errorf("%+v", u)
+		}
+	}
+}
+
+// sealSecretbox writes plain as kube-apiserver's secretbox provider does.
+func sealSecretbox(t *testing.T, name string, s encryption.Secret, plain []byte) []byte {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(s.Reveal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k [32]byte
+	var nonce [24]byte
+	copy(k[:], raw)
+	if _, err := rand.Read(nonce[:]); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(encryption.EncryptedPrefix+"secretbox:v1:"+name+":"), secretbox.Seal(nonce[:], plain, &nonce, &k)...)
 }
