@@ -556,3 +556,25 @@ func (e *engineEnv) recoverRegenerated(regenerated *talostest.Node, regen, old e
 	wantOutcome(t, res, err, "completed", false)
 	return res
 }
+
+// The operator fixed the source: every control plane has its old
+// configuration back, writing with key2. The key the incident added is
+// no longer an added read key anywhere, so the revert has nothing to take
+// out and ends; it never takes out the key the nodes write with (it
+// refused for ever before: "a control plane still writes with it").
+func TestEngineRevertEncryptionAfterTheOldConfigIsBack(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	res, err := recoverRun(t, env, recoverRequest{})
+	wantOutcome(t, res, err, "completed", false)
+	fixed := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{secretboxKeys("key2"), {Type: encryption.Identity}}}}}
+	env.applyEverywhere(func(n *talostest.Node) []byte { return replaceDocument(t, n.RunningConfig(), fixed) })
+	out, err := revertRun(t, env, res.Incident, false, false, engineHooks{})
+	if err != nil {
+		t.Fatalf("revert after the old configuration is back: %v (%s)", err, out.Outcome)
+	}
+	for _, n := range env.cluster.ControlPlanes() {
+		if c, _, _ := encryption.FromMachineConfig(n.RunningConfig()); c.String() != fixed.String() {
+			t.Errorf("node %s: %s, want %s", n.IP, c, fixed)
+		}
+	}
+}

@@ -436,11 +436,26 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 	// A key stays while anything at all is stored under it (a rule may
 	// name several resources, and the key is taken out of the whole rule)
 	// or while a control plane still writes with it.
+	// A key no control plane holds as an added read key any more (the
+	// operator put the old config back, or made it the key a rule writes
+	// with) has nothing left to take out: it is not weighed, and never
+	// keeps the revert from ending.
+	removable := map[addedKey]bool{}
+	for _, e := range recorded {
+		mc, read := cfgs[e.Node]
+		if !read {
+			removable[addedKey{e.Resource, e.Provider, e.Key}] = true // the plan says why that node is not planned
+			continue
+		}
+		if _, changed, _ := encryption.RemoveKey(mc.Bytes, e.Resource, encryption.ProviderType(e.Provider), e.Key); changed {
+			removable[addedKey{e.Resource, e.Provider, e.Key}] = true
+		}
+	}
 	var kept []string
 	inUse := map[addedKey]bool{}
 	for _, e := range recorded {
 		id := addedKey{e.Resource, e.Provider, e.Key}
-		if _, seen := inUse[id]; seen {
+		if _, seen := inUse[id]; seen || !removable[id] {
 			continue
 		}
 		why, err := keyInUse(ctx, ec, cfgs, e.Resource, e.Provider, e.Key)
@@ -464,6 +479,9 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 				continue
 			}
 			next, changed, err := encryption.RemoveKey(out, e.Resource, encryption.ProviderType(e.Provider), e.Key)
+			if errors.Is(err, encryption.ErrWritesWith) {
+				continue // the key it writes with now: not the one added
+			}
 			if err != nil {
 				return err
 			}
@@ -473,7 +491,10 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 			}
 		}
 		if len(mine) == 0 {
-			n.Action, n.Reason = "none", "no key this incident added can be taken out of it"
+			n.Action, n.Reason = "none", "it holds no key this incident added any more (as a key it only reads with)"
+			if n.ConfigHashBefore == recordedHashBefore(recorded, n.Node) {
+				n.Reason = "its machine config is the one it had before this incident"
+			}
 			return nil
 		}
 		n.Action, n.newConfig = "remove-keys", out
@@ -656,6 +677,17 @@ func secondKeyInUse(ctx context.Context, ec *etcd.Client, cfgs map[string]talos.
 			"write them again (kubectl get RESOURCE -A -o json | kubectl replace -f -): kube-apiserver writes them with the first key %s; then revert again", provider, name, count, example, name), true, nil
 	}
 	return "", true, nil
+}
+
+// recordedHashBefore is the hash of node's machine config before the
+// incident's first key edit on it ("" if none).
+func recordedHashBefore(recorded []KeyEdit, node string) string {
+	for _, e := range recorded {
+		if e.Node == node {
+			return e.ConfigHashBefore
+		}
+	}
+	return ""
 }
 
 // addedKey is a key an incident added: to the rule for resource.

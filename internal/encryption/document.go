@@ -39,6 +39,10 @@ var ErrLegacyNames = errors.New("this machine config renders its encryption conf
 	"(secretbox key2, aescbc key1, identity), which cannot name another key: on Talos 1.14 and later, replace them by a KubeEtcdEncryptionConfig document " +
 	"that keeps those keys and adds the one needed; before 1.14, re-encrypt the data under the key the config renders (with a kube-apiserver that holds both) or restore etcd from a snapshot taken before the change")
 
+// ErrWritesWith: RemoveKey was asked to take out the key a rule writes
+// with (its first provider's first key).
+var ErrWritesWith = errors.New("kube-apiserver writes with it")
+
 // ErrCBCNameTaken: an AES-CBC key of that name holds another secret. A
 // second aescbc provider of the same name cannot read beside it: AES-CBC
 // authenticates nothing, so about one value in 256 passes the first key's
@@ -168,7 +172,7 @@ func RemoveKey(machineConfig []byte, resource string, t ProviderType, name strin
 				continue
 			}
 			if pi == 0 && ki == 0 {
-				return false, fmt.Errorf("%s key %s is the one %s is written with: not taken out", t, name, resource)
+				return false, fmt.Errorf("%s key %s is the one %s is written with: not taken out: %w", t, name, resource, ErrWritesWith)
 			}
 			p.Keys = slices.Delete(p.Keys, ki, ki+1)
 			if len(p.Keys) == 0 {
