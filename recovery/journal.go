@@ -290,6 +290,9 @@ type IncidentSummary struct {
 	Path       string `json:"path"`
 	// Damage says why a damaged journal cannot be read whole (state damaged).
 	Damage string `json:"damage,omitempty"`
+	// Changed: a step recorded a change it was about to make (an apply
+	// record); an incident without one changed nothing.
+	Changed bool `json:"changed,omitempty"`
 }
 
 // Incidents lists the incidents, oldest first.
@@ -326,6 +329,7 @@ func (s State) Incidents() ([]IncidentSummary, error) {
 		m := entries[0].Meta
 		sum := IncidentSummary{ID: m.ID, Started: m.Started, By: m.By, Cluster: m.Cluster, Runbook: followedRunbook(*m, entries), DryRun: m.DryRun, Standalone: standalone(*m), Path: path}
 		sum.LastStep, sum.State = incidentState(entries)
+		sum.Changed = slices.ContainsFunc(entries, func(e Entry) bool { return e.Kind == "apply" })
 		out = append(out, sum)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
@@ -404,21 +408,36 @@ func finished(state string) bool {
 
 // resumable is the newest incident that started a step and did not
 // complete: what `resume` without an ID continues. A run refused before its
-// first step (the lock was held, say) is not one.
+// first step (the lock was held, say) is not one. One that changed nothing
+// (declined at its first confirmation, say, while another run held the
+// lock) gives way to an older one that did: that is the run left half done.
 func (s State) resumable() (string, error) {
 	list, err := s.Incidents()
 	if err != nil {
 		return "", err
 	}
+	unchanged := ""
 	for i := len(list) - 1; i >= 0; i-- {
-		if list[i].State == "damaged" && !list[i].DryRun && !list[i].Standalone {
+		if list[i].DryRun || list[i].Standalone {
+			continue
+		}
+		if list[i].State == "damaged" {
 			// It may be the run to continue: say so rather than resume an
 			// older one behind it.
 			return list[i].ID, nil
 		}
-		if !finished(list[i].State) && list[i].LastStep != "" && !list[i].DryRun && !list[i].Standalone {
+		if finished(list[i].State) || list[i].LastStep == "" {
+			continue
+		}
+		if list[i].Changed {
 			return list[i].ID, nil
 		}
+		if unchanged == "" {
+			unchanged = list[i].ID
+		}
+	}
+	if unchanged != "" {
+		return unchanged, nil
 	}
 	return "", failure.Input("list them with: breakglass journal list", "no interrupted incident to resume in %s", s.incidentsDir())
 }

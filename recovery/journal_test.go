@@ -58,6 +58,42 @@ func TestJournalRoundTrip(t *testing.T) {
 	}
 }
 
+// resume without an ID continues the run a kill left half done, not a
+// newer one that changed nothing: a second recover declined at its first
+// confirmation (a lab: recover -y killed, then a second recover declined,
+// then a plain resume picked the declined one and stopped on the lock).
+// With no such run, the newest unfinished one is still resumed.
+func TestResumablePrefersTheRunThatChangedSomething(t *testing.T) {
+	st := State{Dir: t.TempDir()}
+	now := time.Now()
+	opts := []byte(`{"runbook":"webhook-deadlock"}`)
+	incident := func(at time.Duration, entries ...Entry) string {
+		j, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock", Options: opts}, now.Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if err := j.Append(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		j.Close()
+		return j.ID
+	}
+	killed := incident(0, Entry{Kind: "begin", Step: "disable"}, Entry{Kind: "apply", Step: "disable", Action: "admission.disable"})
+	declined := incident(time.Second, Entry{Kind: "begin", Step: "diagnose"}, Entry{Kind: "end", Step: "diagnose", Outcome: OutcomeOK},
+		Entry{Kind: "begin", Step: "disable"}, Entry{Kind: "end", Step: "disable", Outcome: OutcomeAborted})
+	if id, err := st.resumable(); err != nil || id != killed {
+		t.Fatalf("resumable = %q, %v; want the killed run %q, not the declined %q", id, err, killed, declined)
+	}
+	// Alone, a declined run is still the one to resume.
+	st = State{Dir: t.TempDir()}
+	declined = incident(0, Entry{Kind: "begin", Step: "disable"}, Entry{Kind: "end", Step: "disable", Outcome: OutcomeAborted})
+	if id, err := st.resumable(); err != nil || id != declined {
+		t.Fatalf("resumable = %q, %v; want %q", id, err, declined)
+	}
+}
+
 // resume without an ID continues the newest incident that started a step
 // and did not complete, not a newer one refused before its first step.
 func TestResumableSkipsRefusedRuns(t *testing.T) {
