@@ -22,6 +22,10 @@ package lab
 //	flags-cloud-provider         v1.32.13 with --cloud-provider=external, the upgrade to 1.33
 //	                             (1.33 already refuses the flag: no 1.33 cluster can hold it)
 //	etcd-nospace                 v1.33.13 with etcd filled to its quota (NOSPACE), the upgrade to 1.34
+//	encryption-key-renamed       v1.34.4 on Talos 1.14, Secrets stored under secretbox key2, and the
+//	                             machine config regenerated for the 1.14 contract (key1) written to
+//	                             a file, not applied: the change the gate judges (--candidate-config)
+//	encryption-secret-regenerated the same, the file holding key2 with a new bundle's secret
 
 import (
 	"context"
@@ -42,17 +46,25 @@ type BeforeUpgrade struct {
 	// To is the minor of the upgrade it stands before, "1.34", and ToVersion
 	// the lab's binary of it.
 	To, ToVersion string
+	// Candidate: the change it stands before is a machine config, written
+	// to CandidateConfig(lab) and not applied, for upgrade-check
+	// --candidate-config.
+	Candidate bool
 }
 
 // beforeUpgrade are the scenarios' places (see the top of this file).
 var beforeUpgrade = map[string]BeforeUpgrade{
-	"":                         {"v1.33.13", "1.34", NewVersion},
-	ScenarioKyvernoServiceCIDR: {"v1.33.13", "1.34", NewVersion},
-	ScenarioExcluded:           {"v1.33.13", "1.34", NewVersion},
-	ScenarioMutatingPolicy:     {OldVersion, "1.33", "v1.33.13"},
-	ScenarioFlagsMultiCIDR:     {"v1.33.13", "1.34", NewVersion},
-	ScenarioFlagsCloudProvider: {OldVersion, "1.33", "v1.33.13"},
-	ScenarioEtcdNoSpace:        {"v1.33.13", "1.34", NewVersion},
+	"":                         {Runs: "v1.33.13", To: "1.34", ToVersion: NewVersion},
+	ScenarioKyvernoServiceCIDR: {Runs: "v1.33.13", To: "1.34", ToVersion: NewVersion},
+	ScenarioExcluded:           {Runs: "v1.33.13", To: "1.34", ToVersion: NewVersion},
+	ScenarioMutatingPolicy:     {Runs: OldVersion, To: "1.33", ToVersion: "v1.33.13"},
+	ScenarioFlagsMultiCIDR:     {Runs: "v1.33.13", To: "1.34", ToVersion: NewVersion},
+	ScenarioFlagsCloudProvider: {Runs: OldVersion, To: "1.33", ToVersion: "v1.33.13"},
+	ScenarioEtcdNoSpace:        {Runs: "v1.33.13", To: "1.34", ToVersion: NewVersion},
+	// The encryption scenarios' change is a regenerated machine config (any
+	// restart reads it: the next minor's is the one upgrade-k8s makes).
+	ScenarioEncryptionKeyRenamed:        {Runs: NewVersion, To: "1.35", ToVersion: "v1.35.4", Candidate: true},
+	ScenarioEncryptionSecretRegenerated: {Runs: NewVersion, To: "1.35", ToVersion: "v1.35.4", Candidate: true},
 }
 
 // BeforeUpgradeOf is where the scenario ("" for none) stands before its upgrade.
@@ -127,6 +139,8 @@ func RunBeforeUpgrade(ctx context.Context, l *Lab, scenario string, tl *Timeline
 		return tl.Step("cluster.apiServer.extraArgs "+describeArgs(sc.Args)+" (mode NO_REBOOT): "+b.Runs+" accepts them", func() error {
 			return SetAPIServerArgs(ctx, l, 3*time.Minute, sc.Args)
 		})
+	case ScenarioEncryptionKeyRenamed, ScenarioEncryptionSecretRegenerated:
+		return encryptionBeforeUpgrade(ctx, l, scenario, tl)
 	case ScenarioEtcdNoSpace:
 		if q := l.opts.EtcdQuotaBytes; q <= 0 || q > 64<<20 {
 			return fmt.Errorf("scenario %s fills etcd through kube-apiserver: start the lab with Options.EtcdQuotaBytes = NoSpaceQuota", ScenarioEtcdNoSpace)
@@ -161,7 +175,13 @@ func (l *Lab) PrintBeforeUpgrade(w io.Writer, scenario string, b BeforeUpgrade) 
 	if !strings.HasSuffix(l.Etcd.Endpoints[0], ":2379") {
 		etcdFlag = " --etcd-endpoints " + strings.Join(l.Etcd.Endpoints, ",")
 	}
-	fmt.Fprintf(w, "\nthe gate, before talosctl upgrade-k8s (in another terminal):\n  breakglass %s upgrade-check --to %s%s\n", tc, b.To, etcdFlag)
+	before := "talosctl upgrade-k8s"
+	if b.Candidate {
+		etcdFlag += " --candidate-config " + CandidateConfig(l)
+		before = "the regenerated machine config is applied (talosctl apply-config)"
+		fmt.Fprintf(w, "  the regenerated machine config, not applied: %s\n", CandidateConfig(l))
+	}
+	fmt.Fprintf(w, "\nthe gate, before %s (in another terminal):\n  breakglass %s upgrade-check --to %s%s\n", before, tc, b.To, etcdFlag)
 	fmt.Fprintf(w, "it prints each no-go's fix; apply it, then run it again.\n")
 	fmt.Fprintf(w, "\nCtrl-C stops the lab and removes nothing but its processes.\n")
 }

@@ -3,9 +3,11 @@ package lab
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,6 +19,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"gopkg.in/yaml.v3"
 
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/talos"
 )
 
@@ -57,6 +60,12 @@ func TestUpgradeGateOnEveryScenario(t *testing.T) {
 			fix: fixFlags},
 		{scenario: ScenarioEtcdNoSpace, nodes: 1, cause: "etcd-alarms", says: "NOSPACE",
 			fix: fixNoSpace, upgrade: true},
+		// The change is the regenerated machine config (--candidate-config);
+		// its "upgrade" is that config applied to every node.
+		{scenario: ScenarioEncryptionKeyRenamed, nodes: 3, cause: "encryption", says: "the candidate machine config",
+			fix: fixCandidate, upgrade: true},
+		{scenario: ScenarioEncryptionSecretRegenerated, nodes: 1, cause: "encryption", says: "the candidate machine config",
+			fix: fixCandidate, upgrade: true},
 	} {
 		name := tc.scenario
 		switch {
@@ -71,7 +80,7 @@ func TestUpgradeGateOnEveryScenario(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := Options{Nodes: tc.nodes, Version: b.Runs}
+			opts := Options{Nodes: tc.nodes, Version: b.Runs}.ForScenario(tc.scenario)
 			if tc.scenario == ScenarioEtcdNoSpace {
 				opts.EtcdQuotaBytes = NoSpaceQuota
 			}
@@ -84,7 +93,11 @@ func TestUpgradeGateOnEveryScenario(t *testing.T) {
 			gate := func(when string) result {
 				t.Helper()
 				start := time.Now()
-				r := g.run("", append([]string{"upgrade-check", "--to", b.To}, g.etcdFlags()...)...)
+				args := append([]string{"upgrade-check", "--to", b.To}, g.etcdFlags()...)
+				if b.Candidate {
+					args = append(args, "--candidate-config", CandidateConfig(l))
+				}
+				r := g.run("", args...)
 				t.Logf("upgrade-check --to %s %s: exit %d in %s\n%s%s", b.To, when, r.code, round(time.Since(start)), r.stdout, r.stderr)
 				return r
 			}
@@ -115,6 +128,10 @@ func TestUpgradeGateOnEveryScenario(t *testing.T) {
 				defer l.Webhook.Hold(false)
 			}
 			start := time.Now()
+			if b.Candidate {
+				applyCandidate(t, l)
+				return
+			}
 			if err := Upgrade(ctx, l, b.ToVersion); err != nil {
 				t.Fatal(err)
 			}
@@ -364,4 +381,83 @@ func TestUpgradeGateMemberDown(t *testing.T) {
 	if r.code != 40 || !line.MatchString(r.stdout) {
 		t.Fatalf("want exit 40 naming the member down; got exit %d", r.code)
 	}
+}
+
+// fixCandidate applies the encryption check's fix to the candidate machine
+// config: the key the Secrets are stored under (secretbox key2, its secret
+// from the running config) added for reading only, after the key the
+// candidate writes with.
+func fixCandidate(t *testing.T, g *guided, gate result) {
+	t.Helper()
+	if !regexp.MustCompile(`(?m)^ +fix: .*secretbox key key2.*for reading only`).MatchString(gate.stdout) {
+		t.Fatalf("the gate's fix is not the key added back")
+	}
+	ctx := withTimeout(t, context.Background(), time.Minute)
+	running, err := g.tc.ReadMachineConfig(ctx, g.l.Nodes()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _, err := encryption.FromMachineConfig(running.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key2 := now.Resources[0].Providers[0].Keys[0] // the legacy rendering: secretbox key2 first
+	candidate, err := os.ReadFile(CandidateConfig(g.l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed, changed, err := encryption.AddReadKey(candidate, "secrets", encryption.Secretbox, key2)
+	if err != nil || !changed {
+		t.Fatalf("add key2 to the candidate: changed %v, %v", changed, err)
+	}
+	if err := os.WriteFile(CandidateConfig(g.l), fixed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// applyCandidate gives every node the candidate's encryption configuration
+// (its KubeEtcdEncryptionConfig document in place of the legacy secret, as
+// the scenario regenerates each node's own config), then waits until every
+// kube-apiserver is ready and lists every Secret: the gate's go is true.
+func applyCandidate(t *testing.T, l *Lab) {
+	t.Helper()
+	ctx := withTimeout(t, context.Background(), 4*time.Minute)
+	candidate, err := os.ReadFile(CandidateConfig(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := encryption.FromMachineConfig(candidate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := c.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := applyRegenerated(ctx, l, "", func(cfg []byte) ([]byte, error) {
+		out := legacySecretbox.ReplaceAll(cfg, nil)
+		return append(append([]byte(strings.TrimRight(string(out), "\n")), "\n---\n"...), doc...), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The kube-apiserver started after the apply, not the one still
+	// running on the old configuration until the kubelet's next poll.
+	if err := l.waitReadyRuns(ctx, 3*time.Minute, func(r ContainerRun) (bool, error) {
+		if !r.Exited.IsZero() && r.Ready.IsZero() && r.Requested.After(start) {
+			return false, fmt.Errorf("node %s: kube-apiserver exited on the candidate's configuration: %s", r.Node, strings.TrimSpace(r.LastLog))
+		}
+		return r.Requested.After(start), nil
+	}); err != nil {
+		t.Fatalf("the candidate the gate let through is not ready: %v", err)
+	}
+	kube, err := l.Kube(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Items []json.RawMessage }
+	if err := kube.Do(ctx, "GET", "/api/v1/namespaces/default/secrets", nil, &list); err != nil || len(list.Items) < EncryptionSecrets {
+		t.Fatalf("Secrets after the candidate: %d listed, %v", len(list.Items), err)
+	}
+	t.Logf("candidate applied: ready and %d Secrets listed %s after the apply", len(list.Items), round(time.Since(start)))
 }
