@@ -3,13 +3,10 @@ package recovery_test
 // Reverts of a second key of the same name, found by an adversarial review.
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"strings"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/crypto/nacl/secretbox"
 
 	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/talos"
@@ -18,17 +15,11 @@ import (
 // sealSecretbox writes plain as kube-apiserver's secretbox provider does.
 func sealSecretbox(t *testing.T, name string, s encryption.Secret, plain []byte) []byte {
 	t.Helper()
-	raw, err := base64.StdEncoding.DecodeString(s.Reveal())
+	out, err := encryption.Seal(encryption.Secretbox, encryption.Key{Name: name, Secret: s}, "", plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k [32]byte
-	var nonce [24]byte
-	copy(k[:], raw)
-	if _, err := rand.Read(nonce[:]); err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(encryption.EncryptedPrefix+"secretbox:v1:"+name+":"), secretbox.Seal(nonce[:], plain, &nonce, &k)...)
+	return out
 }
 
 func holdsSecret(c encryption.Config, s encryption.Secret) bool {

@@ -2,15 +2,11 @@ package diagnose
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-
-	"golang.org/x/crypto/nacl/secretbox"
 
 	"github.com/breakglass-dev/breakglass/etcd"
 	"github.com/breakglass-dev/breakglass/internal/encryption"
@@ -203,15 +199,9 @@ func TestAnalyzeEncryptionMixedSecretsUnderOnePrefix(t *testing.T) {
 // sealSecretbox writes plain as kube-apiserver's secretbox provider does.
 func sealSecretbox(t *testing.T, name string, s encryption.Secret, plain []byte) []byte {
 	t.Helper()
-	raw, err := base64.StdEncoding.DecodeString(s.Reveal())
+	out, err := encryption.Seal(encryption.Secretbox, encryption.Key{Name: name, Secret: s}, "", plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k [32]byte
-	var nonce [24]byte
-	copy(k[:], raw)
-	if _, err := rand.Read(nonce[:]); err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(encryption.EncryptedPrefix+"secretbox:v1:"+name+":"), secretbox.Seal(nonce[:], plain, &nonce, &k)...)
+	return out
 }

@@ -1,14 +1,13 @@
 package upgradecheck
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/nacl/secretbox"
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 )
 
 // encKey is a 32-byte secret derived from label: public, for tests only.
@@ -23,13 +22,11 @@ func b64(k []byte) string { return base64.StdEncoding.EncodeToString(k) }
 // with key name and raw key: the prefix, a random nonce, the box.
 func sealSecretbox(t *testing.T, name string, key, plain []byte) []byte {
 	t.Helper()
-	var k [32]byte
-	var nonce [24]byte
-	copy(k[:], key)
-	if _, err := rand.Read(nonce[:]); err != nil {
+	out, err := encryption.Seal(encryption.Secretbox, encryption.Key{Name: name, Secret: encryption.SecretOf(key)}, "", plain)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]byte("k8s:enc:secretbox:v1:"+name+":"), secretbox.Seal(nonce[:], plain, &nonce, &k)...)
+	return out
 }
 
 // legacyConfig is a Talos 1.13 control plane's machine config holding the
