@@ -475,7 +475,10 @@ func (r *run) removeEncryptionKeys(ctx context.Context, _ Step, _ *EncryptionKey
 		defer func() { mu.Lock(); names[n.Node] = configNames(cfg.Bytes, out); mu.Unlock() }()
 		var mine []KeyEdit
 		for _, e := range recorded {
-			if e.Node != n.Node || inUse[addedKey{e.Resource, e.Provider, e.Key}] {
+			// Only a key weighed and found unused: one judged not removable
+			// from the first read was never weighed, whatever the config
+			// says by now (a second operator's apply in between).
+			if used, weighed := inUse[addedKey{e.Resource, e.Provider, e.Key}]; e.Node != n.Node || !weighed || used {
 				continue
 			}
 			next, changed, err := encryption.RemoveKey(out, e.Resource, encryption.ProviderType(e.Provider), e.Key)
