@@ -290,8 +290,8 @@ type IncidentSummary struct {
 	Path       string `json:"path"`
 	// Damage says why a damaged journal cannot be read whole (state damaged).
 	Damage string `json:"damage,omitempty"`
-	// Changed: a step recorded a change it was about to make (an apply
-	// record); an incident without one changed nothing.
+	// Changed: a change was applied, or may have been (an apply record no
+	// unapplied record withdraws); an incident without one changed nothing.
 	Changed bool `json:"changed,omitempty"`
 }
 
@@ -329,7 +329,7 @@ func (s State) Incidents() ([]IncidentSummary, error) {
 		m := entries[0].Meta
 		sum := IncidentSummary{ID: m.ID, Started: m.Started, By: m.By, Cluster: m.Cluster, Runbook: followedRunbook(*m, entries), DryRun: m.DryRun, Standalone: standalone(*m), Path: path}
 		sum.LastStep, sum.State = incidentState(entries)
-		sum.Changed = slices.ContainsFunc(entries, func(e Entry) bool { return e.Kind == "apply" })
+		sum.Changed = len(journaledChanges(entries)) > 0
 		out = append(out, sum)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
@@ -408,36 +408,42 @@ func finished(state string) bool {
 
 // resumable is the newest incident that started a step and did not
 // complete: what `resume` without an ID continues. A run refused before its
-// first step (the lock was held, say) is not one. One that changed nothing
-// (declined at its first confirmation, say, while another run held the
-// lock) gives way to an older one that did: that is the run left half done.
+// first step (the lock was held, say) is not one. Where that newest one
+// changed nothing and an older unfinished one did (a run killed half way,
+// then a second declined at its prompt), which to continue is the
+// operator's call: both are named, and nothing is resumed.
 func (s State) resumable() (string, error) {
 	list, err := s.Incidents()
 	if err != nil {
 		return "", err
 	}
-	unchanged := ""
+	newest := -1
 	for i := len(list) - 1; i >= 0; i-- {
-		if list[i].DryRun || list[i].Standalone {
+		inc := list[i]
+		if inc.DryRun || inc.Standalone {
 			continue
 		}
-		if list[i].State == "damaged" {
-			// It may be the run to continue: say so rather than resume an
-			// older one behind it.
-			return list[i].ID, nil
-		}
-		if finished(list[i].State) || list[i].LastStep == "" {
+		damaged := inc.State == "damaged"
+		if !damaged && (finished(inc.State) || inc.LastStep == "") {
 			continue
 		}
-		if list[i].Changed {
-			return list[i].ID, nil
+		if newest < 0 {
+			if damaged || inc.Changed {
+				// A damaged one may be the run to continue: say so rather
+				// than resume an older one behind it.
+				return inc.ID, nil
+			}
+			newest = i
+			continue
 		}
-		if unchanged == "" {
-			unchanged = list[i].ID
+		if !damaged && inc.Changed {
+			return "", failure.Input(fmt.Sprintf("name the one to continue: breakglass resume %s (it changed the cluster: %s, state %s), or breakglass resume %s (it changed nothing: %s)",
+				inc.ID, orDefault(inc.Runbook, "?"), inc.State, list[newest].ID, list[newest].State),
+				"resume without an ID: the newest unfinished incident, %s, changed nothing, and an older one, %s, changed the cluster and did not finish", list[newest].ID, inc.ID)
 		}
 	}
-	if unchanged != "" {
-		return unchanged, nil
+	if newest >= 0 {
+		return list[newest].ID, nil
 	}
 	return "", failure.Input("list them with: breakglass journal list", "no interrupted incident to resume in %s", s.incidentsDir())
 }

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/breakglass-dev/breakglass/internal/failure"
 )
 
 // A journal written by one run is read back whole by the next (resume), and
@@ -58,17 +61,19 @@ func TestJournalRoundTrip(t *testing.T) {
 	}
 }
 
-// resume without an ID continues the run a kill left half done, not a
-// newer one that changed nothing: a second recover declined at its first
-// confirmation (a lab: recover -y killed, then a second recover declined,
-// then a plain resume picked the declined one and stopped on the lock).
-// With no such run, the newest unfinished one is still resumed.
-func TestResumablePrefersTheRunThatChangedSomething(t *testing.T) {
-	st := State{Dir: t.TempDir()}
+// resume without an ID never guesses between a run a kill left half done
+// and a newer one that changed nothing (a lab: recover -y killed, then a
+// second recover declined at its prompt; a plain resume picked the
+// declined one and stopped on the killed one's lock): it names both. The
+// same where the older one failed a week ago (an adversarial review: the
+// week-old incident was resumed before today's). An apply record withdrawn
+// by an unapplied one, and a damaged journal behind the newest, do not
+// count (the review again).
+func TestResumableNamesTheRunThatChangedSomething(t *testing.T) {
 	now := time.Now()
 	opts := []byte(`{"runbook":"webhook-deadlock"}`)
-	incident := func(at time.Duration, entries ...Entry) string {
-		j, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock", Options: opts}, now.Add(at))
+	incident := func(st State, at time.Duration, entries ...Entry) string {
+		j, err := st.NewIncident(IncidentMeta{Runbook: "webhook-deadlock", Options: opts, JournalVersion: 2}, now.Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,17 +85,51 @@ func TestResumablePrefersTheRunThatChangedSomething(t *testing.T) {
 		j.Close()
 		return j.ID
 	}
-	killed := incident(0, Entry{Kind: "begin", Step: "disable"}, Entry{Kind: "apply", Step: "disable", Action: "admission.disable"})
-	declined := incident(time.Second, Entry{Kind: "begin", Step: "diagnose"}, Entry{Kind: "end", Step: "diagnose", Outcome: OutcomeOK},
-		Entry{Kind: "begin", Step: "disable"}, Entry{Kind: "end", Step: "disable", Outcome: OutcomeAborted})
-	if id, err := st.resumable(); err != nil || id != killed {
-		t.Fatalf("resumable = %q, %v; want the killed run %q, not the declined %q", id, err, killed, declined)
+	applied := []Entry{{Kind: "begin", Step: "disable"}, {Kind: "apply", Step: "disable", Action: "admission.disable"}}
+	declined := []Entry{{Kind: "begin", Step: "disable"}, {Kind: "end", Step: "disable", Outcome: OutcomeAborted}}
+
+	st := State{Dir: t.TempDir()}
+	killed := incident(st, 0, applied...)
+	newer := incident(st, time.Second, declined...)
+	if id, err := st.resumable(); err == nil || !strings.Contains(err.Error(), killed) || !strings.Contains(strings.Join(failure.Hints(err), "\n"), "breakglass resume "+killed) || !strings.Contains(strings.Join(failure.Hints(err), "\n"), newer) {
+		t.Fatalf("killed then declined: resumable = %q, %v; want both named", id, err)
 	}
-	// Alone, a declined run is still the one to resume.
+
 	st = State{Dir: t.TempDir()}
-	declined = incident(0, Entry{Kind: "begin", Step: "disable"}, Entry{Kind: "end", Step: "disable", Outcome: OutcomeAborted})
-	if id, err := st.resumable(); err != nil || id != declined {
-		t.Fatalf("resumable = %q, %v; want %q", id, err, declined)
+	stale := incident(st, -7*24*time.Hour, append(applied, Entry{Kind: "end", Step: "disable", Outcome: OutcomeOK}, Entry{Kind: "begin", Step: "verify"}, Entry{Kind: "end", Step: "verify", Outcome: OutcomeFailed})...)
+	today := incident(st, 0, Entry{Kind: "begin", Step: "diagnose"})
+	if id, err := st.resumable(); err == nil || !strings.Contains(err.Error(), stale) || !strings.Contains(err.Error(), today) {
+		t.Fatalf("a week-old failed change and today's run: resumable = %q, %v; want both named", id, err)
+	}
+
+	st = State{Dir: t.TempDir()}
+	withdrawn := incident(st, 0, append(applied, Entry{Kind: "unapplied", Step: "disable", Action: "admission.disable"}, Entry{Kind: "end", Step: "disable", Outcome: OutcomeFailed})...)
+	newer = incident(st, time.Second, declined...)
+	if list, _ := st.Incidents(); list[0].ID != withdrawn || list[0].Changed {
+		t.Errorf("an apply withdrawn by an unapplied record counts as a change: %+v", list[0])
+	}
+	if id, err := st.resumable(); err != nil || id != newer {
+		t.Fatalf("resumable = %q, %v; want the newest %q", id, err, newer)
+	}
+
+	st = State{Dir: t.TempDir()}
+	if err := os.MkdirAll(filepath.Join(st.incidentsDir(), "20200101-000000-aaaaaa"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	newer = incident(st, 0, declined...)
+	if id, err := st.resumable(); err != nil || id != newer {
+		t.Fatalf("an old damaged journal behind the newest: resumable = %q, %v; want %q", id, err, newer)
+	}
+
+	// Alone, a declined run is still the one to resume; a changed newest wins.
+	st = State{Dir: t.TempDir()}
+	alone := incident(st, 0, declined...)
+	if id, err := st.resumable(); err != nil || id != alone {
+		t.Fatalf("resumable = %q, %v; want %q", id, err, alone)
+	}
+	changed := incident(st, time.Second, applied...)
+	if id, err := st.resumable(); err != nil || id != changed {
+		t.Fatalf("resumable = %q, %v; want the newest, which changed something, %q", id, err, changed)
 	}
 }
 

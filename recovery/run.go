@@ -72,9 +72,15 @@ func earlier[T Result](r *run, a runbooks.Action) (T, bool) {
 // appliedChanges are the incident's apply records so far, oldest first:
 // earlier runs' and this one's.
 func (r *run) appliedChanges() []Entry {
+	return append(journaledChanges(r.entries), r.applies...)
+}
+
+// journaledChanges are a journal's apply records, oldest first, less those
+// an unapplied record says never took effect.
+func journaledChanges(entries []Entry) []Entry {
 	var out []Entry
-	applyRecords := len(r.entries) > 0 && r.entries[0].Meta != nil && r.entries[0].Meta.JournalVersion >= 2
-	for _, e := range r.entries {
+	applyRecords := len(entries) > 0 && entries[0].Meta != nil && entries[0].Meta.JournalVersion >= 2
+	for _, e := range entries {
 		switch {
 		// A journal from before apply records: a changing step begun.
 		case e.Kind == "apply" || !applyRecords && e.Kind == "begin" && changesCluster(e.Action):
@@ -83,7 +89,7 @@ func (r *run) appliedChanges() []Entry {
 			out = out[:len(out)-1] // stopped before any of it was applied
 		}
 	}
-	return append(out, r.applies...)
+	return out
 }
 
 // changed tells whether this incident applied a change, in this run or an

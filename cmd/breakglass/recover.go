@@ -103,8 +103,8 @@ func resumeCommand(s streams) *cli.Command {
 		Name:      "resume",
 		Usage:     "continue an interrupted incident from its last completed step",
 		ArgsUsage: "[INCIDENT-ID]",
-		Description: "Reads the incident journal (with no ID: the newest unfinished incident that changed something,\n" +
-			"else the newest unfinished one) and runs the steps that\n" +
+		Description: "Reads the incident journal (with no ID: the newest unfinished incident; where it changed nothing\n" +
+			"and an older unfinished one did, both are named and the ID is asked for) and runs the steps that\n" +
 			"did not complete, with the options the incident was started with, on the nodes it recorded, after\n" +
 			"checking they are the same cluster (its name, etcd's cluster ID): another -n or --context is\n" +
 			"refused unless --nodes-gone names the recorded nodes that are gone. Steps are idempotent: a\n" +
