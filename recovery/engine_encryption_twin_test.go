@@ -162,3 +162,30 @@ func TestEngineRecoverEncryptionMixedSecretsUnderOnePrefix(t *testing.T) {
 		}
 	}
 }
+
+// A Secret written under key2 with a third secret while the operator
+// confirms: the plan's keys would leave it unreadable, so the fact read
+// again after the confirmation fails and nothing is applied (an
+// adversarial review: the fact looked for the planned key only).
+func TestEngineRecoverEncryptionThirdSecretBeforeAct(t *testing.T) {
+	env := newEncryptionEnv(t, 2)
+	written := false
+	write := func() {
+		if written {
+			return
+		}
+		written = true
+		third := sealSecretbox(t, "key2", encryption.RecordingKey("a third secret"), []byte("k8s\x00written meanwhile"))
+		if _, err := env.kv.Put(t.Context(), "/registry/secrets/default/a-written-meanwhile", string(third)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := recoverRun(t, env, recoverRequest{Hooks: engineHooks{
+		confirm:     func(string) error { write(); return nil },
+		confirmText: func(string, string) error { write(); return nil },
+	}})
+	if err == nil || res.Outcome == "completed" || !strings.Contains(err.Error(), "decrypt with no key the plan adds") {
+		t.Fatalf("a third secret written between plan and act: %v (%s)", err, res.Outcome)
+	}
+	env.assertConfigsOriginal()
+}

@@ -279,7 +279,7 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 		return out, nil
 	}
 	for _, k := range needed {
-		out.Facts = append(out.Facts, r.keyFact(ec, bundle, k))
+		out.Facts = append(out.Facts, r.keyFact(ec, bundle, k, needed))
 	}
 	out.Change = true
 	out.Ask = []Question{{Text: fmt.Sprintf("Add %s, read-only, to the encryption configuration of %d control plane(s)?", describeNeeded(needed), plan.CountChanges())}}
@@ -296,9 +296,11 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 	return out, nil
 }
 
-// keyFact: what is stored under the key is still there, and the material
-// from where the plan found it still decrypts it.
-func (r *run) keyFact(ec *etcd.Client, bundle string, k neededKey) Fact {
+// keyFact: what is stored under the key is still there, the material
+// from where the plan found it still decrypts some of it, and every value
+// under its prefix still decrypts with a secret the plan adds (a value
+// written since with a third secret of the name would stay unreadable).
+func (r *run) keyFact(ec *etcd.Client, bundle string, k neededKey, needed []neededKey) Fact {
 	return Fact{
 		Says: fmt.Sprintf("%d %s stored under %s (e.g. %s), decrypted in memory by the key in %s", k.count, k.resource, k, k.example, k.from.Source),
 		Holds: func(ctx context.Context) error {
@@ -310,20 +312,28 @@ func (r *run) keyFact(ec *etcd.Client, bundle string, k neededKey) Fact {
 			if err != nil {
 				return err
 			}
-			stored := false
+			stored, found := false, false
 			for _, g := range groups {
 				if g.Resource != k.resource {
 					continue
 				}
 				stored = true
-				if c, ok := encryption.FindKey(g.Sample, g.SampleKey, cands); ok && c.Secret.Equal(k.from.Secret) {
-					return nil
+				c, ok := encryption.FindKey(g.Sample, g.SampleKey, cands)
+				planned := ok && slices.ContainsFunc(needed, func(n neededKey) bool {
+					return n.resource == k.resource && n.provider == k.provider && n.name == k.name && n.from.Secret.Equal(c.Secret)
+				})
+				if !planned {
+					return fmt.Errorf("%d %s under %s (e.g. %s) decrypt with no key the plan adds: written since the plan; run it again", g.Count, k.resource, k, g.Example)
 				}
+				found = found || c.Secret.Equal(k.from.Secret)
 			}
-			if stored {
+			switch {
+			case !stored:
+				return fmt.Errorf("nothing of %s is stored under %s any more", k.resource, k)
+			case !found:
 				return fmt.Errorf("the key in %s no longer decrypts what is stored under %s", k.from.Source, k)
 			}
-			return fmt.Errorf("nothing of %s is stored under %s any more", k.resource, k)
+			return nil
 		},
 	}
 }
