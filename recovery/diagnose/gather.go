@@ -345,9 +345,13 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		ne.Pod, ne.podRead = p, true
 	}
 	// The logs of the container the pod status names (the running one, or the
-	// last that ran): never whichever the CRI happens to list first.
-	if containerID == "" {
-		containerID, _ = nodes.RunningAPIServerContainer(ctx, node, name)
+	// last that ran): never whichever the CRI happens to list first. Talos
+	// refreshes the status every 15 s: for up to that long after the pod
+	// was replaced (a machine config applied) it names the old container,
+	// whose log ends before the new one's first words; then the one
+	// container the CRI lists running is the current one.
+	if running, _ := nodes.RunningAPIServerContainer(ctx, node, name); running != "" && (containerID == "" || !strings.HasSuffix(containerID, running)) {
+		containerID = running
 	}
 	if containerID == "" {
 		ne.Errors = append(ne.Errors, "kube-apiserver logs not read: neither the pod status nor the container list names its current container")
