@@ -13,7 +13,7 @@ import (
 // whose log ends with its shutdown; the CRI lists the new one running, and
 // its log holds kube-apiserver v1.34.4's words (the lab's
 // encryption-provider-dropped, recorded).
-type staleStatus struct{}
+type staleStatus struct{ crashLooping bool }
 
 const droppedLine = `E1207 20:43:01.215056   15526 cacher.go:482] cacher (secrets): unexpected ListAndWatch error: failed to list *core.Secret: unable to transform key "/registry/secrets/default/drift-00": no matching prefix found; reinitializing...`
 
@@ -22,7 +22,10 @@ func (staleStatus) NodeName(context.Context, string) (string, error) { return "c
 func (staleStatus) ReadAPIServerPod(context.Context, string) (talos.APIServerPod, error) {
 	return talos.APIServerPod{}, nil
 }
-func (staleStatus) ReadAPIServerStatus(context.Context, string, string) (talos.PodStatus, error) {
+func (s staleStatus) ReadAPIServerStatus(context.Context, string, string) (talos.PodStatus, error) {
+	if s.crashLooping {
+		return talos.PodStatus{Found: true, WaitingReason: "CrashLoopBackOff", ContainerID: "containerd://old"}, nil
+	}
 	return talos.PodStatus{Found: true, Running: true, ContainerID: "containerd://old"}, nil
 }
 func (staleStatus) RunningAPIServerContainer(context.Context, string, string) (string, error) {
@@ -46,5 +49,14 @@ func TestGatherReadsTheRunningContainer(t *testing.T) {
 	ne := gatherNode(t.Context(), staleStatus{}, "10.5.0.2", 200)
 	if !slices.Contains(ne.Logs, droppedLine) {
 		t.Errorf("logs read %q, want the running container's", ne.Logs)
+	}
+}
+
+// A crash-looping pod's status names the container that died: its log
+// says why, and is read even while the next one runs for a moment.
+func TestGatherKeepsTheDeadContainer(t *testing.T) {
+	ne := gatherNode(t.Context(), staleStatus{crashLooping: true}, "10.5.0.2", 200)
+	if slices.Contains(ne.Logs, droppedLine) || len(ne.Logs) != 1 {
+		t.Errorf("logs read %q, want the container the status names", ne.Logs)
 	}
 }
