@@ -9,6 +9,7 @@ package lab
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -33,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/breakglass-dev/breakglass/etcd/etcdtest"
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/internal/failure"
 	"github.com/breakglass-dev/breakglass/talos"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
@@ -72,6 +74,11 @@ type Options struct {
 	// TalosVersion is every node's Talos version; default talostest's
 	// (v1.13.8). v1.14 and later take the KubeEtcdEncryptionConfig document.
 	TalosVersion string
+	// AESCBCEncryption: the nodes' configs hold a new
+	// cluster.aescbcEncryptionSecret instead of the secretbox one, as
+	// generated for a cluster created before Talos 1.3 (aescbc key1, then
+	// identity).
+	AESCBCEncryption bool
 	// Kubelet are the emulated kubelet's and Talos's times; zero: the real ones.
 	Kubelet talostest.KubeletOptions
 	// TimeScale scales the real kubelet and Talos times left zero in Kubelet
@@ -157,19 +164,28 @@ func Start(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	l.runner = newProcessRunner(opts.KubeBinDir, l.gate)
 	l.logf("starting %d emulated Talos node(s) on %s", len(ips), strings.Join(ips, ", "))
+	var aescbc string
+	if opts.AESCBCEncryption {
+		var key [32]byte
+		if _, err := rand.Read(key[:]); err != nil {
+			return nil, err
+		}
+		aescbc = encryption.SecretOf(key[:]).Reveal()
+	}
 	l.Cluster, err = talostest.NewCluster(ctx, talostest.ClusterOptions{
-		ServiceSubnets:    []string{ServiceCIDR}, // in the configs from the start: the kubelet fetches its first pod before any apply
-		ControlPlanes:     opts.Nodes,
-		Dir:               filepath.Join(opts.Dir, "talos"),
-		KubernetesVersion: opts.Version,
-		Endpoint:          "https://" + net.JoinHostPort(ips[0], strconv.Itoa(l.apiPorts[ips[0]])),
-		IPs:               ips,
-		Port:              opts.TalosPort,
-		Runner:            l.runner,
-		BaseArgs:          l.baseArgs,
-		Kubelet:           kubelet,
-		Etcd:              &talostest.EtcdOptions{ClientPort: opts.EtcdPort, PeerPort: opts.EtcdPeerPort, QuotaBytes: opts.EtcdQuotaBytes},
-		Nodes:             nodeOptions(opts),
+		ServiceSubnets:         []string{ServiceCIDR}, // in the configs from the start: the kubelet fetches its first pod before any apply
+		ControlPlanes:          opts.Nodes,
+		Dir:                    filepath.Join(opts.Dir, "talos"),
+		KubernetesVersion:      opts.Version,
+		Endpoint:               "https://" + net.JoinHostPort(ips[0], strconv.Itoa(l.apiPorts[ips[0]])),
+		IPs:                    ips,
+		Port:                   opts.TalosPort,
+		Runner:                 l.runner,
+		BaseArgs:               l.baseArgs,
+		Kubelet:                kubelet,
+		Etcd:                   &talostest.EtcdOptions{ClientPort: opts.EtcdPort, PeerPort: opts.EtcdPeerPort, QuotaBytes: opts.EtcdQuotaBytes},
+		Nodes:                  nodeOptions(opts),
+		AESCBCEncryptionSecret: aescbc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lab: talos nodes: %w", err)

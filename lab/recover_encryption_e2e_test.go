@@ -22,36 +22,41 @@ import (
 //     1.14.0-beta.0's generator did, naming the same secret key1
 //     (siderolabs/talos#13885);
 //   - encryption-secret-regenerated: all configs but the last regenerated
-//     from a new secrets bundle, key2 holding another secret.
+//     from a new secrets bundle, key2 holding another secret;
+//   - encryption-provider-dropped: Secrets written instead under aescbc
+//     key1 (a cluster created before Talos 1.3), then all configs but the
+//     last regenerated with secretbox key2 and identity, the aescbc
+//     provider gone.
 //
 // kube-apiserver is never ready where the config changed. diagnose names it
-// (exit 33: secretbox key2 unreadable there, kube-apiserver's own words);
+// (exit 33: the stored key unreadable there, kube-apiserver's own words);
 // the gate is a no-go naming it; `recover --yes` with no flag adds the key
-// that reads key2 back, read-only, from another control plane's config;
+// that reads the stored key back, read-only, from another control plane's
+// config;
 // every Secret is listed through the API on every node afterwards; the gate
 // is a go; no key material is printed or left in the state directory;
-// revert refuses while Secrets are stored under key2.
+// revert refuses while Secrets are stored under that key.
 func TestRecoverEncryptionAsTyped(t *testing.T) {
 	for _, tc := range []struct {
 		scenario   string
-		unreadable int // nodes that read nothing under key2
+		stored     string // the provider and key the Secrets are stored under
+		unreadable int    // nodes that read nothing under it
 		cause      encryption.Cause
 		words      string
 		after      string // the first node's configuration afterwards, by names
-		// quoted: kube-apiserver's words are in the last lines diagnose
-		// reads. The regenerated secret's are logged at its first lists and
-		// may have scrolled out of them since: its summary names the cause
-		// from etcd (said below) either way.
-		quoted bool
 		// gate is the encryption check's line afterwards: a go, or for the
 		// regenerated bundle a warn: the last control plane still writes
 		// with the old secret, which the others now read, but it cannot read
 		// what they write (the operator renders one configuration everywhere).
 		gate string
 	}{
-		{ScenarioEncryptionKeyRenamed, 3, encryption.CauseKeyMissing, KeyRenamedWords, "secrets: secretbox (key1, key2)", true,
+		{ScenarioEncryptionKeyRenamed, "secretbox:key2", 3, encryption.CauseKeyMissing, KeyRenamedWords, "secrets: secretbox (key1, key2)",
 			`(?m)^go +encryption +every stored value decrypts`},
-		{ScenarioEncryptionSecretRegenerated, 2, encryption.CauseWrongSecret, SecretRegeneratedWords, "secrets: secretbox (key2), secretbox (key2), identity", false,
+		{ScenarioEncryptionSecretRegenerated, "secretbox:key2", 2, encryption.CauseWrongSecret, SecretRegeneratedWords, "secrets: secretbox (key2), secretbox (key2), identity",
+			`(?m)^warn +encryption +the control planes render different encryption configurations`},
+		// The last control plane still writes with aescbc key1, which the
+		// others now read, but it cannot read what they write (secretbox).
+		{ScenarioEncryptionProviderDropped, "aescbc:key1", 2, encryption.CauseNoProvider, ProviderDroppedWords, "secrets: secretbox (key2), aescbc (key1), identity",
 			`(?m)^warn +encryption +the control planes render different encryption configurations`},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
@@ -59,16 +64,13 @@ func TestRecoverEncryptionAsTyped(t *testing.T) {
 			if _, err := RunScenario(context.Background(), l, tc.scenario, NewTimeline(testWriter{t})); err != nil {
 				t.Fatalf("scenario: %v", err)
 			}
-			words := tc.words
-			if !tc.quoted {
-				words = "cannot read 20 secrets stored as secretbox key key2"
-			}
-			recoverEncryption(t, l, tc.unreadable, tc.cause, words, tc.after, tc.gate)
+			provider, key, _ := strings.Cut(tc.stored, ":")
+			recoverEncryption(t, l, provider, key, tc.unreadable, tc.cause, tc.words, tc.after, tc.gate)
 		})
 	}
 }
 
-func recoverEncryption(t *testing.T, l *Lab, unreadable int, cause encryption.Cause, words, after, gateAfter string) {
+func recoverEncryption(t *testing.T, l *Lab, provider, key string, unreadable int, cause encryption.Cause, words, after, gateAfter string) {
 	g := guidedOn(t, l)
 	ctx := context.Background()
 	var secrets []string // every secret the nodes' documents hold
@@ -103,20 +105,25 @@ func recoverEncryption(t *testing.T, l *Lab, unreadable int, cause encryption.Ca
 		t.Fatalf("diagnose: exit %d, %+v\n%s", d.code, rep, d.stderr)
 	}
 	for _, u := range rep.Evidence.Encryption.Unreadable {
-		if u.Provider != "secretbox" || u.Key != "key2" || u.Cause != string(cause) {
+		if u.Provider != provider || u.Key != key || u.Cause != string(cause) {
 			t.Errorf("unreadable %+v", u)
 		}
 	}
-	if !strings.Contains(rep.Summary, words) {
-		t.Errorf("the summary does not say %q: %s", words, rep.Summary)
+	// kube-apiserver's own words (the log of the container running now,
+	// though the pod status still names the replaced one), and the cause
+	// read from etcd
+	for _, w := range []string{words, fmt.Sprintf("cannot read %d secrets stored as %s key %s", EncryptionSecrets, provider, key)} {
+		if !strings.Contains(rep.Summary, w) {
+			t.Errorf("the summary does not say %q: %s", w, rep.Summary)
+		}
 	}
 	text := g.run("", append([]string{"diagnose"}, g.etcdFlags()...)...)
 	t.Logf("diagnose (text, %d lines):\n%s%s", strings.Count(text.stdout+text.stderr, "\n"), text.stdout, text.stderr)
 
 	// The gate before the next upgrade sees the same death, and names it.
 	gate := g.run("", append([]string{"upgrade-check", "--to", "1.35"}, g.etcdFlags()...)...)
-	if gate.code != 40 || !regexp.MustCompile(`(?m)^no-go +encryption +.*secretbox key key2`).MatchString(gate.stdout) {
-		t.Errorf("upgrade-check before the recovery: exit %d, want 40 and encryption's no-go naming secretbox key2\n%s", gate.code, gate.stdout)
+	if gate.code != 40 || !regexp.MustCompile(`(?m)^no-go +encryption +.*`+provider+` key `+key).MatchString(gate.stdout) {
+		t.Errorf("upgrade-check before the recovery: exit %d, want 40 and encryption's no-go naming %s key %s\n%s", gate.code, provider, key, gate.stdout)
 	}
 
 	incidents := g.incidents()
@@ -184,8 +191,8 @@ func recoverEncryption(t *testing.T, l *Lab, unreadable int, cause encryption.Ca
 
 	id := g.newIncident(incidents)
 	rv := g.run("", append([]string{"revert", "--yes", id}, g.etcdFlags()...)...)
-	if rv.code == 0 || !regexp.MustCompile(`secretbox key key2 (\(the one added beside [^)]*\) )?stays`).MatchString(rv.stdout+rv.stderr) {
-		t.Errorf("revert with Secrets under key2: exit %d\n%s\n%s", rv.code, rv.stdout, rv.stderr)
+	if rv.code == 0 || !regexp.MustCompile(provider+` key `+key+` (\(the one added beside [^)]*\) )?stays`).MatchString(rv.stdout+rv.stderr) {
+		t.Errorf("revert with Secrets under %s key %s: exit %d\n%s\n%s", provider, key, rv.code, rv.stdout, rv.stderr)
 	}
 	g.wantReady("after the refused revert")
 }

@@ -48,7 +48,7 @@ var RecoveryPlugins = []string{"ValidatingAdmissionWebhook", "MutatingAdmissionW
 
 // Scenarios lists the scenario names `lab up --scenario` accepts.
 func Scenarios() []string {
-	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy, ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider, ScenarioEtcdNoSpace, ScenarioEtcdMemberLost, ScenarioEtcdQuorumLost, ScenarioEncryptionKeyRenamed, ScenarioEncryptionSecretRegenerated}
+	return []string{ScenarioKyvernoServiceCIDR, ScenarioExcluded, ScenarioMutatingPolicy, ScenarioFlagsMultiCIDR, ScenarioFlagsCloudProvider, ScenarioEtcdNoSpace, ScenarioEtcdMemberLost, ScenarioEtcdQuorumLost, ScenarioEncryptionKeyRenamed, ScenarioEncryptionSecretRegenerated, ScenarioEncryptionProviderDropped}
 }
 
 // ErrUnknownScenario: no scenario by that name.
@@ -85,6 +85,8 @@ func RunScenario(ctx context.Context, l *Lab, name string, tl *Timeline) ([]Dead
 		return nil, RunEncryptionKeyRenamed(ctx, l, tl)
 	case ScenarioEncryptionSecretRegenerated:
 		return nil, RunEncryptionSecretRegenerated(ctx, l, tl)
+	case ScenarioEncryptionProviderDropped:
+		return nil, RunEncryptionProviderDropped(ctx, l, tl)
 	}
 	if name != ScenarioKyvernoServiceCIDR {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, name, strings.Join(Scenarios(), ", "))

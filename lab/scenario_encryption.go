@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/talos"
 )
@@ -62,6 +64,9 @@ const EncryptionTalosVersion = "v1.14.0"
 // machine configs are regenerated). Other scenarios keep o.
 func (o Options) ForScenario(name string) Options {
 	if isEncryptionScenario(name) {
+		if name == ScenarioEncryptionProviderDropped {
+			o.AESCBCEncryption = true // created before Talos 1.3
+		}
 		if o.TalosVersion == "" {
 			o.TalosVersion = EncryptionTalosVersion
 		}
@@ -74,15 +79,24 @@ func (o Options) ForScenario(name string) Options {
 
 // isEncryptionScenario tells the encryption-at-rest scenarios.
 func isEncryptionScenario(name string) bool {
-	return name == ScenarioEncryptionKeyRenamed || name == ScenarioEncryptionSecretRegenerated
+	return name == ScenarioEncryptionKeyRenamed || name == ScenarioEncryptionSecretRegenerated || name == ScenarioEncryptionProviderDropped
+}
+
+// encryptionRegeneratesAllButLast: the scenario keeps the last control
+// plane's config (it needs 2 nodes or more).
+func encryptionRegeneratesAllButLast(name string) bool {
+	return name == ScenarioEncryptionSecretRegenerated || name == ScenarioEncryptionProviderDropped
 }
 
 // encryptionNext are the commands to try on the scenario, then by hand.
 func encryptionNext(l *Lab, scenario, tc, sd string) []string {
 	first := l.Cluster.Nodes[0]
-	words, names := KeyRenamedWords, "the stored Secrets name key2, the configuration key1"
-	if scenario == ScenarioEncryptionSecretRegenerated {
+	words, names, key := KeyRenamedWords, "the stored Secrets name key2, the configuration key1", "secretbox key2"
+	switch scenario {
+	case ScenarioEncryptionSecretRegenerated:
 		words, names = SecretRegeneratedWords, "key2 holds another secret than the one the Secrets were written with"
+	case ScenarioEncryptionProviderDropped:
+		words, names, key = ProviderDroppedWords, "the stored Secrets are aescbc key1, a provider the regenerated configuration no longer has", "aescbc key1"
 	}
 	return []string{
 		fmt.Sprintf("breakglass %s %s diagnose", tc, sd),
@@ -90,7 +104,7 @@ func encryptionNext(l *Lab, scenario, tc, sd string) []string {
 		"or by hand:",
 		fmt.Sprintf("talosctl %s -n %s logs -k kube-system/kube-apiserver-%s:kube-apiserver --tail 20   # %s", tc, first.IP, first.Name, words),
 		fmt.Sprintf("breakglass %s %s diagnose -o json   # evidence.encryption: what is stored under which key, what each node can read (%s)", tc, sd, names),
-		fmt.Sprintf("breakglass %s %s upgrade-check --to 1.35   # the gate's encryption check: a no-go naming secretbox key2", tc, sd),
+		fmt.Sprintf("breakglass %s %s upgrade-check --to 1.35   # the gate's encryption check: a no-go naming %s", tc, sd, key),
 	}
 }
 
@@ -125,7 +139,7 @@ func waitUnreadable(ctx context.Context, l *Lab, nodes []string, words string, t
 	servers := l.APIServers()
 	deadline := time.Now().Add(timeout)
 	for {
-		stuck := 0
+		stuck, cur := 0, l.Current()
 		for i, ip := range l.Nodes() {
 			if !slices.Contains(nodes, ip) {
 				continue
@@ -134,7 +148,8 @@ func waitUnreadable(ctx context.Context, l *Lab, nodes []string, words string, t
 			if err != nil || ready || !slices.ContainsFunc(failing, func(f string) bool { return strings.Contains(f, "informer-sync") }) {
 				continue
 			}
-			if logs, err := ReadAPIServerLogs(ctx, api, ip, l.Cluster.Nodes[i].Name, 0); err == nil && strings.Contains(logs, words) {
+			// the current container's log: without its ID, Talos may pick the replaced one
+			if logs, err := readContainerLogs(ctx, api, ip, l.Cluster.Nodes[i].Name, cur[ip].ID); err == nil && strings.Contains(logs, words) {
 				stuck++
 			}
 		}
@@ -156,7 +171,14 @@ func waitUnreadable(ctx context.Context, l *Lab, nodes []string, words string, t
 // EncryptionSecrets Secrets through the API: etcd stores them under the
 // secretbox key2 the nodes' legacy rendering names.
 func secretsUnderLegacyKey(ctx context.Context, l *Lab, tl *Timeline) error {
-	if err := tl.Step("kube-apiserver ready on every node, encrypting Secrets as Talos 1.13 renders it (secretbox key2, identity)", func() error {
+	return writeSecrets(ctx, l, tl, "as Talos 1.13 renders it (secretbox key2, identity)", "k8s:enc:secretbox:v1:key2:")
+}
+
+// writeSecrets waits for every kube-apiserver, encrypting Secrets as
+// rendering says, then writes EncryptionSecrets Secrets through the API:
+// etcd stores them under prefix.
+func writeSecrets(ctx context.Context, l *Lab, tl *Timeline, rendering, prefix string) error {
+	if err := tl.Step("kube-apiserver ready on every node, encrypting Secrets "+rendering, func() error {
 		return l.WaitReady(ctx, 3*time.Minute)
 	}); err != nil {
 		return err
@@ -165,13 +187,25 @@ func secretsUnderLegacyKey(ctx context.Context, l *Lab, tl *Timeline) error {
 	if err != nil {
 		return err
 	}
-	return tl.Step(fmt.Sprintf("%d Secrets written through the API (etcd stores them as k8s:enc:secretbox:v1:key2:)", EncryptionSecrets), func() error {
+	return tl.Step(fmt.Sprintf("%d Secrets written through the API (etcd stores them as %s)", EncryptionSecrets, prefix), func() error {
 		for i := range EncryptionSecrets {
 			s := map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": fmt.Sprintf("drift-%02d", i)},
 				"stringData": map[string]string{"password": fmt.Sprintf("value-%d", i)}}
 			if err := kube.Do(ctx, "POST", "/api/v1/namespaces/default/secrets", s, nil); err != nil {
 				return err
 			}
+		}
+		resp, err := l.kv.Get(ctx, "/registry/secrets/default/drift-", clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			if !strings.HasPrefix(string(kv.Value), prefix) {
+				return fmt.Errorf("etcd stores %s as %.24q, not under %s", kv.Key, kv.Value, prefix)
+			}
+		}
+		if len(resp.Kvs) != EncryptionSecrets {
+			return fmt.Errorf("etcd holds %d of the %d Secrets", len(resp.Kvs), EncryptionSecrets)
 		}
 		return nil
 	})
@@ -250,5 +284,68 @@ func applyRegenerated(ctx context.Context, l *Lab, kept string, regenerate func(
 		}
 		_, err = tc.Apply(ctx, ip, talos.ApplyRequest{Config: out, Mode: talos.NoReboot})
 		return err
+	})
+}
+
+// ScenarioEncryptionProviderDropped is a provider dropped by a regenerated
+// config: a cluster created before Talos 1.3 (aescbc key1) whose configs
+// are regenerated for the 1.14 contract with a secretbox key only, on all
+// control planes but the last.
+const ScenarioEncryptionProviderDropped = "encryption-provider-dropped"
+
+// ProviderDroppedWords are kube-apiserver's words when no provider's prefix
+// matches a stored value (docs/encryption.md, recorded: the same for a
+// provider dropped and for unencrypted data without identity).
+const ProviderDroppedWords = "no matching prefix found"
+
+// DropAESCBCProvider is a machine config regenerated for the 1.14 contract
+// with a secretbox secret: the v1alpha1 aescbc secret out, a
+// KubeEtcdEncryptionConfig document holding secretbox key2 with secret,
+// then identity. The aescbc provider the stored Secrets need is gone.
+func DropAESCBCProvider(cfg []byte, secret encryption.Secret) ([]byte, error) {
+	if legacyAESCBC.Find(cfg) == nil {
+		return nil, errors.New("the machine config holds no cluster.aescbcEncryptionSecret")
+	}
+	c := encryption.Config{Resources: []encryption.Rule{{Resources: []string{"secrets"}, Providers: []encryption.Provider{
+		{Type: encryption.Secretbox, Keys: []encryption.Key{{Name: "key2", Secret: secret}}}, {Type: encryption.Identity}}}}}
+	doc, err := c.Document()
+	if err != nil {
+		return nil, err
+	}
+	out := legacyAESCBC.ReplaceAll(cfg, nil)
+	return append(append([]byte(strings.TrimRight(string(out), "\n")), "\n---\n"...), doc...), nil
+}
+
+// legacyAESCBC is the v1alpha1 aescbc key's line.
+var legacyAESCBC = regexp.MustCompile(`(?m)^[ \t]*aescbcEncryptionSecret:[ \t]*([^\s#]+)[^\n]*\n`)
+
+// RunEncryptionProviderDropped brings the lab into the incident: Secrets
+// written under the legacy rendering of a cluster created before Talos 1.3
+// (aescbc key1, identity), then every control plane but the last
+// regenerated for the 1.14 contract with a secretbox key (secretbox key2,
+// identity: no aescbc). Their kube-apiserver reads no stored Secret; the
+// last one's runs on.
+func RunEncryptionProviderDropped(ctx context.Context, l *Lab, tl *Timeline) error {
+	nodes := l.Nodes()
+	if len(nodes) < 2 {
+		return fmt.Errorf("scenario %s regenerates all control planes but one: it needs 2 or more nodes (--nodes 3)", ScenarioEncryptionProviderDropped)
+	}
+	regenerated, kept := nodes[:len(nodes)-1], nodes[len(nodes)-1]
+	if err := writeSecrets(ctx, l, tl, "as a cluster created before Talos 1.3 renders it (aescbc key1, identity)", "k8s:enc:aescbc:v1:key1:"); err != nil {
+		return err
+	}
+	var fresh [32]byte // the regenerated config's secretbox secret
+	if _, err := rand.Read(fresh[:]); err != nil {
+		return err
+	}
+	secret := encryption.SecretOf(fresh[:])
+	if err := tl.Step(fmt.Sprintf("the machine configs of %s regenerated for the 1.14 contract with a secretbox key (KubeEtcdEncryptionConfig: secretbox key2, identity; the aescbc provider dropped), applied through the Talos API (mode NO_REBOOT); %s keeps its own (a rolling change stopped there)",
+		strings.Join(regenerated, ", "), kept), func() error {
+		return applyRegenerated(ctx, l, kept, func(cfg []byte) ([]byte, error) { return DropAESCBCProvider(cfg, secret) })
+	}); err != nil {
+		return err
+	}
+	return tl.Step("kube-apiserver on "+strings.Join(regenerated, ", ")+" restarts with the new file and is never ready (readyz fails informer-sync; its log: '"+ProviderDroppedWords+"')", func() error {
+		return waitUnreadable(ctx, l, regenerated, ProviderDroppedWords, 3*time.Minute)
 	})
 }

@@ -54,7 +54,7 @@ func Up(ctx context.Context, opts UpOptions) error {
 	if isEtcdLossScenario(opts.Scenario) && opts.Nodes != EtcdScenarioNodes {
 		return fmt.Errorf("lab: scenario %s needs %d nodes: --nodes %d", opts.Scenario, EtcdScenarioNodes, EtcdScenarioNodes)
 	}
-	if opts.Scenario == ScenarioEncryptionSecretRegenerated && opts.Nodes < 2 {
+	if encryptionRegeneratesAllButLast(opts.Scenario) && opts.Nodes < 2 {
 		return fmt.Errorf("lab: scenario %s regenerates every control plane's config but the last: --nodes 3", opts.Scenario)
 	}
 	if opts.Scenario == ScenarioEtcdNoSpace && lo.EtcdQuotaBytes == 0 {

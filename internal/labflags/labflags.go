@@ -74,7 +74,7 @@ func (a *ArgList) String() string {
 // UpScenarios are the scenarios `up --scenario` plays (lab.Scenarios; a
 // lab test holds the two equal), RehearseScenarios those `rehearse` takes.
 var (
-	UpScenarios       = []string{"kyverno-servicecidr", "kyverno-servicecidr-excluded", "mutating-policy-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace", "etcd-member-lost", "etcd-quorum-lost", "encryption-key-renamed", "encryption-secret-regenerated"}
+	UpScenarios       = []string{"kyverno-servicecidr", "kyverno-servicecidr-excluded", "mutating-policy-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace", "etcd-member-lost", "etcd-quorum-lost", "encryption-key-renamed", "encryption-secret-regenerated", "encryption-provider-dropped"}
 	RehearseScenarios = []string{"kyverno-servicecidr", "flags-multicidr", "flags-cloud-provider", "etcd-nospace", "etcd-member-lost", "etcd-quorum-lost"}
 )
 

@@ -333,10 +333,11 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		ne.Flags = pod.Flags
 	}
 	var containerID string
+	var statusRunning bool
 	if st, err := nodes.ReadAPIServerStatus(ctx, node, name); err != nil {
 		fail(err)
 	} else {
-		containerID = st.ContainerID
+		containerID, statusRunning = st.ContainerID, st.Running
 		p := &Pod{Found: st.Found, Ready: st.Ready, Running: st.Running, Restarts: st.RestartCount, WaitingReason: st.WaitingReason}
 		if !st.StartedAt.IsZero() {
 			t := st.StartedAt
@@ -345,9 +346,17 @@ func gatherNode(ctx context.Context, nodes Nodes, node string, tail int) NodeEvi
 		ne.Pod, ne.podRead = p, true
 	}
 	// The logs of the container the pod status names (the running one, or the
-	// last that ran): never whichever the CRI happens to list first.
-	if containerID == "" {
-		containerID, _ = nodes.RunningAPIServerContainer(ctx, node, name)
+	// last that ran): never whichever the CRI happens to list first. Talos
+	// refreshes the status every 15 s: for up to that long after the pod
+	// was replaced (a machine config applied) it names the old container,
+	// whose log ends before the new one's first words; then the one
+	// container the CRI lists running is the current one. A status that
+	// names a container not running (crash-looping) is kept: its log says
+	// why it died, the next one's may not yet.
+	if containerID == "" || statusRunning {
+		if running, _ := nodes.RunningAPIServerContainer(ctx, node, name); running != "" && !strings.HasSuffix(containerID, running) {
+			containerID = running
+		}
 	}
 	if containerID == "" {
 		ne.Errors = append(ne.Errors, "kube-apiserver logs not read: neither the pod status nor the container list names its current container")

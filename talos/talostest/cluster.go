@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,14 @@ type ClusterOptions struct {
 	// ServiceSubnets are cluster.network.serviceSubnets in the generated
 	// configs (talosctl gen config --service-cidr); default Talos's.
 	ServiceSubnets []string
+
+	// AESCBCEncryptionSecret, when set, is the generated configs'
+	// cluster.aescbcEncryptionSecret in place of the bundle's
+	// secretboxEncryptionSecret: a cluster created before Talos 1.3, whose
+	// generator wrote the AES-CBC secret (generate/init.go: secretbox only
+	// from the 1.3 contract on; a bundle holds one of the two). Its legacy
+	// rendering is aescbc key1, then identity.
+	AESCBCEncryptionSecret string
 
 	// Secrets is the cluster's secrets bundle; default a new one. Reusing one saves
 	// the key generation (about a second) when many clusters are made, as in tests.
@@ -215,6 +224,19 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		if *t.out, err = prov.Bytes(); err != nil {
 			return nil, err
 		}
+
+		if opts.AESCBCEncryptionSecret != "" && t.typ == machine.TypeControlPlane {
+			if *t.out, err = withAESCBC(*t.out, opts.AESCBCEncryptionSecret); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	if opts.AESCBCEncryptionSecret != "" { // the bundle as such a cluster has it
+		b, s := *c.Secrets, *c.Secrets.Secrets
+		s.AESCBCEncryptionSecret, s.SecretboxEncryptionSecret = opts.AESCBCEncryptionSecret, ""
+		b.Secrets = &s
+		c.Secrets = &b
 	}
 
 	for i := range total {
@@ -594,4 +616,21 @@ func (c *Cluster) publishMembers() error {
 	}
 
 	return nil
+}
+
+// secretboxLine is the generated config's secretbox secret, its comment
+// included.
+var secretboxLine = regexp.MustCompile(`(?m)^([ \t]*)secretboxEncryptionSecret:[^\n]*\n`)
+
+// withAESCBC is a generated control-plane config holding the AES-CBC
+// secret where it held the secretbox one.
+func withAESCBC(cfg []byte, secret string) ([]byte, error) {
+	m := secretboxLine.FindSubmatchIndex(cfg)
+	if m == nil {
+		return nil, errors.New("the generated config holds no cluster.secretboxEncryptionSecret")
+	}
+
+	line := string(cfg[m[2]:m[3]]) + "aescbcEncryptionSecret: " + secret + "\n"
+
+	return append(append(append([]byte(nil), cfg[:m[0]]...), line...), cfg[m[1]:]...), nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 
+	"github.com/breakglass-dev/breakglass/internal/encryption"
 	"github.com/breakglass-dev/breakglass/talos/talostest"
 )
 
@@ -594,3 +595,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 var _ = emptypb.Empty{}
+
+// A cluster created before Talos 1.3: its configs hold the AES-CBC secret,
+// rendered aescbc key1 then identity; the bundle it was made from is not
+// changed.
+func TestAESCBCEncryptionSecret(t *testing.T) {
+	secret := encryption.SecretOf(bytes.Repeat([]byte{7}, 32))
+	c := newCluster(t, talostest.ClusterOptions{ControlPlanes: 2, AESCBCEncryptionSecret: secret.Reveal()})
+	for _, n := range c.Nodes {
+		cfg, src, err := encryption.FromMachineConfig(n.RunningConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if cfg.String() != "secrets: aescbc (key1), identity" || src != encryption.FromClusterSecrets {
+			t.Errorf("node %s renders %s from %s", n.IP, cfg, src)
+		}
+
+		if k := cfg.Resources[0].Providers[0].Keys[0]; !k.Secret.Equal(secret) {
+			t.Errorf("node %s: aescbc key1 is not the secret given", n.IP)
+		}
+	}
+
+	if c.Secrets.Secrets.AESCBCEncryptionSecret != secret.Reveal() || c.Secrets.Secrets.SecretboxEncryptionSecret != "" {
+		t.Error("the cluster's bundle does not hold the AES-CBC secret alone")
+	}
+
+	if shared, _ := sharedSecrets(); shared.Secrets.SecretboxEncryptionSecret == "" || shared.Secrets.AESCBCEncryptionSecret != "" {
+		t.Error("the bundle the cluster was made from changed")
+	}
+}
