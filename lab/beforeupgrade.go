@@ -26,6 +26,8 @@ package lab
 //	                             machine config regenerated for the 1.14 contract (key1) written to
 //	                             a file, not applied: the change the gate judges (--candidate-config)
 //	encryption-secret-regenerated the same, the file holding key2 with a new bundle's secret
+//	encryption-provider-dropped  Secrets stored under aescbc key1 (a cluster created before Talos
+//	                             1.3), the file holding secretbox key2 and identity, no aescbc
 
 import (
 	"context"
@@ -65,6 +67,7 @@ var beforeUpgrade = map[string]BeforeUpgrade{
 	// restart reads it: the next minor's is the one upgrade-k8s makes).
 	ScenarioEncryptionKeyRenamed:        {Runs: NewVersion, To: "1.35", ToVersion: "v1.35.4", Candidate: true},
 	ScenarioEncryptionSecretRegenerated: {Runs: NewVersion, To: "1.35", ToVersion: "v1.35.4", Candidate: true},
+	ScenarioEncryptionProviderDropped:   {Runs: NewVersion, To: "1.35", ToVersion: "v1.35.4", Candidate: true},
 }
 
 // BeforeUpgradeOf is where the scenario ("" for none) stands before its upgrade.
@@ -139,7 +142,7 @@ func RunBeforeUpgrade(ctx context.Context, l *Lab, scenario string, tl *Timeline
 		return tl.Step("cluster.apiServer.extraArgs "+describeArgs(sc.Args)+" (mode NO_REBOOT): "+b.Runs+" accepts them", func() error {
 			return SetAPIServerArgs(ctx, l, 3*time.Minute, sc.Args)
 		})
-	case ScenarioEncryptionKeyRenamed, ScenarioEncryptionSecretRegenerated:
+	case ScenarioEncryptionKeyRenamed, ScenarioEncryptionSecretRegenerated, ScenarioEncryptionProviderDropped:
 		return encryptionBeforeUpgrade(ctx, l, scenario, tl)
 	case ScenarioEtcdNoSpace:
 		if q := l.opts.EtcdQuotaBytes; q <= 0 || q > 64<<20 {

@@ -66,6 +66,8 @@ func TestUpgradeGateOnEveryScenario(t *testing.T) {
 			fix: fixCandidate, upgrade: true},
 		{scenario: ScenarioEncryptionSecretRegenerated, nodes: 1, cause: "encryption", says: "the candidate machine config",
 			fix: fixCandidate, upgrade: true},
+		{scenario: ScenarioEncryptionProviderDropped, nodes: 1, cause: "encryption", says: "the candidate machine config",
+			fix: fixCandidate, upgrade: true},
 	} {
 		name := tc.scenario
 		switch {
@@ -384,14 +386,12 @@ func TestUpgradeGateMemberDown(t *testing.T) {
 }
 
 // fixCandidate applies the encryption check's fix to the candidate machine
-// config: the key the Secrets are stored under (secretbox key2, its secret
-// from the running config) added for reading only, after the key the
-// candidate writes with.
+// config: the key the Secrets are stored under (the running config's
+// first: secretbox key2, or aescbc key1 where the provider is dropped, its
+// secret from there) added for reading only, after the key the candidate
+// writes with.
 func fixCandidate(t *testing.T, g *guided, gate result) {
 	t.Helper()
-	if !regexp.MustCompile(`(?m)^ +fix: .*secretbox key key2.*for reading only`).MatchString(gate.stdout) {
-		t.Fatalf("the gate's fix is not the key added back")
-	}
 	ctx := withTimeout(t, context.Background(), time.Minute)
 	running, err := g.tc.ReadMachineConfig(ctx, g.l.Nodes()[0])
 	if err != nil {
@@ -401,14 +401,18 @@ func fixCandidate(t *testing.T, g *guided, gate result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key2 := now.Resources[0].Providers[0].Keys[0] // the legacy rendering: secretbox key2 first
+	writer := now.Resources[0].Providers[0] // the legacy rendering writes with its first provider's key
+	stored := writer.Keys[0]
+	if !regexp.MustCompile(`(?m)^ +fix: .*(for reading only.*` + string(writer.Type) + `.*key ` + stored.Name + `|` + string(writer.Type) + `.*key ` + stored.Name + `.*for reading only)`).MatchString(gate.stdout) {
+		t.Fatalf("the gate's fix is not %s key %s added back", writer.Type, stored.Name)
+	}
 	candidate, err := os.ReadFile(CandidateConfig(g.l))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixed, changed, err := encryption.AddReadKey(candidate, "secrets", encryption.Secretbox, key2)
+	fixed, changed, err := encryption.AddReadKey(candidate, "secrets", writer.Type, stored)
 	if err != nil || !changed {
-		t.Fatalf("add key2 to the candidate: changed %v, %v", changed, err)
+		t.Fatalf("add %s key %s to the candidate: changed %v, %v", writer.Type, stored.Name, changed, err)
 	}
 	if err := os.WriteFile(CandidateConfig(g.l), fixed, 0o600); err != nil {
 		t.Fatal(err)
@@ -416,7 +420,7 @@ func fixCandidate(t *testing.T, g *guided, gate result) {
 }
 
 // applyCandidate gives every node the candidate's encryption configuration
-// (its KubeEtcdEncryptionConfig document in place of the legacy secret, as
+// (its KubeEtcdEncryptionConfig document in place of the legacy secrets, as
 // the scenario regenerates each node's own config), then waits until every
 // kube-apiserver is ready and lists every Secret: the gate's go is true.
 func applyCandidate(t *testing.T, l *Lab) {
@@ -436,7 +440,7 @@ func applyCandidate(t *testing.T, l *Lab) {
 	}
 	start := time.Now()
 	if err := applyRegenerated(ctx, l, "", func(cfg []byte) ([]byte, error) {
-		out := legacySecretbox.ReplaceAll(cfg, nil)
+		out := legacyAESCBC.ReplaceAll(legacySecretbox.ReplaceAll(cfg, nil), nil)
 		return append(append([]byte(strings.TrimRight(string(out), "\n")), "\n---\n"...), doc...), nil
 	}); err != nil {
 		t.Fatal(err)

@@ -304,7 +304,7 @@ func fixFor(tr encryption.Trial, res string) string {
 		if tr.Stored.Unencrypted() {
 			return fmt.Sprintf("add identity (last) to the %s rule: unencrypted %s remain", res, res)
 		}
-		return fmt.Sprintf("add a %s provider with key %s back to the %s rule, for reading only, after the provider it writes with", tr.Stored.Provider, tr.Stored.Key, res)
+		return fmt.Sprintf("add back to the %s rule, for reading only, after the provider it writes with, a provider of type %s holding key %s", res, tr.Stored.Provider, tr.Stored.Key)
 	}
 	return "find what wrote these values (docs/encryption.md) before upgrading"
 }
