@@ -58,6 +58,10 @@ type BackupKey struct {
 	// its key) tells an object found that way from an edited file.
 	StoredKind string `json:"storedKind,omitempty"`
 	StoredName string `json:"storedName,omitempty"`
+	// Unreadable: an encrypted value no key read when it was backed up
+	// (the last resort of an encryption drift), under any key of the
+	// prefix. Resource is then empty and Name the key's path under it.
+	Unreadable bool `json:"unreadable,omitempty"`
 	// Object is the decoded object, for human eyes only: restore never reads it.
 	Object json.RawMessage `json:"object,omitempty"`
 }
@@ -79,7 +83,7 @@ func NewBackup(prefix string, cluster ClusterInfo, objs []Object, toolVersion st
 			Key: o.Key, Resource: o.Resource, Name: o.Name,
 			Value: base64.StdEncoding.EncodeToString(o.Value), SHA256: hex.EncodeToString(sum[:]),
 			CreateRevision: o.CreateRevision, ModRevision: o.ModRevision, Version: o.Version,
-			Encoding: o.Encoding, StoredKind: o.StoredKind, StoredName: o.StoredName,
+			Encoding: o.Encoding, StoredKind: o.StoredKind, StoredName: o.StoredName, Unreadable: o.Unreadable,
 		}
 		if o.Decoded != nil {
 			raw, err := json.Marshal(o.Decoded)
@@ -269,12 +273,14 @@ func (b *Backup) validate() error {
 	seen := make(map[string]bool, len(b.Keys))
 	for i := range b.Keys {
 		k := &b.Keys[i]
-		r, name, ok := splitKey(b.Prefix, k.Key)
-		if !ok {
-			return bad(k.Key, "not an admission object key under %s", b.Prefix)
-		}
-		if r != k.Resource || name != k.Name {
-			return bad(k.Key, "resource %q name %q do not match the key", k.Resource, k.Name)
+		if !k.Unreadable {
+			r, name, ok := splitKey(b.Prefix, k.Key)
+			if !ok {
+				return bad(k.Key, "not an admission object key under %s", b.Prefix)
+			}
+			if r != k.Resource || name != k.Name {
+				return bad(k.Key, "resource %q name %q do not match the key", k.Resource, k.Name)
+			}
 		}
 		if seen[k.Key] {
 			return bad(k.Key, "listed twice")
@@ -293,6 +299,11 @@ func (b *Backup) validate() error {
 		}
 		if got := sha256.Sum256(raw); !bytes.Equal(got[:], want) {
 			return &BackupFileError{Key: k.Key, Err: ErrChecksumMismatch}
+		}
+		if k.Unreadable {
+			if err := checkUnreadable(b.Prefix, k, raw); err != nil {
+				return bad(k.Key, "%v", err)
+			}
 		}
 	}
 	return nil

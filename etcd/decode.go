@@ -58,7 +58,10 @@ type Object struct {
 	// StoredName is the value's own metadata.name when it is not the name
 	// in the key: kube-apiserver lists the object by it, but keeps it under
 	// the key. breakglass backs it up and removes it by its key.
-	StoredName  string      `json:"storedName,omitempty"`
+	StoredName string `json:"storedName,omitempty"`
+	// Unreadable: an encrypted value no key reads, under any key of the
+	// prefix (PlanUnreadable); Resource is empty, Name its path.
+	Unreadable  bool        `json:"unreadable,omitempty"`
 	DecodeError string      `json:"decodeError,omitempty"`
 	Webhooks    []Webhook   `json:"webhooks,omitempty"`
 	Policy      *PolicyInfo `json:"policy,omitempty"`

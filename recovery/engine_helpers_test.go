@@ -159,6 +159,7 @@ type recoverRequest struct {
 	StateDir     string          // --state-dir; default the env's (another's: another operator)
 	NodesGone    []string        // --nodes-gone
 	Bundle       string          // --secrets-bundle
+	RemoveLost   bool            // --remove-unreadable
 	Hooks        engineHooks
 }
 
@@ -190,7 +191,8 @@ func recoverRun(t *testing.T, env *engineEnv, req recoverRequest) (runOutcome, e
 		ctx = t.Context()
 	}
 	opts := recovery.RecoverOptions{Runbook: rb.Metadata.Name, Steps: recovery.StepsOf(rb), KeepDisabled: req.KeepDisabled,
-		Delete: req.Delete, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover", NodesGone: req.NodesGone, SecretsBundle: req.Bundle}
+		Delete: req.Delete, Etcd: env.etcdOptions(), ToolVersion: "engine-test", Command: "recover", NodesGone: req.NodesGone, SecretsBundle: req.Bundle,
+		RemoveUnreadable: req.RemoveLost}
 	tc, state := env.tc, env.state()
 	if req.Nodes != nil {
 		tc = tc.WithNodes(req.Nodes)

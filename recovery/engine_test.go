@@ -400,7 +400,10 @@ func (e *engineEnv) Run(ctx context.Context, c talostest.Container, logs io.Writ
 			fmt.Fprint(w, "[+]ping ok\n[+]etcd ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed\n")
 			return
 		}
-		if len(unreadable) > 0 {
+		e.mu.Lock()
+		check := e.unreadable
+		e.mu.Unlock()
+		if check != nil && len(check(e.cluster.Node(ip))) > 0 { // read again, as the reflector lists again: what was unreadable may be gone
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, "[+]ping ok\n[+]etcd ok\n[-]informer-sync failed: reason withheld\nreadyz check failed\n")
 			return

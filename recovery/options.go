@@ -57,6 +57,10 @@ type RecoverOptions struct {
 	// no control plane's machine config holds it. The path only: the key
 	// material is read when needed, never kept.
 	SecretsBundle string `json:"secretsBundle,omitempty"`
+	// RemoveUnreadable is the operator's consent to the last resort of an
+	// encryption drift (recover --remove-unreadable): the values no key
+	// breakglass finds decrypts are backed up and removed from etcd.
+	RemoveUnreadable bool `json:"removeUnreadable,omitempty"`
 }
 
 // StepResult is the outcome of one step.

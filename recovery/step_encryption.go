@@ -152,7 +152,7 @@ func decryptedBy(cands []encryption.Candidate) func(etcdKey string, value []byte
 		if c, ok := encryption.FindKey(value, etcdKey, cands); ok {
 			return c.Source
 		}
-		return "no candidate"
+		return noCandidate
 	}
 }
 
@@ -197,7 +197,7 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 		return nil, err
 	}
 	var needed []neededKey
-	var gone []string
+	var gone, lost []string // lost: what no key reads, left to the removal (--remove-unreadable)
 	for _, k := range p.Keys {
 		provider, name, _ := strings.Cut(k, ":")
 		groups, err := storedUnder(ctx, ec, cfgs, provider, name, decryptedBy(cands))
@@ -210,6 +210,10 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 		}
 		for _, g := range groups {
 			c, ok := encryption.FindKey(g.Sample, g.SampleKey, cands)
+			if !ok && r.opts.RemoveUnreadable {
+				lost = append(lost, fmt.Sprintf("%d %s under %s key %s", g.Count, g.Resource, provider, name))
+				continue
+			}
 			if !ok {
 				var tried []string
 				for _, c := range cands {
@@ -218,10 +222,13 @@ func (r *run) addEncryptionKeys(ctx context.Context, s Step, p *runbooks.Encrypt
 				return nil, failure.Hinted(fmt.Errorf("no key material breakglass can read decrypts the %d %s stored under %s key %s (e.g. %s); tried %s",
 					g.Count, g.Resource, provider, name, g.Example, orDefault(strings.Join(tried, ", "), "nothing")),
 					"name the secrets bundle the data was written with: breakglass recover --secrets-bundle secrets.yaml (or in a copy of the runbook: `with: {bundle: secrets.yaml}` on its add-key step)",
-					"without any key that reads it, the only way left is to remove those values after a verified backup (not automated yet)")
+					"without any key that reads them, the last resort is to remove those values after a verified backup: breakglass recover --remove-unreadable")
 			}
 			needed = append(needed, neededKey{resource: g.Resource, provider: provider, name: name, count: g.Count, example: g.Example, from: c})
 		}
+	}
+	if len(needed) == 0 && len(lost) > 0 {
+		return nil, skip("no key breakglass can find reads %s: left to the removal step", strings.Join(lost, ", "))
 	}
 	if len(needed) == 0 {
 		return nil, skip("nothing stored uses %s any more", strings.Join(gone, ", "))
@@ -314,8 +321,8 @@ func (r *run) keyFact(ec *etcd.Client, bundle string, k neededKey, needed []need
 			}
 			stored, found := false, false
 			for _, g := range groups {
-				if g.Resource != k.resource {
-					continue
+				if g.Resource != k.resource || g.Class == noCandidate && r.opts.RemoveUnreadable {
+					continue // what no key reads is the removal step's
 				}
 				stored = true
 				c, ok := encryption.FindKey(g.Sample, g.SampleKey, cands)

@@ -29,7 +29,11 @@ func init() {
 			for _, k := range keysOf(d.Steps) {
 				keys = append(keys, strings.Replace(k, ":", " key ", 1))
 			}
-			return "add back, read-only, on every control plane: " + strings.Join(keys, ", ")
+			plan := "add back, read-only, on every control plane: " + strings.Join(keys, ", ")
+			if hasAction(d.Steps, runbooks.ActionEncryptionUnreadableRemove) {
+				plan += "; as the last resort, back up and remove what no key reads"
+			}
+			return plan
 		},
 		Scope: ScopeEveryMember,
 		Advice: func(*run, *Decision, error) []string {
@@ -57,9 +61,13 @@ func decideEncryption(d *Decision, report *diagnose.Report, opts RecoverOptions)
 	if len(steps) == 0 {
 		steps = opts.Steps
 	}
-	d.Steps = make([]Step, len(steps))
-	for i, s := range steps {
-		d.Steps[i] = s
+	d.Steps = make([]Step, 0, len(steps))
+	for _, s := range steps {
+		if _, ok := s.Params.(*runbooks.EncryptionUnreadableRemoveParams); ok && !opts.RemoveUnreadable {
+			continue // the last resort runs only when asked: not even shown as skipped
+		}
+		i := len(d.Steps)
+		d.Steps = append(d.Steps, s)
 		if p, ok := s.Params.(*runbooks.EncryptionKeyAddParams); ok {
 			keys := p.Keys
 			if len(keys) == 0 {

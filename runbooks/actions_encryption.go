@@ -58,3 +58,36 @@ func init() {
 		},
 	})
 }
+
+// ActionEncryptionUnreadableRemove is the last resort of an encryption
+// drift: the values no key can read, backed up and removed from etcd.
+const ActionEncryptionUnreadableRemove Action = "encryption.unreadable.remove"
+
+// EncryptionUnreadableRemoveParams are encryption.unreadable.remove's
+// parameters. It acts only when the operator asked for it (recover
+// --remove-unreadable): values lost to the cluster are not removed by a
+// runbook alone.
+type EncryptionUnreadableRemoveParams struct {
+	// Bundle is a secrets bundle whose encryption secrets count as keys
+	// that read (a value one of them decrypts is never removed).
+	Bundle string `yaml:"bundle,omitempty" json:"bundle,omitempty"`
+}
+
+func (*EncryptionUnreadableRemoveParams) Action() Action { return ActionEncryptionUnreadableRemove }
+
+func (p *EncryptionUnreadableRemoveParams) check() []fieldError { return nil }
+
+func init() {
+	i := slices.IndexFunc(actionTable, func(a ActionInfo) bool { return a.Name == ActionEncryptionKeyAdd })
+	actionTable = slices.Insert(actionTable, i+1, ActionInfo{
+		Name: ActionEncryptionUnreadableRemove,
+		Summary: "the last resort, only with recover --remove-unreadable: the encrypted values that no key breakglass can find decrypts (every control plane's machine config, the secrets bundle named) " +
+			"are listed one by one with what each is, backed up byte for byte (written, read back and verified), and removed from etcd in transactions guarded by their revisions; " +
+			"breakglass revert --objects puts them back",
+		ChangesCluster: true,
+		newParams:      func() Params { return &EncryptionUnreadableRemoveParams{} },
+		params: []paramDoc{
+			{"bundle", "path", "a Talos secrets bundle whose encryption secrets count as keys that read", "the add-key step's bundle, else recover --secrets-bundle"},
+		},
+	})
+}

@@ -35,7 +35,7 @@ func TestReadme(t *testing.T) {
 		// and the etcd space and member actions belong to other incidents
 		// (builtin/apiserver-flags.yaml, builtin/etcd-nospace.yaml,
 		// builtin/etcd-member-lost.yaml, builtin/etcd-quorum-lost.yaml).
-		if !seen[a.Name] && !slices.Contains([]Action{ActionWebhookWait, ActionExtraArgsRemove, ActionEncryptionKeyAdd, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
+		if !seen[a.Name] && !slices.Contains([]Action{ActionWebhookWait, ActionExtraArgsRemove, ActionEncryptionKeyAdd, ActionEncryptionUnreadableRemove, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
 			ActionEtcdCopy, ActionEtcdMemberRemove, ActionEtcdReset, ActionEtcdBootstrap, ActionEtcdWait}, a.Name) {
 			t.Errorf("the README example does not use %s", a.Name)
 		}

@@ -373,7 +373,7 @@ func TestDuration(t *testing.T) {
 
 func TestActionTable(t *testing.T) {
 	acts := Actions()
-	want := []Action{ActionPreflight, ActionDiagnose, ActionAdmissionDisable, ActionExtraArgsRemove, ActionEncryptionKeyAdd, ActionAPIServerWait, ActionEtcdSnapshot, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
+	want := []Action{ActionPreflight, ActionDiagnose, ActionAdmissionDisable, ActionExtraArgsRemove, ActionEncryptionKeyAdd, ActionEncryptionUnreadableRemove, ActionAPIServerWait, ActionEtcdSnapshot, ActionEtcdUsage, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
 		ActionEtcdCopy, ActionEtcdMemberRemove, ActionEtcdReset, ActionEtcdBootstrap, ActionEtcdWait, ActionEtcdDelete, ActionWebhookWait, ActionAdmissionRestore, ActionVerify}
 	var names []Action
 	types := map[reflect.Type]bool{}
@@ -413,7 +413,7 @@ func TestActionTable(t *testing.T) {
 		if a.Summary == "" || strings.HasSuffix(a.Summary, ".") {
 			t.Errorf("%s: summary %q", a.Name, a.Summary)
 		}
-		changes := slices.Contains([]Action{ActionAdmissionDisable, ActionEtcdDelete, ActionAdmissionRestore, ActionExtraArgsRemove, ActionEncryptionKeyAdd, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
+		changes := slices.Contains([]Action{ActionAdmissionDisable, ActionEtcdDelete, ActionAdmissionRestore, ActionExtraArgsRemove, ActionEncryptionKeyAdd, ActionEncryptionUnreadableRemove, ActionEtcdCompact, ActionEtcdDefragment, ActionEtcdDisarm,
 			ActionEtcdMemberRemove, ActionEtcdReset, ActionEtcdBootstrap}, a.Name)
 		if a.ChangesCluster != changes {
 			t.Errorf("%s: ChangesCluster %v", a.Name, a.ChangesCluster)

@@ -71,6 +71,7 @@ func recoverFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "keep-disabled", Usage: "stop before putting the plugins back (restore later with: breakglass admission restore)"},
 		&cli.StringSliceFlag{Name: "nodes-gone", Usage: "control planes gone for good (replaced without talosctl etcd leave), left out of -n: checked not to answer; their etcd members are removed"},
 		&cli.StringFlag{Name: "secrets-bundle", Usage: "this cluster's Talos secrets bundle (encryption-drift: where a key no control plane's machine config holds may be found; read when needed, never printed or kept)"},
+		&cli.BoolFlag{Name: "remove-unreadable", Usage: "encryption-drift, the last resort: back up (verified) and remove from etcd the encrypted values no key breakglass can find decrypts, each listed with what it is; revert --objects puts them back"},
 		noKubeletRestartFlag(),
 		allowPendingFlag(),
 	)
@@ -91,7 +92,8 @@ func runRecover(c *cli.Context, s streams) error {
 		PluginsExplicit: c.IsSet("plugins"), RunbookExplicit: c.IsSet("runbook"),
 		Delete: flaglist.Split(c.StringSlice("delete")...), DeleteKind: c.String("kind"),
 		AllowPendingChange: c.Bool("allow-pending-change"), NoKubeletRestart: c.Bool("no-kubelet-restart"), Etcd: etcdOptions(c), ToolVersion: version, Command: "recover",
-		NodesGone: unique(flaglist.Split(c.StringSlice("nodes-gone")...)), SecretsBundle: c.String("secrets-bundle")}
+		NodesGone: unique(flaglist.Split(c.StringSlice("nodes-gone")...)), SecretsBundle: c.String("secrets-bundle"),
+		RemoveUnreadable: c.Bool("remove-unreadable")}
 	return runGuided(c, s, func(g globalOptions, ui recovery.UI, tc *talos.Client) (*recovery.RecoverResult, error) {
 		opts.CommandLine = typedCommand(c, tc)
 		return recovery.Recover(c.Context, tc, recovery.State{Dir: g.StateDir}, effects(g, tc), ui, opts)
