@@ -56,6 +56,9 @@ func TestEngineRecoverEncryptionRemoveUnreadable(t *testing.T) {
 		t.Error("a Secret the nodes read was removed")
 	}
 	env.waitReadyOrNot(true)
+	if next := strings.Join(res.Next, "\n"); !strings.Contains(next, "must write them again") || strings.Contains(next, "the next apply drops the key again") {
+		t.Errorf("the advice after a removal with no key added:\n%s", next)
+	}
 
 	backups, _ := filepath.Glob(filepath.Join(env.stateDir, "incidents", res.Incident, "backup-remove-lost*.json"))
 	if len(backups) != 1 {
@@ -75,7 +78,11 @@ func TestEngineRecoverEncryptionRemoveUnreadable(t *testing.T) {
 		}
 	}
 
-	res, err = revertRun(t, env, res.Incident, true, false, engineHooks{})
+	shown = ""
+	res, err = revertRun(t, env, res.Incident, true, false, engineHooks{show: func(s string) { shown += s + "\n" }})
+	if !strings.Contains(shown, "2 of these are values no key read") {
+		t.Errorf("the restore does not warn that the values are unreadable:\n%s", shown)
+	}
 	if err != nil {
 		t.Fatalf("revert --objects: %v (%+v)", err, res)
 	}

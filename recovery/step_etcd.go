@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -325,6 +326,9 @@ func (r *run) restoreObjects(ctx context.Context, _ Step, p *EtcdRestoreParams) 
 		pl.Path, pl.DryRun = path, true
 		out.Plans = append(out.Plans, pl)
 		RenderRestore(&view, b, pl, true)
+		if n := unreadableRestored(b, pl); n > 0 {
+			fmt.Fprintf(&view, "  %d of these are values no key read when they were removed (encryption-drift's last resort): kube-apiserver stops being ready again unless a key that reads them is in every control plane's encryption configuration now\n", n)
+		}
 		n := 0
 		for _, it := range pl.Items {
 			out.Keys[it.Key] = string(it.Status)
@@ -449,4 +453,16 @@ func objectFact(ec *etcd.Client, o etcd.Object, names []string, resources []kind
 			return fmt.Errorf("%s %s is no longer in etcd", o.Kind, termsafe.String(o.Name))
 		},
 	}
+}
+
+// unreadableRestored counts the keys of b marked unreadable that the
+// restore plan pl puts back.
+func unreadableRestored(b *etcd.Backup, pl *etcd.RestoreResult) int {
+	n := 0
+	for _, it := range pl.Items {
+		if it.Status == etcd.WouldRestore && slices.ContainsFunc(b.Keys, func(k etcd.BackupKey) bool { return k.Key == it.Key && k.Unreadable }) {
+			n++
+		}
+	}
+	return n
 }

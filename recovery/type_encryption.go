@@ -35,10 +35,8 @@ func init() {
 			}
 			return plan
 		},
-		Scope: ScopeEveryMember,
-		Advice: func(*run, *Decision, error) []string {
-			return []string{keyStays}
-		},
+		Scope:  ScopeEveryMember,
+		Advice: adviseEncryption,
 	})
 }
 
@@ -88,6 +86,24 @@ func keysOf(steps []Step) []string {
 		if p, ok := s.Params.(*runbooks.EncryptionKeyAddParams); ok {
 			out = union(out, p.Keys)
 		}
+	}
+	return out
+}
+
+// adviseEncryption: an added key must be made where the configs come from;
+// values removed as the last resort must be written again by their owners.
+func adviseEncryption(r *run, _ *Decision, _ error) []string {
+	did := func(a runbooks.Action) bool {
+		return slices.ContainsFunc(r.appliedChanges(), func(e Entry) bool { return e.Action == string(a) })
+	}
+	removed := did(runbooks.ActionEncryptionUnreadableRemove)
+	var out []string
+	if did(runbooks.ActionEncryptionKeyAdd) || !removed {
+		out = append(out, keyStays)
+	}
+	if removed {
+		out = append(out, "the values no key read are gone from etcd and kept, byte for byte, in this incident's backups: whatever wrote them must write them again (helm upgrade, a new token, the operator that owns them); "+
+			"should their key be found, it goes into every control plane's encryption configuration first, then: "+r.target.Cmd("revert "+r.journal.ID+" --objects"))
 	}
 	return out
 }
